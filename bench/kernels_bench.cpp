@@ -1,0 +1,188 @@
+// Benchmarks for the CPU kernel tables, single-threaded:
+//   - gemm_f32 at the prefill shapes (N = 64) next to OpenBLAS cblas_sgemm on the same problem;
+//   - every gemm at decode (N = 1), reporting the weight bytes streamed per second;
+//   - a plain 1 GiB memory-read loop, the bandwidth reference for the decode numbers.
+// Decode benchmarks rotate through enough copies of the weights (>= 512 MiB) that they come
+// from DRAM, as in a real model, not from the last-level cache.
+// TENSORPC_KERNELS=portable|avx2|avx512 selects the table, as in the runtime.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/float16.h"
+#include "core/quant.h"
+#include "cpu/kernels.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace tensorpc {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+void set_gemm_counters(benchmark::State& state, double flops, double weight_bytes) {
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(weight_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prefill: C[64 x M] = B[64 x K] * A[M x K]^T.
+
+void BM_GemmF32Prefill(benchmark::State& state) {
+  const int64_t K = state.range(0), M = state.range(1), N = 64;
+  const auto A = random_floats(M * K, 1);
+  const auto B = random_floats(N * K, 2);
+  std::vector<float> C(M * N);
+  const cpu::KernelTable& t = cpu::best_kernels();
+  state.SetLabel(t.name);
+  for (auto _ : state) {
+    t.gemm_f32(K, M, N, A.data(), K * 4, B.data(), K * 4, C.data(), M);
+    benchmark::DoNotOptimize(C.data());
+  }
+  set_gemm_counters(state, 2.0 * M * N * K, 4.0 * M * K);
+}
+
+void BM_CblasSgemmPrefill(benchmark::State& state) {
+  const int64_t K = state.range(0), M = state.range(1), N = 64;
+  const auto A = random_floats(M * K, 1);
+  const auto B = random_floats(N * K, 2);
+  std::vector<float> C(M * N);
+  openblas_set_num_threads(1);
+  for (auto _ : state) {
+    // Column-major C (M x N) = A^T-stored (K x M, transposed) * B (K x N): the same layout.
+    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+                1.0f, A.data(), static_cast<int>(K), B.data(), static_cast<int>(K), 0.0f, C.data(),
+                static_cast<int>(M));
+    benchmark::DoNotOptimize(C.data());
+  }
+  set_gemm_counters(state, 2.0 * M * N * K, 4.0 * M * K);
+}
+
+#define PREFILL_SHAPES Args({4096, 4096})->Args({1024, 2816})->Args({2816, 1024})
+BENCHMARK(BM_GemmF32Prefill)->PREFILL_SHAPES->ArgNames({"K", "M"})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CblasSgemmPrefill)->PREFILL_SHAPES->ArgNames({"K", "M"})->Unit(benchmark::kMillisecond);
+
+// ---------------------------------------------------------------------------------------------
+// Decode: one activation row against a weight matrix in each format.
+
+enum class Weights { kF32, kF16, kQ8_0, kQ4_0 };
+
+// Weight rows of one matrix in the requested format (bytes) and its row stride.
+std::vector<uint8_t> make_weights(Weights w, int64_t K, int64_t M, size_t* row_bytes) {
+  const auto f = random_floats(M * K, 3);
+  switch (w) {
+    case Weights::kF32:
+      *row_bytes = K * 4;
+      return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(f.data()),
+                                  reinterpret_cast<const uint8_t*>(f.data() + f.size()));
+    case Weights::kF16: {
+      *row_bytes = K * 2;
+      std::vector<uint8_t> out(M * *row_bytes);
+      convert_row_f32_to_f16(f.data(), reinterpret_cast<uint16_t*>(out.data()), M * K);
+      return out;
+    }
+    case Weights::kQ8_0: {
+      *row_bytes = K / kQK * sizeof(BlockQ8_0);
+      std::vector<uint8_t> out(M * *row_bytes);
+      quantize_row_q8_0_ref(f.data(), reinterpret_cast<BlockQ8_0*>(out.data()), M * K);
+      return out;
+    }
+    case Weights::kQ4_0: {
+      *row_bytes = K / kQK * sizeof(BlockQ4_0);
+      std::vector<uint8_t> out(M * *row_bytes);
+      quantize_row_q4_0_ref(f.data(), reinterpret_cast<BlockQ4_0*>(out.data()), M * K);
+      return out;
+    }
+  }
+  return {};
+}
+
+template <Weights W>
+void BM_GemmDecode(benchmark::State& state) {
+  const int64_t K = state.range(0), M = state.range(1);
+  size_t row_bytes = 0;
+  const std::vector<uint8_t> one = make_weights(W, K, M, &row_bytes);
+  const size_t copies = std::max<size_t>(2, (size_t{512} << 20) / one.size() + 1);
+  std::vector<uint8_t> pool(copies * one.size());
+  for (size_t c = 0; c < copies; ++c) std::memcpy(pool.data() + c * one.size(), one.data(), one.size());
+
+  const auto x = random_floats(K, 4);
+  std::vector<BlockQ8_0> xq(K / kQK);
+  const cpu::KernelTable& t = cpu::best_kernels();
+  const bool quantized = W == Weights::kQ8_0 || W == Weights::kQ4_0;
+  const cpu::GemmFn fn = W == Weights::kF32    ? t.gemm_f32
+                         : W == Weights::kF16  ? t.gemm_f16
+                         : W == Weights::kQ8_0 ? t.gemm_q8_0
+                                               : t.gemm_q4_0;
+  std::vector<float> y(M);
+  state.SetLabel(t.name);
+  size_t c = 0;
+  for (auto _ : state) {
+    const void* B = x.data();
+    size_t ldb = K * 4;
+    if (quantized) {  // activations are quantized per call, as the op does
+      t.quantize_row_q8_0(x.data(), xq.data(), K);
+      B = xq.data();
+      ldb = xq.size() * sizeof(BlockQ8_0);
+    }
+    fn(K, M, 1, pool.data() + c * one.size(), row_bytes, B, ldb, y.data(), M);
+    benchmark::DoNotOptimize(y.data());
+    c = (c + 1) % copies;
+  }
+  set_gemm_counters(state, 2.0 * M * K, static_cast<double>(one.size()));
+}
+
+#define DECODE_SHAPES Args({4096, 4096})->Args({1024, 2816})->Args({2816, 1024})
+BENCHMARK(BM_GemmDecode<Weights::kQ4_0>)->Name("BM_GemmQ4_0Decode")->DECODE_SHAPES->ArgNames({"K", "M"});
+BENCHMARK(BM_GemmDecode<Weights::kQ8_0>)->Name("BM_GemmQ8_0Decode")->DECODE_SHAPES->ArgNames({"K", "M"});
+BENCHMARK(BM_GemmDecode<Weights::kF16>)->Name("BM_GemmF16Decode")->DECODE_SHAPES->ArgNames({"K", "M"});
+BENCHMARK(BM_GemmDecode<Weights::kF32>)->Name("BM_GemmF32Decode")->DECODE_SHAPES->ArgNames({"K", "M"});
+
+// ---------------------------------------------------------------------------------------------
+// Memory-read reference: sum a 1 GiB buffer. The buffer is split into `streams` equal parts
+// read side by side (the decode kernels also read several weight rows at once); one stream
+// alone leaves DRAM bandwidth unused on many cores, so the best row is the fair reference.
+
+template <int S>
+uint64_t sum_streams(const std::vector<uint64_t>& buf) {
+  const size_t per = buf.size() / S;
+  uint64_t acc[S][8] = {};
+  for (size_t i = 0; i < per; i += 8)
+    for (int s = 0; s < S; ++s)
+      for (int l = 0; l < 8; ++l) acc[s][l] += buf[s * per + i + l];
+  uint64_t sum = 0;
+  for (const auto& a : acc)
+    for (uint64_t v : a) sum += v;
+  return sum;
+}
+
+void BM_MemoryRead(benchmark::State& state) {
+  const size_t bytes = size_t{1} << 30;
+  std::vector<uint64_t> buf(bytes / sizeof(uint64_t), 1);
+  for (auto _ : state) {
+    uint64_t sum = 0;
+    switch (state.range(0)) {
+      case 1: sum = sum_streams<1>(buf); break;
+      case 4: sum = sum_streams<4>(buf); break;
+      default: sum = sum_streams<8>(buf); break;
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_MemoryRead)->ArgName("streams")->Arg(1)->Arg(4)->Arg(8)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace tensorpc
+
+BENCHMARK_MAIN();

@@ -1,0 +1,175 @@
+// mul_mat on the CPU device at decode (N=1) and prefill (N=64) shapes, with
+// its baselines measured in the same run: OpenBLAS cblas_sgemm for the f32
+// shapes, and a plain multi-threaded memory-read loop for weight bandwidth.
+// Ends with a table of ratios (ours / baseline).
+//
+//   ./build/bench/mul_mat_bench [--benchmark_min_time=0.5] [--benchmark_filter=…]
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tensorpc/context.h"
+#include "tensorpc/cpu_device.h"
+#include "tensorpc/graph_allocator.h"
+
+namespace {
+
+using namespace tensorpc;
+
+int bench_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+struct Shape {
+  int64_t k, m;
+};
+constexpr Shape kShapes[] = {{4096, 4096}, {1024, 2816}};
+constexpr DType kTypes[] = {DType::f32, DType::f16, DType::q8_0, DType::q4_0};
+
+// One mul_mat graph on a CPU device with random weights and activations.
+struct MulMatSetup {
+  CpuDevice device{{.threads = bench_threads()}};
+  Context ctx;
+  GraphAllocator alloc{device};
+  std::unique_ptr<Stream> stream;
+  Tensor* a;
+  Graph graph;
+
+  MulMatSetup(DType type, Shape s, int64_t n) {
+    a = ctx.new_tensor(type, {s.k, s.m});
+    Tensor* b = ctx.new_tensor(DType::f32, {s.k, n});
+    a->flags |= kFlagInput;
+    b->flags |= kFlagInput;
+    graph = Graph::build({ctx.mul_mat(a, b)});
+    if (!alloc.allocate(graph).ok()) throw std::runtime_error("allocation failed");
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (Tensor* t : {a, b}) {
+      std::vector<float> v(static_cast<size_t>(t->nelements()));
+      for (float& x : v) x = dist(rng);
+      if (!write_from_f32(*t, v).ok()) throw std::runtime_error("write failed");
+    }
+    stream = device.create_stream().value();
+  }
+};
+
+void BM_MulMat(benchmark::State& state, DType type, Shape s, int64_t n) {
+  MulMatSetup setup(type, s, n);
+  for (auto _ : state) {
+    if (!setup.stream->compute(setup.graph).ok()) state.SkipWithError("compute failed");
+  }
+  const double flops = 2.0 * static_cast<double>(s.k * s.m * n);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weights_GB/s"] =
+      benchmark::Counter(static_cast<double>(setup.a->nbytes()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// C[n][m] = sum_k B[n][k] A[m][k]: the same product, row-major, as mul_mat computes.
+void BM_OpenBLAS(benchmark::State& state, Shape s, int64_t n) {
+  openblas_set_num_threads(bench_threads());
+  std::vector<float> a(static_cast<size_t>(s.k * s.m)), b(static_cast<size_t>(s.k * n)), c(static_cast<size_t>(s.m * n));
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& x : a) x = dist(rng);
+  for (float& x : b) x = dist(rng);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(s.m),
+                static_cast<int>(s.k), 1.0f, b.data(), static_cast<int>(s.k), a.data(), static_cast<int>(s.k), 0.0f,
+                c.data(), static_cast<int>(s.m));
+    benchmark::DoNotOptimize(c.data());
+  }
+  const double flops = 2.0 * static_cast<double>(s.k * s.m * n);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Every thread sums its share of a 1 GiB buffer: the machine's read bandwidth.
+void BM_MemoryRead(benchmark::State& state) {
+  const size_t bytes = size_t{1} << 30;
+  const int nth = bench_threads();
+  std::vector<uint64_t> buf(bytes / 8, 1);
+  std::vector<uint64_t> sums(static_cast<size_t>(nth) * 8);
+  for (auto _ : state) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < nth; ++t) {
+      threads.emplace_back([&, t] {
+        const size_t per = buf.size() / static_cast<size_t>(nth);
+        const uint64_t* p = buf.data() + per * static_cast<size_t>(t);
+        uint64_t s = 0;
+        for (size_t i = 0; i < per; ++i) s += p[i];
+        sums[static_cast<size_t>(t) * 8] = s;
+      });
+    }
+    for (auto& th : threads) th.join();
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+std::string shape_name(Shape s, int64_t n) {
+  return std::to_string(s.m) + "x" + std::to_string(s.k) + "/N" + std::to_string(n);
+}
+
+// Collects counters so main() can print ratios after the run.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      for (const auto& [key, counter] : r.counters) values[r.benchmark_name() + "|" + key] = counter.value;
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  std::map<std::string, double> values;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::RegisterBenchmark("memory_read/1GiB", BM_MemoryRead)->Unit(benchmark::kMillisecond)->UseRealTime();
+  for (Shape s : kShapes) {
+    for (int64_t n : {int64_t{1}, int64_t{64}}) {
+      for (DType t : kTypes) {
+        benchmark::RegisterBenchmark(("mul_mat/" + std::string(name_of(t)) + "/" + shape_name(s, n)).c_str(),
+                                     BM_MulMat, t, s, n)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+      }
+      if (n == 64) {
+        benchmark::RegisterBenchmark(("openblas_sgemm/" + shape_name(s, n)).c_str(), BM_OpenBLAS, s, n)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+      }
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+
+  const auto get = [&](const std::string& key) {
+    auto it = reporter.values.find(key);
+    return it == reporter.values.end() ? 0.0 : it->second;
+  };
+  const double mem = get("memory_read/1GiB/real_time|GB/s");
+  std::printf("\nratios (%d threads)                     value    baseline   ratio   target\n", bench_threads());
+  for (Shape s : kShapes) {
+    const double ours = get("mul_mat/f32/" + shape_name(s, 64) + "/real_time|GFLOP/s");
+    const double blas = get("openblas_sgemm/" + shape_name(s, 64) + "/real_time|GFLOP/s");
+    if (ours > 0 && blas > 0) {
+      std::printf("f32 prefill %-16s GFLOP/s %8.1f %10.1f %7.2f   >= 0.80\n", shape_name(s, 64).c_str(), ours, blas,
+                  ours / blas);
+    }
+    for (DType t : {DType::q8_0, DType::q4_0}) {
+      const double gbs = get("mul_mat/" + std::string(name_of(t)) + "/" + shape_name(s, 1) + "/real_time|weights_GB/s");
+      if (gbs > 0 && mem > 0) {
+        std::printf("%-4s decode %-16s GB/s    %8.1f %10.1f %7.2f   >= 0.50\n", name_of(t), shape_name(s, 1).c_str(),
+                    gbs, mem, gbs / mem);
+      }
+    }
+  }
+  benchmark::Shutdown();
+  return 0;
+}

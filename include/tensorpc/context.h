@@ -1,0 +1,93 @@
+// Context: owns tensor descriptors and builds graph nodes.
+//
+// A Context is an arena of Tensor descriptors (never of their bytes). Every
+// builder checks its shape rule and throws Error naming the op and the shapes
+// when the inputs cannot be combined; a node that was returned is valid.
+// Tensors of different contexts may be mixed (a model's weights in one, each
+// step's graph in another); a context must outlive every graph that uses its
+// tensors. Not thread-safe: one thread builds in a context at a time.
+#pragma once
+
+#include <deque>
+#include <initializer_list>
+#include <string>
+
+#include "tensorpc/status.h"
+#include "tensorpc/tensor.h"
+
+namespace tensorpc {
+
+class Context {
+ public:
+  Context() = default;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // ---- leaves -------------------------------------------------------------
+  // A new contiguous tensor; ne has 1 to 4 entries, each >= 1 (0 is allowed
+  // for empty tensors). ne[0] must be a multiple of the type's block size.
+  Tensor* new_tensor(DType type, std::initializer_list<int64_t> ne, std::string name = {});
+  Tensor* new_tensor(DType type, const int64_t* ne, int n_dims, std::string name = {});
+  // A new tensor with a's type and shape (not its data).
+  Tensor* like(const Tensor* a, std::string name = {});
+
+  // ---- element-wise -------------------------------------------------------
+  Tensor* add(Tensor* a, Tensor* b);
+  Tensor* sub(Tensor* a, Tensor* b);
+  Tensor* mul(Tensor* a, Tensor* b);
+  Tensor* div(Tensor* a, Tensor* b);
+  Tensor* scale(Tensor* a, float s);
+  Tensor* silu(Tensor* a);
+  Tensor* gelu(Tensor* a);
+  Tensor* swiglu(Tensor* a, Tensor* b);
+
+  // ---- linear algebra and lookups ----------------------------------------
+  Tensor* mul_mat(Tensor* a, Tensor* b);
+  Tensor* get_rows(Tensor* a, Tensor* rows);
+  Tensor* argmax(Tensor* a);
+
+  // ---- normalisation, attention ------------------------------------------
+  Tensor* rms_norm(Tensor* a, float eps);
+  Tensor* norm(Tensor* a, float eps);
+  // mode: kRopeNormal or kRopeNeox.
+  Tensor* rope(Tensor* x, Tensor* positions, int n_dims, int mode, float freq_base = 10000.0f,
+               float freq_scale = 1.0f);
+  Tensor* soft_max(Tensor* a, Tensor* mask = nullptr, float scale = 1.0f);
+  Tensor* diag_mask_inf(Tensor* a, int n_past);
+
+  // ---- copies and joins --------------------------------------------------
+  // a's values copied into b (converted to b's type); returns a view of b.
+  Tensor* cpy(Tensor* a, Tensor* b);
+  // a materialised as a new contiguous tensor of the same type.
+  Tensor* cont(Tensor* a);
+  // a converted to `type` as a new contiguous tensor (quantizes for q8_0/q4_0).
+  Tensor* cast(Tensor* a, DType type);
+  Tensor* concat(Tensor* a, Tensor* b, int dim);
+
+  // ---- views (descriptors only) ------------------------------------------
+  // A view of a with shape ne and byte strides nb (nb[0] is the element
+  // size), starting `offset` bytes into a. Must lie within a.
+  Tensor* view(Tensor* a, std::initializer_list<int64_t> ne, std::initializer_list<uint64_t> nb,
+               uint64_t offset);
+  // a with a new shape of the same element count; a must be contiguous.
+  Tensor* reshape(Tensor* a, std::initializer_list<int64_t> ne);
+  // Source dim i becomes result dim axes[i]; axes is a permutation of 0..3.
+  Tensor* permute(Tensor* a, int ax0, int ax1, int ax2, int ax3);
+  Tensor* transpose(Tensor* a);  // swaps dims 0 and 1
+
+  size_t size() const { return tensors_.size(); }
+
+ private:
+  Tensor* make(DType type, const std::array<int64_t, kMaxDims>& ne, Op op,
+               std::initializer_list<Tensor*> srcs);
+  Tensor* make_view(Tensor* a, Op op);
+  Tensor* binary(Op op, Tensor* a, Tensor* b);
+  Tensor* unary(Op op, Tensor* a);
+
+  std::deque<Tensor> tensors_;  // deque: pointers stay valid as it grows
+};
+
+inline constexpr int kRopeNormal = 0;
+inline constexpr int kRopeNeox = 2;
+
+}  // namespace tensorpc

@@ -1,0 +1,69 @@
+// The CPU device: buffers in host memory, a thread pool, SIMD kernels.
+//
+// Each CpuDevice has its own thread pool and its own memory accounting, so
+// several of them in one process behave like separate devices (a server can
+// expose `cpu:2 cpu:2`). Graphs run on the pool; a stream's async calls run
+// to completion before they return, which the Stream contract allows.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tensorpc/device.h"
+
+namespace tensorpc {
+
+namespace cpu {
+class ThreadPool;
+struct KernelTable;
+}  // namespace cpu
+
+struct CpuDeviceOptions {
+  std::string name = "cpu";
+  int threads = 0;            // 0: every hardware thread
+  uint64_t memory_limit = 0;  // bytes; 0: only the host's available memory limits
+  bool portable_kernels = false;  // use the portable kernels even where SIMD ones run
+};
+
+class CpuDevice final : public Device {
+ public:
+  explicit CpuDevice(CpuDeviceOptions options = {});
+  ~CpuDevice() override;
+
+  std::string name() const override { return options_.name; }
+  std::string description() const override;
+  DeviceKind kind() const override { return DeviceKind::cpu; }
+  MemoryInfo memory() const override;
+  uint64_t alignment() const override { return 64; }
+  uint64_t max_allocation() const override;
+  bool supports(const Tensor& node) const override;
+
+  StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t size) override;
+  StatusOr<std::unique_ptr<Stream>> create_stream() override;
+
+  int threads() const;
+  void set_threads(int threads);
+  const cpu::KernelTable& kernels() const { return *kernels_; }
+  // Bytes currently allocated in buffers of this device.
+  uint64_t allocated() const { return allocated_.load(); }
+
+  // Runs g on the pool; tensors must be host-addressable. Used by streams;
+  // callers on several threads are served one graph at a time.
+  Status compute(Graph& g);
+
+ private:
+  friend class CpuBuffer;
+  void release(uint64_t bytes) { allocated_ -= bytes; }
+
+  CpuDeviceOptions options_;
+  const cpu::KernelTable* kernels_;
+  std::atomic<uint64_t> allocated_{0};
+  std::mutex compute_mutex_;  // one graph at a time on the pool
+  std::unique_ptr<cpu::ThreadPool> pool_;
+  std::vector<char> work_;  // scratch shared by a graph's nodes, grown as needed
+};
+
+}  // namespace tensorpc

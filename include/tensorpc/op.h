@@ -1,0 +1,53 @@
+// The operations a graph node can compute, and what each one's params mean.
+//
+// Every op has a shape rule, checked when the node is built (context.h), and
+// a CPU kernel (src/cpu). The numeric values are part of the wire protocol:
+// append new ops, never renumber.
+#pragma once
+
+#include <cstdint>
+
+namespace tensorpc {
+
+enum class Op : uint32_t {
+  none = 0,  // a leaf: weight or input
+
+  // Element-wise binary ops: result = a (op) b, b's rows broadcast over a's
+  // (each dim of b is 1 or equal to a's). Result has a's shape, f32.
+  add = 1,
+  sub = 2,
+  mul = 3,
+  div = 4,
+
+  scale = 5,  // a * s.                        params: f32 s
+  mul_mat = 6,  // a [K,M,…] x b [K,N,…] -> f32 [M,N,…]; dims 2,3 of a broadcast over b's
+  get_rows = 7, // a [K,R,B] rows picked by i32 b [n,B] -> f32 [K,n,B]
+  cpy = 8,      // src[0]'s values written into this tensor's layout and type (cont, cast, cpy)
+  rms_norm = 9, // x / sqrt(mean(x^2) + eps) per row.   params: f32 eps
+  norm = 10,    // (x - mean) / sqrt(var + eps) per row. params: f32 eps
+  rope = 11,    // rotary embedding of x [D,H,T,1] at positions i32 [T].
+                // params: i32 n_dims (rotated dims, even, <= D), i32 mode (0 normal:
+                // adjacent pairs; 2 neox: pairs (i, i + n_dims/2)), f32 freq_base, f32 freq_scale
+  soft_max = 12,  // softmax(x * scale + mask) per row; mask (optional src[1]) is
+                  // f32 [ne0, >=ne1], broadcast over dims 2,3.  params: f32 scale
+  silu = 13,
+  gelu = 14,       // tanh approximation
+  swiglu = 15,     // silu(a) * b, same shapes
+  diag_mask_inf = 16,  // causal mask: x[i0,i1,…] = -inf where i0 > n_past + i1. params: i32 n_past
+  concat = 17,     // a and b joined along dim.  params: i32 dim
+  argmax = 18,     // index of the largest value of each row -> i32 [ne1,ne2,ne3]
+
+  // Views: change the descriptor only, compute nothing.
+  view = 19,       // params: none (view_offset and ne/nb say it all)
+  reshape = 20,
+  permute = 21,    // params: i32 axes[4]: source dim i goes to result dim axes[i]
+  transpose = 22,
+};
+
+inline constexpr uint32_t kOpCount = 23;
+
+const char* name_of(Op op);
+// True for view, reshape, permute and transpose.
+bool is_view_op(Op op);
+
+}  // namespace tensorpc

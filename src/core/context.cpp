@@ -1,0 +1,258 @@
+// Graph node builders and their shape rules. Views live in context_views.cpp.
+#include "tensorpc/context.h"
+
+#include <string>
+
+namespace tensorpc {
+namespace {
+
+[[noreturn]] void fail(Op op, const std::string& what) {
+  throw Error(invalid_argument(std::string(name_of(op)) + ": " + what));
+}
+
+void require(bool ok, Op op, const std::string& what) {
+  if (!ok) fail(op, what);
+}
+
+void require_type(const Tensor* t, DType type, Op op, const char* role) {
+  require(t != nullptr, op, std::string(role) + " is null");
+  require(t->type == type, op,
+          std::string(role) + " " + describe(*t) + " must be " + name_of(type));
+}
+
+void require_present(const Tensor* t, Op op, const char* role) {
+  require(t != nullptr, op, std::string(role) + " is null");
+}
+
+// Each dim of b is 1 or equal to a's.
+bool broadcasts_onto(const Tensor& b, const Tensor& a) {
+  for (int i = 0; i < kMaxDims; ++i) {
+    if (b.ne[i] != 1 && b.ne[i] != a.ne[i]) return false;
+  }
+  return true;
+}
+
+bool is_float_type(DType t) { return t != DType::i32; }
+
+}  // namespace
+
+Tensor* Context::make(DType type, const std::array<int64_t, kMaxDims>& ne, Op op,
+                      std::initializer_list<Tensor*> srcs) {
+  Tensor& t = tensors_.emplace_back();
+  t.type = type;
+  t.ne = ne;
+  t.nb[0] = block_bytes(type);
+  t.nb[1] = row_bytes(type, ne[0]);
+  for (int i = 2; i < kMaxDims; ++i) t.nb[i] = t.nb[i - 1] * static_cast<uint64_t>(ne[i - 1]);
+  t.op = op;
+  int i = 0;
+  for (Tensor* s : srcs) t.src[i++] = s;
+  return &t;
+}
+
+Tensor* Context::new_tensor(DType type, const int64_t* ne, int n_dims, std::string name) {
+  const Op op = Op::none;
+  require(n_dims >= 1 && n_dims <= kMaxDims, op, "a tensor has 1 to 4 dims, not " + std::to_string(n_dims));
+  std::array<int64_t, kMaxDims> shape{1, 1, 1, 1};
+  for (int i = 0; i < n_dims; ++i) {
+    require(ne[i] >= 0, op, "dim " + std::to_string(i) + " is negative (" + std::to_string(ne[i]) + ")");
+    shape[i] = ne[i];
+  }
+  require(shape[0] % block_size(type) == 0, op,
+          std::string(name_of(type)) + " rows need ne[0] divisible by " + std::to_string(block_size(type)) +
+              ", got " + std::to_string(shape[0]));
+  Tensor* t = make(type, shape, op, {});
+  t->name = std::move(name);
+  return t;
+}
+
+Tensor* Context::new_tensor(DType type, std::initializer_list<int64_t> ne, std::string name) {
+  return new_tensor(type, ne.begin(), static_cast<int>(ne.size()), std::move(name));
+}
+
+Tensor* Context::like(const Tensor* a, std::string name) {
+  require_present(a, Op::none, "source");
+  return new_tensor(a->type, a->ne.data(), kMaxDims, std::move(name));
+}
+
+Tensor* Context::binary(Op op, Tensor* a, Tensor* b) {
+  require_type(a, DType::f32, op, "a");
+  require_type(b, DType::f32, op, "b");
+  require(broadcasts_onto(*b, *a), op,
+          "b " + describe(*b) + " does not broadcast onto a " + describe(*a) +
+              " (each dim of b must be 1 or equal to a's)");
+  return make(DType::f32, a->ne, op, {a, b});
+}
+
+Tensor* Context::unary(Op op, Tensor* a) {
+  require_type(a, DType::f32, op, "a");
+  return make(DType::f32, a->ne, op, {a});
+}
+
+Tensor* Context::add(Tensor* a, Tensor* b) { return binary(Op::add, a, b); }
+Tensor* Context::sub(Tensor* a, Tensor* b) { return binary(Op::sub, a, b); }
+Tensor* Context::mul(Tensor* a, Tensor* b) { return binary(Op::mul, a, b); }
+Tensor* Context::div(Tensor* a, Tensor* b) { return binary(Op::div, a, b); }
+Tensor* Context::silu(Tensor* a) { return unary(Op::silu, a); }
+Tensor* Context::gelu(Tensor* a) { return unary(Op::gelu, a); }
+
+Tensor* Context::scale(Tensor* a, float s) {
+  Tensor* t = unary(Op::scale, a);
+  t->set_param(0, s);
+  return t;
+}
+
+Tensor* Context::swiglu(Tensor* a, Tensor* b) {
+  const Op op = Op::swiglu;
+  require_type(a, DType::f32, op, "a");
+  require_type(b, DType::f32, op, "b");
+  require(same_shape(*a, *b), op, "a " + describe(*a) + " and b " + describe(*b) + " must have the same shape");
+  return make(DType::f32, a->ne, op, {a, b});
+}
+
+Tensor* Context::mul_mat(Tensor* a, Tensor* b) {
+  const Op op = Op::mul_mat;
+  require_present(a, op, "a");
+  require_present(b, op, "b");
+  const std::string shapes = "a " + describe(*a) + " and b " + describe(*b);
+  require(a->type != DType::i32 && a->type != DType::bf16, op,
+          shapes + ": weights must be f32, f16, q8_0 or q4_0");
+  require(b->type == DType::f32, op, shapes + ": b must be f32");
+  require(a->ne[0] == b->ne[0], op, shapes + ": ne[0] (K) must match");
+  require(a->ne[2] > 0 && a->ne[3] > 0 && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0, op,
+          shapes + ": dims 2 and 3 of b must be multiples of a's (a broadcasts over b)");
+  require(a->rows_are_contiguous(), op, shapes + ": rows of a must be contiguous");
+  return make(DType::f32, {a->ne[1], b->ne[1], b->ne[2], b->ne[3]}, op, {a, b});
+}
+
+Tensor* Context::get_rows(Tensor* a, Tensor* rows) {
+  const Op op = Op::get_rows;
+  require_present(a, op, "a");
+  require_type(rows, DType::i32, op, "rows");
+  const std::string shapes = "a " + describe(*a) + " and rows " + describe(*rows);
+  require(is_float_type(a->type), op, shapes + ": a must be a float or quantized type");
+  require(rows->ne[2] == 1 && rows->ne[3] == 1 && a->ne[3] == 1, op, shapes + ": a is [K,R,B], rows [n,B]");
+  require(rows->ne[1] == a->ne[2] || rows->ne[1] == 1, op, shapes + ": rows.ne[1] must be 1 or a.ne[2]");
+  require(a->rows_are_contiguous(), op, shapes + ": rows of a must be contiguous");
+  return make(DType::f32, {a->ne[0], rows->ne[0], a->ne[2], 1}, op, {a, rows});
+}
+
+Tensor* Context::argmax(Tensor* a) {
+  const Op op = Op::argmax;
+  require_type(a, DType::f32, op, "a");
+  require(a->ne[0] > 0, op, "a " + describe(*a) + " has empty rows");
+  return make(DType::i32, {a->ne[1], a->ne[2], a->ne[3], 1}, op, {a});
+}
+
+Tensor* Context::rms_norm(Tensor* a, float eps) {
+  Tensor* t = unary(Op::rms_norm, a);
+  t->set_param(0, eps);
+  return t;
+}
+
+Tensor* Context::norm(Tensor* a, float eps) {
+  Tensor* t = unary(Op::norm, a);
+  t->set_param(0, eps);
+  return t;
+}
+
+Tensor* Context::rope(Tensor* x, Tensor* positions, int n_dims, int mode, float freq_base, float freq_scale) {
+  const Op op = Op::rope;
+  require_type(x, DType::f32, op, "x");
+  require_type(positions, DType::i32, op, "positions");
+  const std::string shapes = "x " + describe(*x) + " and positions " + describe(*positions);
+  require(x->ne[3] == 1, op, shapes + ": x must be [head_dim, heads, tokens, 1]");
+  require(positions->nelements() == x->ne[2] && positions->ne[0] == x->ne[2], op,
+          shapes + ": one position per token (positions.ne[0] == x.ne[2])");
+  require(n_dims > 0 && n_dims % 2 == 0 && n_dims <= x->ne[0], op,
+          shapes + ": n_dims " + std::to_string(n_dims) + " must be even and in (0, head_dim]");
+  require(mode == kRopeNormal || mode == kRopeNeox, op, "mode " + std::to_string(mode) + " is neither normal (0) nor neox (2)");
+  require(freq_base > 0.0f && freq_scale > 0.0f, op, "freq_base and freq_scale must be positive");
+  Tensor* t = make(DType::f32, x->ne, op, {x, positions});
+  t->set_param(0, static_cast<int32_t>(n_dims));
+  t->set_param(1, static_cast<int32_t>(mode));
+  t->set_param(2, freq_base);
+  t->set_param(3, freq_scale);
+  return t;
+}
+
+Tensor* Context::soft_max(Tensor* a, Tensor* mask, float scale) {
+  const Op op = Op::soft_max;
+  require_type(a, DType::f32, op, "a");
+  Tensor* t = nullptr;
+  if (mask) {
+    require_type(mask, DType::f32, op, "mask");
+    require(mask->ne[0] == a->ne[0] && mask->ne[1] >= a->ne[1] && mask->ne[2] == 1 && mask->ne[3] == 1, op,
+            "a " + describe(*a) + " and mask " + describe(*mask) + ": mask must be [a.ne[0], >= a.ne[1]]");
+    t = make(DType::f32, a->ne, op, {a, mask});
+  } else {
+    t = make(DType::f32, a->ne, op, {a});
+  }
+  t->set_param(0, scale);
+  return t;
+}
+
+Tensor* Context::diag_mask_inf(Tensor* a, int n_past) {
+  const Op op = Op::diag_mask_inf;
+  require(n_past >= 0, op, "n_past " + std::to_string(n_past) + " is negative");
+  Tensor* t = unary(op, a);
+  t->set_param(0, static_cast<int32_t>(n_past));
+  return t;
+}
+
+Tensor* Context::cpy(Tensor* a, Tensor* b) {
+  const Op op = Op::cpy;
+  require_present(a, op, "a");
+  require_present(b, op, "b");
+  const std::string shapes = "a " + describe(*a) + " into b " + describe(*b);
+  require(a->nelements() == b->nelements(), op, shapes + ": element counts differ");
+  require((a->type == DType::i32) == (b->type == DType::i32), op, shapes + ": i32 copies only to i32");
+  require(!is_quantized(b->type) || b->rows_are_contiguous(), op, shapes + ": quantized rows must be contiguous");
+  require(!is_quantized(a->type) || a->rows_are_contiguous(), op, shapes + ": quantized rows must be contiguous");
+  require(!is_quantized(a->type) || !is_quantized(b->type) || a->ne[0] == b->ne[0], op,
+          shapes + ": quantized to quantized copies keep the row length");
+  require(!is_quantized(a->type) || is_quantized(b->type) || a->ne[0] == b->ne[0] || b->is_contiguous(), op,
+          shapes + ": a quantized source needs the same row length or a contiguous destination");
+  require(!is_quantized(b->type) || is_quantized(a->type) || a->ne[0] == b->ne[0] || a->is_contiguous(), op,
+          shapes + ": a quantized destination needs the same row length or a contiguous source");
+  Tensor* t = make_view(b, op);
+  t->src[0] = a;
+  t->src[1] = nullptr;
+  return t;
+}
+
+Tensor* Context::cont(Tensor* a) {
+  require_present(a, Op::cpy, "a");
+  return cast(a, a->type);
+}
+
+Tensor* Context::cast(Tensor* a, DType type) {
+  const Op op = Op::cpy;
+  require_present(a, op, "a");
+  require(a->ne[0] % block_size(type) == 0, op,
+          "a " + describe(*a) + " cannot become " + name_of(type) + ": ne[0] must be divisible by " +
+              std::to_string(block_size(type)));
+  require((a->type == DType::i32) == (type == DType::i32), op, "a " + describe(*a) + ": i32 converts only to i32");
+  require(!is_quantized(a->type) || a->rows_are_contiguous(), op, "a " + describe(*a) + ": quantized rows must be contiguous");
+  return make(type, a->ne, op, {a});
+}
+
+Tensor* Context::concat(Tensor* a, Tensor* b, int dim) {
+  const Op op = Op::concat;
+  require_present(a, op, "a");
+  require_present(b, op, "b");
+  const std::string shapes = "a " + describe(*a) + " and b " + describe(*b);
+  require(dim >= 0 && dim < kMaxDims, op, "dim " + std::to_string(dim) + " is not in [0, 4)");
+  require(a->type == b->type && (a->type == DType::f32 || a->type == DType::i32), op,
+          shapes + ": both must be f32 or both i32");
+  std::array<int64_t, kMaxDims> ne = a->ne;
+  for (int i = 0; i < kMaxDims; ++i) {
+    if (i != dim) require(a->ne[i] == b->ne[i], op, shapes + ": dims other than " + std::to_string(dim) + " must match");
+  }
+  ne[dim] += b->ne[dim];
+  Tensor* t = make(a->type, ne, op, {a, b});
+  t->set_param(0, static_cast<int32_t>(dim));
+  return t;
+}
+
+}  // namespace tensorpc

@@ -1,0 +1,248 @@
+// CpuDevice, its buffers (aligned host memory) and its stream.
+#include "tensorpc/cpu_device.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "cpu/barrier.h"
+#include "cpu/kernels.h"
+#include "cpu/op_kernels.h"
+#include "cpu/thread_pool.h"
+
+namespace tensorpc {
+namespace {
+
+// MemAvailable from /proc/meminfo, or physical memory where that is missing.
+MemoryInfo host_memory() {
+  MemoryInfo info;
+  const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  info.total = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * page;
+  info.free = static_cast<uint64_t>(sysconf(_SC_AVPHYS_PAGES)) * page;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") {
+      info.free = kib * 1024;
+      break;
+    }
+  }
+  return info;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+}  // namespace
+
+class CpuBuffer final : public Buffer {
+ public:
+  CpuBuffer(CpuDevice& device, std::unique_ptr<char, FreeDeleter> bytes, uint64_t size, uint64_t accounted)
+      : device_(device), bytes_(std::move(bytes)), size_(size), accounted_(accounted) {}
+  ~CpuBuffer() override { device_.release(accounted_); }
+
+  Device& device() const override { return device_; }
+  uint64_t size() const override { return size_; }
+  void* host_base() const override { return bytes_.get(); }
+
+  Status set(const Tensor& t, const void* src, uint64_t offset, uint64_t size) override {
+    TENSORPC_RETURN_IF_ERROR(check_range(t, offset, size, "set"));
+    if (size) std::memcpy(bytes_.get() + t.offset + offset, src, size);
+    return Status();
+  }
+
+  Status get(const Tensor& t, void* dst, uint64_t offset, uint64_t size) const override {
+    TENSORPC_RETURN_IF_ERROR(check_range(t, offset, size, "get"));
+    if (size) std::memcpy(dst, bytes_.get() + t.offset + offset, size);
+    return Status();
+  }
+
+  Status clear(uint8_t value) override {
+    std::memset(bytes_.get(), value, size_);
+    return Status();
+  }
+
+  Status copy(const Tensor& src, const Tensor& dst) override {
+    TENSORPC_RETURN_IF_ERROR(check_range(dst, 0, dst.nbytes(), "copy"));
+    if (src.nbytes() != dst.nbytes()) {
+      return invalid_argument("copy: " + describe(src) + " and " + describe(dst) + " differ in size");
+    }
+    if (src.data == nullptr) return unsupported("copy: the source " + describe(src) + " is not in host memory");
+    std::memmove(bytes_.get() + dst.offset, src.data, dst.nbytes());
+    return Status();
+  }
+
+ private:
+  CpuDevice& device_;
+  std::unique_ptr<char, FreeDeleter> bytes_;
+  uint64_t size_;
+  uint64_t accounted_;
+};
+
+namespace {
+
+// Runs everything at once on the device: the CPU has no queue to hide.
+class CpuStream final : public Stream {
+ public:
+  explicit CpuStream(CpuDevice& device) : device_(device) {}
+
+  Device& device() const override { return device_; }
+  Status compute_async(Graph& g) override { return remember(device_.compute(g)); }
+  Status set_async(const Tensor& t, const void* src, uint64_t offset, uint64_t size) override {
+    if (t.buffer == nullptr) return remember(invalid_argument("set: " + describe(t) + " is not placed"));
+    return remember(t.buffer->set(t, src, offset, size));
+  }
+  Status get_async(const Tensor& t, void* dst, uint64_t offset, uint64_t size) override {
+    if (t.buffer == nullptr) return remember(invalid_argument("get: " + describe(t) + " is not placed"));
+    return remember(t.buffer->get(t, dst, offset, size));
+  }
+  Status synchronize() override {
+    Status s = std::move(pending_);
+    pending_ = Status();
+    return s;
+  }
+
+ private:
+  // The contract: an async error also surfaces at the next synchronize.
+  Status remember(Status s) {
+    if (!s.ok() && pending_.ok()) pending_ = s;
+    return s;
+  }
+
+  CpuDevice& device_;
+  Status pending_;
+};
+
+}  // namespace
+
+CpuDevice::CpuDevice(CpuDeviceOptions options)
+    : options_(std::move(options)),
+      kernels_(options_.portable_kernels ? &cpu::portable_kernels() : &cpu::best_kernels()) {
+  int threads = options_.threads;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  pool_ = std::make_unique<cpu::ThreadPool>(threads);
+}
+
+CpuDevice::~CpuDevice() = default;
+
+std::string CpuDevice::description() const {
+  std::string d = "CPU, " + std::to_string(threads()) + " threads, " + kernels_->name + " kernels";
+  if (options_.memory_limit) d += ", limit " + format_bytes(options_.memory_limit);
+  return d;
+}
+
+MemoryInfo CpuDevice::memory() const {
+  MemoryInfo host = host_memory();
+  if (options_.memory_limit == 0) return host;
+  const uint64_t used = allocated_.load();
+  const uint64_t left = used < options_.memory_limit ? options_.memory_limit - used : 0;
+  return {std::min(left, host.free), options_.memory_limit};
+}
+
+uint64_t CpuDevice::max_allocation() const {
+  return options_.memory_limit ? options_.memory_limit : host_memory().total;
+}
+
+bool CpuDevice::supports(const Tensor& node) const {
+  if (static_cast<uint32_t>(node.op) >= kOpCount) return false;
+  if (node.op == Op::none || is_view_op(node.op)) return true;
+  return cpu::op_entry(node.op).kernel != nullptr;
+}
+
+StatusOr<std::unique_ptr<Buffer>> CpuDevice::allocate(uint64_t size) {
+  const uint64_t rounded = (std::max<uint64_t>(size, 1) + alignment() - 1) / alignment() * alignment();
+  if (rounded < size) return out_of_memory(name() + ": allocation of " + std::to_string(size) + " bytes overflows");
+  if (options_.memory_limit) {
+    // Reserve first, so two threads cannot both pass the check.
+    const uint64_t before = allocated_.fetch_add(rounded);
+    if (before + rounded > options_.memory_limit) {
+      allocated_ -= rounded;
+      const uint64_t free = before < options_.memory_limit ? options_.memory_limit - before : 0;
+      return out_of_memory(name() + ": cannot allocate " + format_bytes(size) + "; " + format_bytes(free) +
+                           " of " + format_bytes(options_.memory_limit) + " free");
+    }
+  } else {
+    allocated_ += rounded;
+  }
+  std::unique_ptr<char, FreeDeleter> bytes(static_cast<char*>(std::aligned_alloc(alignment(), rounded)));
+  if (!bytes) {
+    allocated_ -= rounded;
+    return out_of_memory(name() + ": the host could not allocate " + format_bytes(size));
+  }
+  return std::unique_ptr<Buffer>(std::make_unique<CpuBuffer>(*this, std::move(bytes), size, rounded));
+}
+
+StatusOr<std::unique_ptr<Stream>> CpuDevice::create_stream() {
+  return std::unique_ptr<Stream>(std::make_unique<CpuStream>(*this));
+}
+
+int CpuDevice::threads() const { return pool_->size(); }
+
+void CpuDevice::set_threads(int threads) {
+  std::lock_guard<std::mutex> lock(compute_mutex_);
+  pool_ = std::make_unique<cpu::ThreadPool>(threads);
+}
+
+Status CpuDevice::compute(Graph& g) {
+  // Every tensor a kernel touches must be in host memory.
+  size_t work_size = 0;
+  std::lock_guard<std::mutex> lock(compute_mutex_);
+  const int nth = pool_->size();
+  for (Tensor* n : g.nodes()) {
+    if (!supports(*n)) return unsupported(name() + " cannot compute " + std::string(name_of(n->op)));
+    const cpu::OpEntry& entry = cpu::op_entry(n->op);
+    if (entry.kernel == nullptr) continue;
+    if (n->data == nullptr) return invalid_argument("compute: " + std::string(name_of(n->op)) + " " + describe(*n) + " is not placed in host memory");
+    for (Tensor* s : n->src) {
+      if (s && s->data == nullptr) {
+        return invalid_argument("compute: source " + describe(*s) + " of " + name_of(n->op) + " is not placed in host memory");
+      }
+    }
+    if (entry.work_size) work_size = std::max(work_size, entry.work_size(*n, nth));
+  }
+  // Scratch starts on a cache line; kernels may rely on that for SIMD loads.
+  if (work_.size() < work_size + 64) work_.resize(work_size + 64);
+  const auto misalign = reinterpret_cast<uintptr_t>(work_.data()) % 64;
+  char* wdata = work_.data() + (misalign ? 64 - misalign : 0);
+
+  cpu::Barrier barrier(nth);
+  const auto body = [&](int ith, int n_threads) {
+    cpu::ComputeParams params;
+    params.ith = ith;
+    params.nth = n_threads;
+    params.wdata = wdata;
+    params.wsize = work_size;
+    params.barrier = &barrier;
+    params.kernels = kernels_;
+    for (Tensor* n : g.nodes()) {
+      const cpu::OpEntry& entry = cpu::op_entry(n->op);
+      if (entry.kernel == nullptr) continue;
+      entry.kernel(params, *n);
+      barrier.wait();
+    }
+  };
+  pool_->run(body);
+  return Status();
+}
+
+}  // namespace tensorpc

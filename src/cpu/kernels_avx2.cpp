@@ -1,0 +1,347 @@
+// The "avx2" kernel table (AVX2 + FMA + F16C), for x86-64 CPUs without AVX-512.
+//
+// Same structure as the AVX-512 table at half the vector width:
+// gemm_f32/f16 (N large): 6 weight rows x 16 packed activation columns (12 ymm accumulators)
+//   over K slices, accumulated in a row-major tile that is transposed into C.
+// gemm_f32/f16 (N small): dot products along K, 4 rows x up to 2 columns.
+// gemm_q8_0/q4_0: one block per ymm with maddubs; weights and activations are made
+//   unsigned x signed with the sign trick (|w| * (x * sign(w))), which is exact because
+//   activation quants never reach -128.
+#include "cpu/kernels.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+#include <cpuid.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "core/float16.h"
+#include "core/quant.h"
+
+namespace tensorpc::cpu {
+namespace {
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+template <typename T>
+using AlignedArray = std::unique_ptr<T[], FreeDeleter>;
+
+template <typename T>
+AlignedArray<T> make_aligned(size_t count) {
+  const size_t bytes = std::max<size_t>(64, (count * sizeof(T) + 63) & ~size_t{63});
+  return AlignedArray<T>(static_cast<T*>(std::aligned_alloc(64, bytes)));
+}
+
+template <typename T>
+const T* row_at(const void* base, int64_t r, size_t stride) {
+  return reinterpret_cast<const T*>(static_cast<const char*>(base) + r * stride);
+}
+
+float hsum(__m256 v) {
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s4, _mm_movehdup_ps(s4)));
+}
+
+float hmax(__m256 v) {
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activation quantization.
+
+void quantize_q8_0(const float* x, void* vy, int64_t n) {
+  BlockQ8_0* y = static_cast<BlockQ8_0*>(vy);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
+    __m256 v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + 8 * i);
+    const __m256 m01 = _mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask));
+    const __m256 m23 = _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask));
+    // Same scalar d and 1/d as the reference, so only exact .5 ties can round differently.
+    const float d = hmax(_mm256_max_ps(m01, m23)) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = fp32_to_fp16(d);
+    const __m256 s = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], s));  // nearest-even
+    // packs interleave 128-bit lanes; the final permute restores value order.
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    const __m256i ordered = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), ordered);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dot-product kernels for small N.
+
+struct LoadF32 {
+  using T = float;
+  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+  static float scalar(const float* p) { return *p; }
+};
+struct LoadF16 {
+  using T = uint16_t;
+  static __m256 load(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static float scalar(const uint16_t* p) { return fp16_to_fp32(*p); }
+};
+
+template <int RM, int RN, typename Load>
+void dot_tile(int64_t K, const typename Load::T* const* a, const float* const* b, float* out) {
+  __m256 acc[RM][RN];
+  for (int r = 0; r < RM; ++r)
+    for (int c = 0; c < RN; ++c) acc[r][c] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    __m256 bv[RN];
+    for (int c = 0; c < RN; ++c) bv[c] = _mm256_loadu_ps(b[c] + k);
+    for (int r = 0; r < RM; ++r) {
+      const __m256 av = Load::load(a[r] + k);
+      for (int c = 0; c < RN; ++c) acc[r][c] = _mm256_fmadd_ps(av, bv[c], acc[r][c]);
+    }
+  }
+  for (int c = 0; c < RN; ++c)
+    for (int r = 0; r < RM; ++r) {
+      float sum = hsum(acc[r][c]);
+      for (int64_t t = k; t < K; ++t) sum += Load::scalar(a[r] + t) * b[c][t];
+      out[c * RM + r] = sum;
+    }
+}
+
+template <typename Load>
+void gemm_small_n(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
+                  size_t ldc) {
+  constexpr int RM = 4;
+  float out[2 * RM];
+  for (int64_t i = 0; i < M; i += RM) {
+    const int64_t mr = std::min<int64_t>(RM, M - i);
+    const typename Load::T* a[RM];
+    for (int r = 0; r < RM; ++r) a[r] = row_at<typename Load::T>(A, i + std::min<int64_t>(r, mr - 1), lda);
+    for (int64_t j = 0; j < N; j += 2) {
+      const int64_t nr = std::min<int64_t>(2, N - j);
+      const float* b[2] = {row_at<float>(B, j, ldb), row_at<float>(B, j + nr - 1, ldb)};
+      if (nr == 1)
+        dot_tile<RM, 1, Load>(K, a, b, out);
+      else
+        dot_tile<RM, 2, Load>(K, a, b, out);
+      for (int64_t c = 0; c < nr; ++c)
+        for (int64_t r = 0; r < mr; ++r) C[(j + c) * ldc + i + r] = out[c * RM + r];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Register-tiled kernels for larger N.
+
+constexpr int kMR = 6;             // weight rows per micro-kernel (6 x 2 ymm = 12 accumulators)
+constexpr int kPanel = 16;         // activation columns per packed panel (2 ymm)
+constexpr int64_t kKC = 256;       // k-steps per panel slice: 256 x 16 floats = 16 KiB in L1
+constexpr int64_t kMC = 16 * kMR;  // weight rows sharing one panel slice
+constexpr int64_t kSmallN = 4;     // below this, the dot-product kernels win
+
+template <int NV>
+void micro_f32(int64_t kc, const float* const* a, const float* panel, float* tile, bool accumulate) {
+  __m256 acc[kMR][NV];
+  for (int r = 0; r < kMR; ++r)
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = accumulate ? _mm256_load_ps(tile + r * kPanel + 8 * v) : _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k, panel += kPanel) {
+    if ((k & 15) == 0) {
+      // Pull the same rows' next slice towards L2 ahead of the call that needs it.
+      for (int r = 0; r < kMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(a[r] + k + kKC), _MM_HINT_T1);
+    }
+    __m256 bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = _mm256_load_ps(panel + 8 * v);
+    for (int r = 0; r < kMR; ++r) {
+      const __m256 ar = _mm256_broadcast_ss(a[r] + k);
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(ar, bv[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < kMR; ++r)
+    for (int v = 0; v < NV; ++v) _mm256_store_ps(tile + r * kPanel + 8 * v, acc[r][v]);
+}
+
+AlignedArray<float> pack_panels(int64_t K, int64_t N, const void* B, size_t ldb) {
+  const int64_t npanels = (N + kPanel - 1) / kPanel;
+  auto panels = make_aligned<float>(static_cast<size_t>(npanels * K * kPanel));
+  for (int64_t p = 0; p < npanels; ++p) {
+    float* dst = panels.get() + p * K * kPanel;
+    const int64_t w = std::min<int64_t>(kPanel, N - p * kPanel);
+    if (w < kPanel) std::memset(dst, 0, sizeof(float) * K * kPanel);
+    for (int64_t c = 0; c < w; ++c) {
+      const float* src = row_at<float>(B, p * kPanel + c, ldb);
+      for (int64_t k = 0; k < K; ++k) dst[k * kPanel + c] = src[k];
+    }
+  }
+  return panels;
+}
+
+struct RowsF32 {
+  const void* A;
+  size_t lda;
+  void rows(int64_t i0, int64_t last, int64_t k0, int64_t /*kc*/, const float** out) {
+    for (int r = 0; r < kMR; ++r) out[r] = row_at<float>(A, std::min(i0 + r, last), lda) + k0;
+  }
+};
+struct RowsF16 {
+  const void* A;
+  size_t lda;
+  alignas(32) float buf[kMR][kKC];
+  void rows(int64_t i0, int64_t last, int64_t k0, int64_t kc, const float** out) {
+    for (int r = 0; r < kMR; ++r) {
+      const uint16_t* src = row_at<uint16_t>(A, std::min(i0 + r, last), lda) + k0;
+      int64_t k = 0;
+      for (; k + 8 <= kc; k += 8) _mm256_store_ps(buf[r] + k, LoadF16::load(src + k));
+      for (; k < kc; ++k) buf[r][k] = fp16_to_fp32(src[k]);
+      out[r] = buf[r];
+    }
+  }
+};
+
+template <typename Rows>
+void gemm_tiled(Rows& src, int64_t K, int64_t M, int64_t N, const void* B, size_t ldb, float* C, size_t ldc) {
+  const auto panels = pack_panels(K, N, B, ldb);
+  auto tile = make_aligned<float>(kMC * kPanel);
+  const float* a[kMR];
+  for (int64_t i0 = 0; i0 < M; i0 += kMC) {
+    const int64_t mc = std::min(kMC, M - i0);
+    for (int64_t j0 = 0; j0 < N; j0 += kPanel) {
+      const int64_t w = std::min<int64_t>(kPanel, N - j0);
+      const float* panel = panels.get() + (j0 / kPanel) * K * kPanel;
+      for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+        const int64_t kc = std::min(kKC, K - k0);
+        for (int64_t ir = 0; ir < mc; ir += kMR) {
+          // Rows past M repeat the last row; their results land in unused tile rows.
+          src.rows(i0 + ir, M - 1, k0, kc, a);
+          if (w > 8)
+            micro_f32<2>(kc, a, panel + k0 * kPanel, tile.get() + ir * kPanel, k0 > 0);
+          else
+            micro_f32<1>(kc, a, panel + k0 * kPanel, tile.get() + ir * kPanel, k0 > 0);
+        }
+      }
+      for (int64_t c = 0; c < w; ++c)
+        for (int64_t r = 0; r < mc; ++r) C[(j0 + c) * ldc + i0 + r] = tile[r * kPanel + c];
+    }
+  }
+}
+
+void gemm_f32(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
+              size_t ldc) {
+  if (N < kSmallN) return gemm_small_n<LoadF32>(K, M, N, A, lda, B, ldb, C, ldc);
+  RowsF32 src{A, lda};
+  gemm_tiled(src, K, M, N, B, ldb, C, ldc);
+}
+
+void gemm_f16(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
+              size_t ldc) {
+  if (N < kSmallN) return gemm_small_n<LoadF16>(K, M, N, A, lda, B, ldb, C, ldc);
+  auto src = std::make_unique<RowsF16>();
+  src->A = A;
+  src->lda = lda;
+  gemm_tiled(*src, K, M, N, B, ldb, C, ldc);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Quantized kernels: one block per ymm. Weights become signed bytes w, activations x; the
+// product uses maddubs(|w|, x * sign(w)), whose 16-bit pair sums cannot saturate for
+// |w| <= 128, |x| <= 127 (2 * 128 * 127 < 32767).
+
+struct Q4Weights {
+  using Block = BlockQ4_0;
+  static __m256i values(const BlockQ4_0& b) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m128i nib = _mm_set1_epi8(0x0f);
+    const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), nib), _mm_and_si128(q, nib));
+    return _mm256_sub_epi8(u, _mm256_set1_epi8(8));
+  }
+};
+struct Q8Weights {
+  using Block = BlockQ8_0;
+  static __m256i values(const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
+};
+
+template <typename W, int RA, int CB>
+void quant_tile(int64_t nb, const typename W::Block* const* a, const BlockQ8_0* const* b, float* out) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[RA][CB];
+  for (int r = 0; r < RA; ++r)
+    for (int c = 0; c < CB; ++c) acc[r][c] = _mm256_setzero_ps();
+  for (int64_t q = 0; q < nb; ++q) {
+    __m256i w[RA], wabs[RA];
+    float wd[RA];
+    for (int r = 0; r < RA; ++r) {
+      w[r] = W::values(a[r][q]);
+      wabs[r] = _mm256_abs_epi8(w[r]);
+      wd[r] = fp16_to_fp32(a[r][q].d);
+    }
+    for (int c = 0; c < CB; ++c) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[c][q].qs));
+      const float xd = fp16_to_fp32(b[c][q].d);
+      for (int r = 0; r < RA; ++r) {
+        const __m256i p16 = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(x, w[r]));
+        const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+        acc[r][c] = _mm256_fmadd_ps(p, _mm256_set1_ps(wd[r] * xd), acc[r][c]);
+      }
+    }
+  }
+  for (int c = 0; c < CB; ++c)
+    for (int r = 0; r < RA; ++r) out[c * RA + r] = hsum(acc[r][c]);
+}
+
+template <typename W>
+void gemm_quant(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
+                size_t ldc) {
+  using Block = typename W::Block;
+  constexpr int RA = 2;  // 2 rows x 2 columns: unpacked weights feed two columns, 4 chains
+  const int64_t nb = K / kQK;
+  float out[2 * RA];
+  for (int64_t i = 0; i < M; i += RA) {
+    const int64_t mr = std::min<int64_t>(RA, M - i);
+    const Block* a[RA];
+    for (int r = 0; r < RA; ++r) a[r] = row_at<Block>(A, i + std::min<int64_t>(r, mr - 1), lda);
+    for (int64_t j = 0; j < N; j += 2) {
+      const int64_t nr = std::min<int64_t>(2, N - j);
+      const BlockQ8_0* b[2] = {row_at<BlockQ8_0>(B, j, ldb), row_at<BlockQ8_0>(B, j + nr - 1, ldb)};
+      if (nr == 1)
+        quant_tile<W, RA, 1>(nb, a, b, out);
+      else
+        quant_tile<W, RA, 2>(nb, a, b, out);
+      for (int64_t c = 0; c < nr; ++c)
+        for (int64_t r = 0; r < mr; ++r) C[(j + c) * ldc + i + r] = out[c * RA + r];
+    }
+  }
+}
+
+bool cpu_has_avx2_set() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+  return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+}  // namespace
+
+const KernelTable* avx2_kernels() {
+  static const KernelTable table = {"avx2",   quantize_q8_0,         gemm_f32,
+                                    gemm_f16, gemm_quant<Q8Weights>, gemm_quant<Q4Weights>};
+  static const bool supported = cpu_has_avx2_set();
+  return supported ? &table : nullptr;
+}
+
+}  // namespace tensorpc::cpu
+
+#else  // compiler lacks the instruction set: the table does not exist
+
+namespace tensorpc::cpu {
+const KernelTable* avx2_kernels() { return nullptr; }
+}  // namespace tensorpc::cpu
+
+#endif

@@ -1,0 +1,51 @@
+// The CPU dispatch table: Op number -> kernel and scratch-size function.
+//
+// Built at compile time by naming each op, so the table cannot drift out of
+// order if an op is appended to op.h; ops not named here (none and the view
+// ops) keep a null kernel because they compute nothing.
+#include <array>
+
+#include "cpu/op_kernels.h"
+
+namespace tensorpc::cpu {
+namespace {
+
+constexpr std::array<OpEntry, kOpCount> make_table() {
+  std::array<OpEntry, kOpCount> t{};
+  auto set = [&t](Op op, OpKernel kernel, WorkSizeFn work_size = nullptr) {
+    t[static_cast<uint32_t>(op)] = OpEntry{kernel, work_size};
+  };
+  set(Op::add, op_add);
+  set(Op::sub, op_sub);
+  set(Op::mul, op_mul);
+  set(Op::div, op_div);
+  set(Op::scale, op_scale);
+  set(Op::mul_mat, op_mul_mat, mul_mat_work_size);
+  set(Op::get_rows, op_get_rows);
+  set(Op::cpy, op_cpy);
+  set(Op::rms_norm, op_rms_norm);
+  set(Op::norm, op_norm);
+  set(Op::rope, op_rope);
+  set(Op::soft_max, op_soft_max);
+  set(Op::silu, op_silu);
+  set(Op::gelu, op_gelu);
+  set(Op::swiglu, op_swiglu);
+  set(Op::diag_mask_inf, op_diag_mask_inf);
+  set(Op::concat, op_concat);
+  set(Op::argmax, op_argmax);
+  return t;
+}
+
+constexpr std::array<OpEntry, kOpCount> kTable = make_table();
+constexpr OpEntry kNoKernel{};
+
+}  // namespace
+
+const OpEntry& op_entry(Op op) {
+  // An op number from the wire may be anything; outside the table it is an
+  // op with no kernel, for the caller to reject.
+  const auto i = static_cast<uint32_t>(op);
+  return i < kTable.size() ? kTable[i] : kNoKernel;
+}
+
+}  // namespace tensorpc::cpu

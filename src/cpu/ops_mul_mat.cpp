@@ -1,0 +1,116 @@
+// mul_mat on the CPU: dst[M,N,…] = a[K,M,…] x b[K,N,…], a broadcast over b in
+// dims 2 and 3.
+//
+// Two phases. First, all threads convert b's rows into the "vec-dot type" the
+// weight kernel reads (q8_0 for quantized weights, f32 otherwise) in scratch
+// memory; f32 b with dense rows is used in place. Then the (batch, block of
+// weight rows) pairs are dealt out to threads, and each calls the table's
+// gemm kernel on its block against all N columns, so the weights — the bulk
+// of the bytes at decode — are read once.
+#include <algorithm>
+#include <vector>
+
+#include "core/quant.h"
+#include "cpu/barrier.h"
+#include "cpu/kernels.h"
+#include "cpu/op_kernels.h"
+
+namespace tensorpc::cpu {
+namespace {
+
+
+DType vec_dot_type(DType weights) {
+  return (weights == DType::q8_0 || weights == DType::q4_0) ? DType::q8_0 : DType::f32;
+}
+
+GemmFn gemm_for(const KernelTable& k, DType weights) {
+  switch (weights) {
+    case DType::f32: return k.gemm_f32;
+    case DType::f16: return k.gemm_f16;
+    case DType::q8_0: return k.gemm_q8_0;
+    case DType::q4_0: return k.gemm_q4_0;
+    default: return nullptr;
+  }
+}
+
+// b is used where it lies when its rows are already what the kernel reads.
+bool b_needs_conversion(const Tensor& dst) {
+  const Tensor& b = *dst.src[1];
+  return vec_dot_type(dst.src[0]->type) != DType::f32 || !b.rows_are_contiguous();
+}
+
+// Rows of at least this many weights go to one thread, so blocks stay large
+// enough for the kernel's register tiles.
+constexpr int64_t kMinRowsPerBlock = 16;
+
+}  // namespace
+
+size_t mul_mat_work_size(const Tensor& dst, int /*nth*/) {
+  if (!b_needs_conversion(dst)) return 0;
+  const Tensor& b = *dst.src[1];
+  return row_bytes(vec_dot_type(dst.src[0]->type), b.ne[0]) * static_cast<size_t>(b.nrows());
+}
+
+void op_mul_mat(const ComputeParams& p, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  const Tensor& b = *dst.src[1];
+  const int64_t K = a.ne[0];
+  const int64_t M = a.ne[1];
+  const int64_t N = b.ne[1];
+  const int64_t r2 = b.ne[2] / a.ne[2];  // b batches per a batch (broadcast)
+  const int64_t r3 = b.ne[3] / a.ne[3];
+  if (M == 0 || N == 0 || b.ne[2] == 0 || b.ne[3] == 0) return;
+
+  // Phase 1: b in the vec-dot type, densely: row (j, i2, i3) at index j + N*(i2 + ne2*i3).
+  const DType vtype = vec_dot_type(a.type);
+  const size_t vrow = row_bytes(vtype, K);
+  const char* bdata = static_cast<const char*>(b.data);
+  size_t ldb = b.nb[1];
+  const bool convert = b_needs_conversion(dst);
+  if (convert) {
+    const int64_t rows = b.nrows();
+    const RowRange r = split_rows(rows, p.ith, p.nth);
+    std::vector<float> scratch(b.rows_are_contiguous() ? 0 : static_cast<size_t>(K));
+    for (int64_t row = r.begin; row < r.end; ++row) {
+      const int64_t j = row % N;
+      const int64_t i2 = (row / N) % b.ne[2];
+      const int64_t i3 = row / (N * b.ne[2]);
+      const float* src = reinterpret_cast<const float*>(b.row(j, i2, i3));
+      if (!b.rows_are_contiguous()) {
+        for (int64_t k = 0; k < K; ++k) scratch[k] = *reinterpret_cast<const float*>(b.at(k, j, i2, i3));
+        src = scratch.data();
+      }
+      char* out = static_cast<char*>(p.wdata) + static_cast<size_t>(row) * vrow;
+      if (vtype == DType::q8_0) {
+        p.kernels->quantize_row_q8_0(src, out, K);
+      } else {
+        std::copy(src, src + K, reinterpret_cast<float*>(out));
+      }
+    }
+    p.barrier->wait();
+    bdata = static_cast<const char*>(p.wdata);
+    ldb = vrow;
+  }
+
+  // Phase 2: blocks of weight rows, dealt round-robin over threads.
+  const GemmFn gemm = gemm_for(*p.kernels, a.type);
+  const int64_t batches = b.ne[2] * b.ne[3];
+  int64_t rows_per_block = std::max<int64_t>(kMinRowsPerBlock, (M + p.nth - 1) / p.nth);
+  if (batches >= p.nth) rows_per_block = M;  // enough batches to share; keep blocks whole
+  const int64_t blocks_per_batch = (M + rows_per_block - 1) / rows_per_block;
+  const size_t ldc = dst.nb[1] / sizeof(float);
+  for (int64_t item = p.ith; item < batches * blocks_per_batch; item += p.nth) {
+    const int64_t batch = item / blocks_per_batch;
+    const int64_t m0 = (item % blocks_per_batch) * rows_per_block;
+    const int64_t m1 = std::min(M, m0 + rows_per_block);
+    const int64_t i2 = batch % b.ne[2];
+    const int64_t i3 = batch / b.ne[2];
+    const char* A = a.row(m0, i2 / r2, i3 / r3);
+    const char* B = convert ? bdata + static_cast<size_t>(N * batch) * vrow
+                            : bdata + i2 * b.nb[2] + i3 * b.nb[3];
+    float* C = reinterpret_cast<float*>(dst.row(0, i2, i3)) + m0;
+    gemm(K, m1 - m0, N, A, a.nb[1], B, ldb, C, ldc);
+  }
+}
+
+}  // namespace tensorpc::cpu

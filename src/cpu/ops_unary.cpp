@@ -1,0 +1,91 @@
+// Element-wise activation kernels: silu, gelu (tanh approximation) and
+// swiglu (silu(a) * b, a and b of the same shape). All f32.
+//
+// Each thread takes a range of dst rows; dense rows go through a plain loop,
+// strided rows (views, permutes) through byte strides.
+#include <cmath>
+
+#include "cpu/op_kernels.h"
+
+namespace tensorpc::cpu {
+namespace {
+
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+inline float gelu(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  constexpr float kCoef = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+}
+
+struct SiluOp {
+  static float apply(float x) { return silu(x); }
+};
+struct GeluOp {
+  static float apply(float x) { return gelu(x); }
+};
+
+inline float load_f32(const char* p) { return *reinterpret_cast<const float*>(p); }
+inline void store_f32(char* p, float v) { *reinterpret_cast<float*>(p) = v; }
+
+struct RowCoord {
+  int64_t i1, i2, i3;
+};
+inline RowCoord row_coord(const Tensor& t, int64_t r) {
+  return {r % t.ne[1], (r / t.ne[1]) % t.ne[2], r / (t.ne[1] * t.ne[2])};
+}
+
+template <typename F>
+void unary_kernel(const ComputeParams& params, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  const int64_t ne0 = dst.ne[0];
+  const bool dense = a.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float);
+  const RowRange rows = split_rows(dst.nrows(), params.ith, params.nth);
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    const RowCoord c = row_coord(dst, r);
+    const char* arow = a.row(c.i1, c.i2, c.i3);
+    char* drow = dst.row(c.i1, c.i2, c.i3);
+    if (dense) {
+      const float* x = reinterpret_cast<const float*>(arow);
+      float* d = reinterpret_cast<float*>(drow);
+      for (int64_t i = 0; i < ne0; ++i) d[i] = F::apply(x[i]);
+    } else {
+      for (int64_t i = 0; i < ne0; ++i) {
+        store_f32(drow + i * dst.nb[0], F::apply(load_f32(arow + i * a.nb[0])));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void op_silu(const ComputeParams& p, Tensor& dst) { unary_kernel<SiluOp>(p, dst); }
+void op_gelu(const ComputeParams& p, Tensor& dst) { unary_kernel<GeluOp>(p, dst); }
+
+void op_swiglu(const ComputeParams& params, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  const Tensor& b = *dst.src[1];
+  const int64_t ne0 = dst.ne[0];
+  const bool dense = a.nb[0] == sizeof(float) && b.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float);
+  const RowRange rows = split_rows(dst.nrows(), params.ith, params.nth);
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    const RowCoord c = row_coord(dst, r);
+    const char* arow = a.row(c.i1, c.i2, c.i3);
+    const char* brow = b.row(c.i1, c.i2, c.i3);
+    char* drow = dst.row(c.i1, c.i2, c.i3);
+    if (dense) {
+      const float* x = reinterpret_cast<const float*>(arow);
+      const float* g = reinterpret_cast<const float*>(brow);
+      float* d = reinterpret_cast<float*>(drow);
+      for (int64_t i = 0; i < ne0; ++i) d[i] = silu(x[i]) * g[i];
+    } else {
+      for (int64_t i = 0; i < ne0; ++i) {
+        const float x = load_f32(arow + i * a.nb[0]);
+        const float g = load_f32(brow + i * b.nb[0]);
+        store_f32(drow + i * dst.nb[0], silu(x) * g);
+      }
+    }
+  }
+}
+
+}  // namespace tensorpc::cpu

@@ -1,0 +1,153 @@
+// The CPU device: buffers, placement, memory accounting and limits, streams.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "tensorpc/context.h"
+#include "tensorpc/cpu_device.h"
+#include "tensorpc/graph_allocator.h"
+
+namespace tensorpc {
+namespace {
+
+TEST(CpuDevice, ReportsItsPropertiesAndThreadCount) {
+  CpuDevice dev({.name = "cpu7", .threads = 2});
+  EXPECT_EQ(dev.name(), "cpu7");
+  EXPECT_EQ(dev.kind(), DeviceKind::cpu);
+  EXPECT_EQ(dev.threads(), 2);
+  EXPECT_NE(dev.description().find("2 threads"), std::string::npos);
+  EXPECT_GT(dev.memory().total, 0u);
+  EXPECT_GT(dev.alignment(), 0u);
+  dev.set_threads(1);
+  EXPECT_EQ(dev.threads(), 1);
+}
+
+TEST(CpuDevice, SetAndGetMoveBytesThroughABuffer) {
+  CpuDevice dev({.threads = 1});
+  Context ctx;
+  Tensor* t = ctx.new_tensor(DType::f32, {16});
+  auto buf = dev.allocate(t->nbytes()).value();
+  ASSERT_TRUE(buf->place(*t, 0).ok());
+  std::vector<float> in(16), out(16, 0.0f);
+  for (int i = 0; i < 16; ++i) in[i] = static_cast<float>(i) * 1.5f;
+  ASSERT_TRUE(buf->set(*t, in.data(), 0, 64).ok());
+  ASSERT_TRUE(buf->get(*t, out.data(), 0, 64).ok());
+  EXPECT_EQ(in, out);
+  // A partial read at an offset.
+  float two[2];
+  ASSERT_TRUE(buf->get(*t, two, 8, 8).ok());
+  EXPECT_EQ(two[0], 3.0f);
+  EXPECT_EQ(two[1], 4.5f);
+}
+
+TEST(CpuDevice, OutOfRangeAccessIsAnErrorNotACrash) {
+  CpuDevice dev({.threads = 1});
+  Context ctx;
+  Tensor* t = ctx.new_tensor(DType::f32, {4});
+  auto buf = dev.allocate(t->nbytes()).value();
+  ASSERT_TRUE(buf->place(*t, 0).ok());
+  char bytes[32] = {};
+  Status s = buf->set(*t, bytes, 8, 16);
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+  EXPECT_NE(s.message().find("outside"), std::string::npos) << s.message();
+  EXPECT_FALSE(buf->get(*t, bytes, ~0ull, 2).ok());
+
+  Tensor* big = ctx.new_tensor(DType::f32, {8});
+  EXPECT_FALSE(buf->place(*big, 0).ok());
+  EXPECT_FALSE(buf->place(*t, 3).ok()) << "misaligned placement must fail";
+}
+
+TEST(CpuDevice, ClearAndCopyWithinTheDevice) {
+  CpuDevice dev({.threads = 1});
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::i32, {8});
+  Tensor* b = ctx.new_tensor(DType::i32, {8});
+  auto buf_a = dev.allocate(a->nbytes()).value();
+  auto buf_b = dev.allocate(b->nbytes()).value();
+  ASSERT_TRUE(buf_a->place(*a, 0).ok());
+  ASSERT_TRUE(buf_b->place(*b, 0).ok());
+  ASSERT_TRUE(buf_a->clear(0x01).ok());
+  ASSERT_TRUE(buf_b->copy(*a, *b).ok());
+  int32_t out[8];
+  ASSERT_TRUE(buf_b->get(*b, out, 0, sizeof out).ok());
+  for (int32_t v : out) EXPECT_EQ(v, 0x01010101);
+}
+
+TEST(CpuDevice, MemoryLimitRefusesAndNamesTheDeviceAndTheRequest) {
+  CpuDevice dev({.name = "small", .threads = 1, .memory_limit = 1 << 20});
+  EXPECT_EQ(dev.memory().total, 1u << 20);
+  const uint64_t free_before = dev.memory().free;
+  {
+    auto a = dev.allocate(700 << 10);
+    ASSERT_TRUE(a.ok());
+    EXPECT_LT(dev.memory().free, free_before);
+    auto b = dev.allocate(700 << 10);
+    ASSERT_FALSE(b.ok());
+    EXPECT_EQ(b.status().code(), StatusCode::out_of_memory);
+    EXPECT_NE(b.status().message().find("small"), std::string::npos) << b.status().message();
+    EXPECT_NE(b.status().message().find("free"), std::string::npos) << b.status().message();
+  }
+  EXPECT_EQ(dev.memory().free, free_before) << "freeing the buffer returns its memory";
+  EXPECT_EQ(dev.allocated(), 0u);
+}
+
+TEST(CpuDevice, ComputeRefusesTensorsThatAreNotPlaced) {
+  CpuDevice dev({.threads = 1});
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::f32, {4});
+  Graph g = Graph::build({ctx.silu(a)});
+  auto stream = dev.create_stream().value();
+  Status s = stream->compute(g);
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+  EXPECT_NE(s.message().find("silu"), std::string::npos) << s.message();
+}
+
+TEST(CpuDevice, SeveralThreadsMayComputeOnOneDeviceAtOnce) {
+  CpuDevice dev({.threads = 2});
+  auto worker = [&dev](float scale, std::vector<float>* result) {
+    Context ctx;
+    Tensor* x = ctx.new_tensor(DType::f32, {64, 4});
+    x->flags |= kFlagInput;
+    Tensor* y = ctx.scale(ctx.silu(x), scale);
+    Graph g = Graph::build({y});
+    GraphAllocator alloc(dev);
+    ASSERT_TRUE(alloc.allocate(g).ok());
+    auto stream = dev.create_stream().value();
+    for (int rep = 0; rep < 50; ++rep) {
+      ASSERT_TRUE(write_from_f32(*x, std::vector<float>(256, 1.0f)).ok());
+      ASSERT_TRUE(stream->compute(g).ok());
+    }
+    *result = read_as_f32(*y).value();
+  };
+  std::vector<float> r1, r2;
+  std::thread t1(worker, 2.0f, &r1), t2(worker, 3.0f, &r2);
+  t1.join();
+  t2.join();
+  const float silu1 = 1.0f / (1.0f + std::exp(-1.0f));
+  ASSERT_EQ(r1.size(), 256u);
+  ASSERT_EQ(r2.size(), 256u);
+  for (float v : r1) EXPECT_NEAR(v, 2.0f * silu1, 1e-5f);
+  for (float v : r2) EXPECT_NEAR(v, 3.0f * silu1, 1e-5f);
+}
+
+TEST(CpuDevice, ReusedAllocatorPlacesANewGraphAfresh) {
+  CpuDevice dev({.threads = 1});
+  GraphAllocator alloc(dev);
+  Context ctx;
+  Tensor* x = ctx.new_tensor(DType::f32, {8});
+  x->flags |= kFlagInput;
+  Tensor* y = ctx.scale(x, 2.0f);
+  Graph g = Graph::build({y});
+  ASSERT_TRUE(alloc.allocate(g).ok());
+  ASSERT_TRUE(alloc.allocate(g).ok()) << "allocating the same graph twice is fine";
+  ASSERT_NE(x->data, y->data);
+  ASSERT_TRUE(write_from_f32(*x, std::vector<float>(8, 1.25f)).ok());
+  auto stream = dev.create_stream().value();
+  ASSERT_TRUE(stream->compute(g).ok());
+  for (float v : read_as_f32(*y).value()) EXPECT_EQ(v, 2.5f);
+}
+
+}  // namespace
+}  // namespace tensorpc
