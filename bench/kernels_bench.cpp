@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "core/float16.h"
 #include "core/quant.h"
 #include "cpu/kernels.h"
+#include "openblas_core.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -185,4 +187,11 @@ BENCHMARK(BM_MemoryRead)->ArgName("streams")->Arg(1)->Arg(4)->Arg(8)->Unit(bench
 }  // namespace
 }  // namespace tensorpc
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  ensure_openblas_coretype(argv);
+  std::printf("OpenBLAS core: %s\n", openblas_get_corename());
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -18,6 +18,7 @@
 #include "tensorpc/context.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/graph_allocator.h"
+#include "openblas_core.h"
 
 namespace {
 
@@ -129,6 +130,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ensure_openblas_coretype(argv);
+  std::printf("OpenBLAS core: %s, config: %s\n", openblas_get_corename(), openblas_get_config());
   benchmark::RegisterBenchmark("memory_read/1GiB", BM_MemoryRead)->Unit(benchmark::kMillisecond)->UseRealTime();
   for (Shape s : kShapes) {
     for (int64_t n : {int64_t{1}, int64_t{64}}) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "cpu/aligned.h"
 #include "cpu/barrier.h"
 #include "cpu/kernels.h"
 #include "cpu/op_kernels.h"
@@ -49,15 +50,11 @@ std::string format_bytes(uint64_t bytes) {
   return buf;
 }
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-
 }  // namespace
 
 class CpuBuffer final : public Buffer {
  public:
-  CpuBuffer(CpuDevice& device, std::unique_ptr<char, FreeDeleter> bytes, uint64_t size, uint64_t accounted)
+  CpuBuffer(CpuDevice& device, cpu::AlignedArray<char> bytes, uint64_t size, uint64_t accounted)
       : device_(device), bytes_(std::move(bytes)), size_(size), accounted_(accounted) {}
   ~CpuBuffer() override { device_.release(accounted_); }
 
@@ -94,7 +91,7 @@ class CpuBuffer final : public Buffer {
 
  private:
   CpuDevice& device_;
-  std::unique_ptr<char, FreeDeleter> bytes_;
+  cpu::AlignedArray<char> bytes_;
   uint64_t size_;
   uint64_t accounted_;
 };
@@ -178,13 +175,13 @@ StatusOr<std::unique_ptr<Buffer>> CpuDevice::allocate(uint64_t size) {
     if (before + rounded > options_.memory_limit) {
       allocated_ -= rounded;
       const uint64_t free = before < options_.memory_limit ? options_.memory_limit - before : 0;
-      return out_of_memory(name() + ": cannot allocate " + format_bytes(size) + "; " + format_bytes(free) +
-                           " of " + format_bytes(options_.memory_limit) + " free");
+      return out_of_memory(name() + ": cannot allocate " + format_bytes(size) + "; " + format_bytes(free) + " of " +
+                           format_bytes(options_.memory_limit) + " free");
     }
   } else {
     allocated_ += rounded;
   }
-  std::unique_ptr<char, FreeDeleter> bytes(static_cast<char*>(std::aligned_alloc(alignment(), rounded)));
+  cpu::AlignedArray<char> bytes(static_cast<char*>(std::aligned_alloc(alignment(), rounded)));
   if (!bytes) {
     allocated_ -= rounded;
     return out_of_memory(name() + ": the host could not allocate " + format_bytes(size));
@@ -212,10 +209,13 @@ Status CpuDevice::compute(Graph& g) {
     if (!supports(*n)) return unsupported(name() + " cannot compute " + std::string(name_of(n->op)));
     const cpu::OpEntry& entry = cpu::op_entry(n->op);
     if (entry.kernel == nullptr) continue;
-    if (n->data == nullptr) return invalid_argument("compute: " + std::string(name_of(n->op)) + " " + describe(*n) + " is not placed in host memory");
+    if (n->data == nullptr)
+      return invalid_argument("compute: " + std::string(name_of(n->op)) + " " + describe(*n) +
+                              " is not placed in host memory");
     for (Tensor* s : n->src) {
       if (s && s->data == nullptr) {
-        return invalid_argument("compute: source " + describe(*s) + " of " + name_of(n->op) + " is not placed in host memory");
+        return invalid_argument("compute: source " + describe(*s) + " of " + name_of(n->op) +
+                                " is not placed in host memory");
       }
     }
     if (entry.work_size) work_size = std::max(work_size, entry.work_size(*n, nth));

@@ -15,32 +15,14 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 
 #include "core/float16.h"
 #include "core/quant.h"
+#include "cpu/aligned.h"
 
 namespace tensorpc::cpu {
 namespace {
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-template <typename T>
-using AlignedArray = std::unique_ptr<T[], FreeDeleter>;
-
-template <typename T>
-AlignedArray<T> make_aligned(size_t count) {
-  const size_t bytes = std::max<size_t>(64, (count * sizeof(T) + 63) & ~size_t{63});
-  return AlignedArray<T>(static_cast<T*>(std::aligned_alloc(64, bytes)));
-}
-
-template <typename T>
-const T* row_at(const void* base, int64_t r, size_t stride) {
-  return reinterpret_cast<const T*>(static_cast<const char*>(base) + r * stride);
-}
 
 float hsum(__m256 v) {
   __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

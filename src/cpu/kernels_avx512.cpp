@@ -10,6 +10,8 @@
 // gemm_q8_0/q4_0: VNNI dot products on 4 blocks per step. Activation blocks are re-laid out
 //   once per call so that each weight group needs only loads, a permute and nibble masks; the
 //   signed x signed problem becomes unsigned x signed with a per-block bias (see PreparedQ8).
+// Scratch memory (aligned.h) is allocated once per gemm call: calls run on many threads at
+//   once, so nothing is shared.
 #include "cpu/kernels.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && \
@@ -29,35 +31,14 @@
 #endif
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 
 #include "core/float16.h"
 #include "core/quant.h"
+#include "cpu/aligned.h"
 
 namespace tensorpc::cpu {
 namespace {
-
-// ---------------------------------------------------------------------------------------------
-// Scratch memory: 64-byte aligned, owned, one allocation per gemm call (calls run on many
-// threads at once, so nothing is shared).
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-template <typename T>
-using AlignedArray = std::unique_ptr<T[], FreeDeleter>;
-
-template <typename T>
-AlignedArray<T> make_aligned(size_t count) {
-  const size_t bytes = std::max<size_t>(64, (count * sizeof(T) + 63) & ~size_t{63});
-  return AlignedArray<T>(static_cast<T*>(std::aligned_alloc(64, bytes)));
-}
-
-template <typename T>
-const T* row_at(const void* base, int64_t r, size_t stride) {
-  return reinterpret_cast<const T*>(static_cast<const char*>(base) + r * stride);
-}
 
 // Horizontal reductions (written out because GCC 12's _mm512_reduce_* warn under -Wall).
 float hsum(__m512 v) {

@@ -4,6 +4,7 @@
 
 #include "core/float16.h"
 #include "core/quant.h"
+#include "cpu/aligned.h"
 #include "cpu/kernels.h"
 
 namespace tensorpc::cpu {
@@ -21,22 +22,13 @@ float dot_f32(const float* a, const float* b, int64_t K) {
   return sum;
 }
 
-const float* row_f32(const void* base, int64_t r, size_t stride) {
-  return reinterpret_cast<const float*>(static_cast<const char*>(base) + r * stride);
-}
-
-template <typename Block>
-const Block* row_blocks(const void* base, int64_t r, size_t stride) {
-  return reinterpret_cast<const Block*>(static_cast<const char*>(base) + r * stride);
-}
-
 void quantize_q8_0(const float* x, void* y, int64_t n) { quantize_row_q8_0_ref(x, static_cast<BlockQ8_0*>(y), n); }
 
 void gemm_f32(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
               size_t ldc) {
   for (int64_t i = 0; i < M; ++i) {
-    const float* a = row_f32(A, i, lda);
-    for (int64_t j = 0; j < N; ++j) C[j * ldc + i] = dot_f32(a, row_f32(B, j, ldb), K);
+    const float* a = row_at<float>(A, i, lda);
+    for (int64_t j = 0; j < N; ++j) C[j * ldc + i] = dot_f32(a, row_at<float>(B, j, ldb), K);
   }
 }
 
@@ -44,8 +36,8 @@ void gemm_f16(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const 
               size_t ldc) {
   std::vector<float> a(static_cast<size_t>(K));  // one weight row widened once, reused for all j
   for (int64_t i = 0; i < M; ++i) {
-    convert_row_f16_to_f32(row_blocks<uint16_t>(A, i, lda), a.data(), K);
-    for (int64_t j = 0; j < N; ++j) C[j * ldc + i] = dot_f32(a.data(), row_f32(B, j, ldb), K);
+    convert_row_f16_to_f32(row_at<uint16_t>(A, i, lda), a.data(), K);
+    for (int64_t j = 0; j < N; ++j) C[j * ldc + i] = dot_f32(a.data(), row_at<float>(B, j, ldb), K);
   }
 }
 
@@ -53,9 +45,9 @@ void gemm_q8_0(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const
                size_t ldc) {
   const int64_t nb = K / kQK;
   for (int64_t i = 0; i < M; ++i) {
-    const BlockQ8_0* a = row_blocks<BlockQ8_0>(A, i, lda);
+    const BlockQ8_0* a = row_at<BlockQ8_0>(A, i, lda);
     for (int64_t j = 0; j < N; ++j) {
-      const BlockQ8_0* b = row_blocks<BlockQ8_0>(B, j, ldb);
+      const BlockQ8_0* b = row_at<BlockQ8_0>(B, j, ldb);
       float sum = 0.0f;
       for (int64_t q = 0; q < nb; ++q) {
         int32_t dot = 0;
@@ -71,9 +63,9 @@ void gemm_q4_0(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const
                size_t ldc) {
   const int64_t nb = K / kQK;
   for (int64_t i = 0; i < M; ++i) {
-    const BlockQ4_0* a = row_blocks<BlockQ4_0>(A, i, lda);
+    const BlockQ4_0* a = row_at<BlockQ4_0>(A, i, lda);
     for (int64_t j = 0; j < N; ++j) {
-      const BlockQ8_0* b = row_blocks<BlockQ8_0>(B, j, ldb);
+      const BlockQ8_0* b = row_at<BlockQ8_0>(B, j, ldb);
       float sum = 0.0f;
       for (int64_t q = 0; q < nb; ++q) {
         int32_t dot = 0;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "tensorpc/tensor.h"
 
@@ -32,7 +33,7 @@ using OpKernel = void (*)(const ComputeParams& params, Tensor& dst);
 using WorkSizeFn = size_t (*)(const Tensor& dst, int nth);
 
 struct OpEntry {
-  OpKernel kernel = nullptr;      // null: op computes nothing (views, none)
+  OpKernel kernel = nullptr;       // null: op computes nothing (views, none)
   WorkSizeFn work_size = nullptr;  // null: needs no scratch
 };
 
@@ -49,6 +50,52 @@ inline RowRange split_rows(int64_t n, int ith, int nth) {
   const int64_t begin = per * ith < n ? per * ith : n;
   const int64_t end = begin + per < n ? begin + per : n;
   return {begin, end};
+}
+
+// Position (i1, i2, i3) of row r of t, rows numbered with i1 fastest (the
+// order split_rows hands them out in).
+struct RowIndex {
+  int64_t i1, i2, i3;
+};
+inline RowIndex row_index(const Tensor& t, int64_t r) {
+  return {r % t.ne[1], (r / t.ne[1]) % t.ne[2], r / (t.ne[1] * t.ne[2])};
+}
+
+// One f32 element at a byte address (strided rows).
+inline float load_f32(const char* p) { return *reinterpret_cast<const float*>(p); }
+inline void store_f32(char* p, float v) { *reinterpret_cast<float*>(p) = v; }
+
+// Row c of f32 tensor t as a dense array: t's own memory when its elements are
+// dense, else a copy gathered into buf.
+inline const float* load_row_f32(const Tensor& t, const RowIndex& c, std::vector<float>& buf) {
+  const char* p = t.row(c.i1, c.i2, c.i3);
+  if (t.nb[0] == sizeof(float)) return reinterpret_cast<const float*>(p);
+  buf.resize(t.ne[0]);
+  for (int64_t i = 0; i < t.ne[0]; ++i) buf[i] = load_f32(p + i * t.nb[0]);
+  return buf.data();
+}
+
+// Scatters the dense values v into row c of f32 tensor t, whatever its stride.
+inline void store_row_f32(const Tensor& t, const RowIndex& c, const float* v) {
+  char* p = t.row(c.i1, c.i2, c.i3);
+  for (int64_t i = 0; i < t.ne[0]; ++i) store_f32(p + i * t.nb[0], v[i]);
+}
+
+// Calls fn(c, x, y) for each row c of dst that thread ith takes, where x is
+// row c of f32 src and y receives row c of f32 dst, both dense arrays of ne[0]
+// (strided rows are gathered into and scattered from buffers around the call).
+template <typename Fn>
+void for_each_row_f32(const ComputeParams& params, const Tensor& src, Tensor& dst, Fn&& fn) {
+  const bool dst_dense = dst.nb[0] == sizeof(float);
+  std::vector<float> in_buf, out_buf(dst_dense ? 0 : dst.ne[0]);
+  const RowRange rows = split_rows(dst.nrows(), params.ith, params.nth);
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    const RowIndex c = row_index(dst, r);
+    const float* x = load_row_f32(src, c, in_buf);
+    float* y = dst_dense ? reinterpret_cast<float*>(dst.row(c.i1, c.i2, c.i3)) : out_buf.data();
+    fn(c, x, y);
+    if (!dst_dense) store_row_f32(dst, c, y);
+  }
 }
 
 // Kernels, grouped by the file that defines them.

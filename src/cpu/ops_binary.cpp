@@ -37,25 +37,18 @@ void run_scalar(float* d, const float* x, float y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) d[i] = F::apply(x[i], y);
 }
 
-inline float load_f32(const char* p) { return *reinterpret_cast<const float*>(p); }
-inline void store_f32(char* p, float v) { *reinterpret_cast<float*>(p) = v; }
-
 template <typename F>
 void binary_kernel(const ComputeParams& params, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
   const int64_t ne0 = dst.ne[0];
-  const int64_t ne1 = dst.ne[1];
-  const int64_t ne2 = dst.ne[2];
   const int64_t bne0 = b.ne[0];
   if (ne0 == 0 || b.nelements() == 0) return;
 
   const bool dense = a.nb[0] == sizeof(float) && b.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float);
   const RowRange rows = split_rows(dst.nrows(), params.ith, params.nth);
   for (int64_t r = rows.begin; r < rows.end; ++r) {
-    const int64_t i1 = r % ne1;
-    const int64_t i2 = (r / ne1) % ne2;
-    const int64_t i3 = r / (ne1 * ne2);
+    const auto [i1, i2, i3] = row_index(dst, r);
     const char* arow = a.row(i1, i2, i3);
     const char* brow = b.row(i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]);
     char* drow = dst.row(i1, i2, i3);
@@ -92,14 +85,10 @@ void op_scale(const ComputeParams& params, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const float s = dst.param<float>(0);
   const int64_t ne0 = dst.ne[0];
-  const int64_t ne1 = dst.ne[1];
-  const int64_t ne2 = dst.ne[2];
   const bool dense = a.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float);
   const RowRange rows = split_rows(dst.nrows(), params.ith, params.nth);
   for (int64_t r = rows.begin; r < rows.end; ++r) {
-    const int64_t i1 = r % ne1;
-    const int64_t i2 = (r / ne1) % ne2;
-    const int64_t i3 = r / (ne1 * ne2);
+    const auto [i1, i2, i3] = row_index(dst, r);
     const char* arow = a.row(i1, i2, i3);
     char* drow = dst.row(i1, i2, i3);
     if (dense) {

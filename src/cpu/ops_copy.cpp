@@ -23,14 +23,8 @@ struct Coord {
 
 // The logical position of flat element k of t.
 Coord unravel(const Tensor& t, int64_t k) {
-  Coord c{};
-  c.i0 = k % t.ne[0];
-  k /= t.ne[0];
-  c.i1 = k % t.ne[1];
-  k /= t.ne[1];
-  c.i2 = k % t.ne[2];
-  c.i3 = k / t.ne[2];
-  return c;
+  const RowIndex r = row_index(t, k / t.ne[0]);
+  return {k % t.ne[0], r.i1, r.i2, r.i3};
 }
 
 // Byte offset of element i0 within a row. Quantized rows are dense blocks,
@@ -115,7 +109,7 @@ void op_cpy(const ComputeParams& params, Tensor& dst) {
 
   const RowRange rows = split_rows(dst.nrows(), params.ith, params.nth);
   for (int64_t r = rows.begin; r < rows.end; ++r) {
-    const Coord dc = unravel(dst, r * ne0);
+    const RowIndex dc = row_index(dst, r);
     char* drow = dst.row(dc.i1, dc.i2, dc.i3);
 
     if (raw) {
@@ -159,9 +153,7 @@ void op_get_rows(const ComputeParams& params, Tensor& dst) {
 
   const RowRange rows = split_rows(dst.nrows(), params.ith, params.nth);
   for (int64_t r = rows.begin; r < rows.end; ++r) {
-    const int64_t j = r % dst.ne[1];
-    const int64_t b = (r / dst.ne[1]) % dst.ne[2];
-    const int64_t c = r / (dst.ne[1] * dst.ne[2]);
+    const auto [j, b, c] = row_index(dst, r);
     int32_t idx = 0;
     std::memcpy(&idx, ids.at(j, b % ids.ne[1], c % ids.ne[2]), sizeof idx);
     char* drow = dst.row(j, b, c);
@@ -184,7 +176,7 @@ void op_get_rows(const ComputeParams& params, Tensor& dst) {
       }
     }
     if (!dst_dense) {
-      for (int64_t i = 0; i < k; ++i) *reinterpret_cast<float*>(drow + i * dst.nb[0]) = out[i];
+      for (int64_t i = 0; i < k; ++i) store_f32(drow + i * dst.nb[0], out[i]);
     }
   }
 }
@@ -197,9 +189,7 @@ void op_concat(const ComputeParams& params, Tensor& dst) {
 
   const RowRange rows = split_rows(dst.nrows(), params.ith, params.nth);
   for (int64_t r = rows.begin; r < rows.end; ++r) {
-    const int64_t i1 = r % dst.ne[1];
-    const int64_t i2 = (r / dst.ne[1]) % dst.ne[2];
-    const int64_t i3 = r / (dst.ne[1] * dst.ne[2]);
+    const auto [i1, i2, i3] = row_index(dst, r);
     char* drow = dst.row(i1, i2, i3);
     if (dim == 0) {
       copy_run(drow, dst.nb[0], a.row(i1, i2, i3), a.nb[0], a.ne[0], dst.type);
@@ -222,14 +212,12 @@ void op_argmax(const ComputeParams& params, Tensor& dst) {
   const int64_t n = a.ne[0];
   const RowRange rows = split_rows(a.nrows(), params.ith, params.nth);
   for (int64_t r = rows.begin; r < rows.end; ++r) {
-    const int64_t i1 = r % a.ne[1];
-    const int64_t i2 = (r / a.ne[1]) % a.ne[2];
-    const int64_t i3 = r / (a.ne[1] * a.ne[2]);
+    const auto [i1, i2, i3] = row_index(a, r);
     const char* arow = a.row(i1, i2, i3);
     int32_t best = 0;
-    float best_v = n > 0 ? *reinterpret_cast<const float*>(arow) : 0.0f;
+    float best_v = n > 0 ? load_f32(arow) : 0.0f;
     for (int64_t i = 1; i < n; ++i) {
-      const float v = *reinterpret_cast<const float*>(arow + i * a.nb[0]);
+      const float v = load_f32(arow + i * a.nb[0]);
       // Strictly greater: the first of equal maxima wins.
       if (v > best_v) {
         best_v = v;

@@ -18,7 +18,6 @@
 namespace tensorpc::cpu {
 namespace {
 
-
 DType vec_dot_type(DType weights) {
   return (weights == DType::q8_0 || weights == DType::q4_0) ? DType::q8_0 : DType::f32;
 }
@@ -72,12 +71,10 @@ void op_mul_mat(const ComputeParams& p, Tensor& dst) {
     const RowRange r = split_rows(rows, p.ith, p.nth);
     std::vector<float> scratch(b.rows_are_contiguous() ? 0 : static_cast<size_t>(K));
     for (int64_t row = r.begin; row < r.end; ++row) {
-      const int64_t j = row % N;
-      const int64_t i2 = (row / N) % b.ne[2];
-      const int64_t i3 = row / (N * b.ne[2]);
+      const auto [j, i2, i3] = row_index(b, row);
       const float* src = reinterpret_cast<const float*>(b.row(j, i2, i3));
       if (!b.rows_are_contiguous()) {
-        for (int64_t k = 0; k < K; ++k) scratch[k] = *reinterpret_cast<const float*>(b.at(k, j, i2, i3));
+        for (int64_t k = 0; k < K; ++k) scratch[k] = load_f32(b.at(k, j, i2, i3));
         src = scratch.data();
       }
       char* out = static_cast<char*>(p.wdata) + static_cast<size_t>(row) * vrow;
@@ -106,8 +103,7 @@ void op_mul_mat(const ComputeParams& p, Tensor& dst) {
     const int64_t i2 = batch % b.ne[2];
     const int64_t i3 = batch / b.ne[2];
     const char* A = a.row(m0, i2 / r2, i3 / r3);
-    const char* B = convert ? bdata + static_cast<size_t>(N * batch) * vrow
-                            : bdata + i2 * b.nb[2] + i3 * b.nb[3];
+    const char* B = convert ? bdata + static_cast<size_t>(N * batch) * vrow : bdata + i2 * b.nb[2] + i3 * b.nb[3];
     float* C = reinterpret_cast<float*>(dst.row(0, i2, i3)) + m0;
     gemm(K, m1 - m0, N, A, a.nb[1], B, ldb, C, ldc);
   }

@@ -36,35 +36,20 @@ void op_rope(const ComputeParams& params, Tensor& dst) {
     inv_freq[i] = freq_scale * std::pow(freq_base, -2.0 * static_cast<double>(i) / n_dims);
   }
   std::vector<float> cos_t(half), sin_t(half);
-  std::vector<float> in_buf(ne0), out_buf(ne0);
-  const bool src_dense = x.nb[0] == sizeof(float);
-  const bool dst_dense = dst.nb[0] == sizeof(float);
 
   int64_t cached_token = -1;
-  const RowRange rows = split_rows(dst.nrows(), params.ith, params.nth);
-  for (int64_t r = rows.begin; r < rows.end; ++r) {
-    const int64_t i1 = r % dst.ne[1];
-    const int64_t i2 = (r / dst.ne[1]) % dst.ne[2];
-    const int64_t i3 = r / (dst.ne[1] * dst.ne[2]);
-
-    if (i2 != cached_token) {
-      cached_token = i2;
+  for_each_row_f32(params, x, dst, [&](const RowIndex& c, const float* in, float* out) {
+    const int64_t token = c.i2;
+    if (token != cached_token) {
+      cached_token = token;
       int32_t p = 0;
-      if (i2 < pos.ne[0]) std::memcpy(&p, pos.at(i2), sizeof p);
+      if (token < pos.ne[0]) std::memcpy(&p, pos.at(token), sizeof p);
       for (int64_t i = 0; i < half; ++i) {
         const double theta = p * inv_freq[i];
         cos_t[i] = static_cast<float>(std::cos(theta));
         sin_t[i] = static_cast<float>(std::sin(theta));
       }
     }
-
-    const char* xrow = x.row(i1, i2, i3);
-    const float* in = reinterpret_cast<const float*>(xrow);
-    if (!src_dense) {
-      for (int64_t i = 0; i < ne0; ++i) in_buf[i] = *reinterpret_cast<const float*>(xrow + i * x.nb[0]);
-      in = in_buf.data();
-    }
-    float* out = dst_dense ? reinterpret_cast<float*>(dst.row(i1, i2, i3)) : out_buf.data();
 
     if (neox) {
       const float* a = in;
@@ -84,12 +69,7 @@ void op_rope(const ComputeParams& params, Tensor& dst) {
       }
     }
     for (int64_t i = n_dims; i < ne0; ++i) out[i] = in[i];
-
-    if (!dst_dense) {
-      char* drow = dst.row(i1, i2, i3);
-      for (int64_t i = 0; i < ne0; ++i) *reinterpret_cast<float*>(drow + i * dst.nb[0]) = out[i];
-    }
-  }
+  });
 }
 
 }  // namespace tensorpc::cpu

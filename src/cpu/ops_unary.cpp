@@ -1,21 +1,27 @@
 // Element-wise activation kernels: silu, gelu (tanh approximation) and
 // swiglu (silu(a) * b, a and b of the same shape). All f32.
 //
-// Each thread takes a range of dst rows; dense rows go through a plain loop,
-// strided rows (views, permutes) through byte strides.
-#include <cmath>
-
+// Each thread takes a range of dst rows; dense rows go through a plain loop
+// (which vectorises: the functions use vec_exp, not std::exp/std::tanh),
+// strided rows (views, permutes) through byte strides, computing the same
+// values.
 #include "cpu/op_kernels.h"
+#include "cpu/vec_math.h"
 
 namespace tensorpc::cpu {
 namespace {
 
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+inline float silu(float x) { return x / (1.0f + vec_exp(-x)); }
 
+// 0.5 x (1 + tanh(y)), y = sqrt(2/pi) (x + 0.044715 x^3), computed as
+// x / (1 + e^-2y), the same function (1 + tanh(y) = 2 / (1 + e^-2y)): one
+// exp, no cancellation near y = 0, and e^-2y = inf or 0 for large |y| gives
+// the limits -0 and x.
 inline float gelu(float x) {
   constexpr float kSqrt2OverPi = 0.79788456080286535588f;
   constexpr float kCoef = 0.044715f;
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+  const float y = kSqrt2OverPi * x * (1.0f + kCoef * x * x);
+  return x / (1.0f + vec_exp(-2.0f * y));
 }
 
 struct SiluOp {
@@ -25,16 +31,6 @@ struct GeluOp {
   static float apply(float x) { return gelu(x); }
 };
 
-inline float load_f32(const char* p) { return *reinterpret_cast<const float*>(p); }
-inline void store_f32(char* p, float v) { *reinterpret_cast<float*>(p) = v; }
-
-struct RowCoord {
-  int64_t i1, i2, i3;
-};
-inline RowCoord row_coord(const Tensor& t, int64_t r) {
-  return {r % t.ne[1], (r / t.ne[1]) % t.ne[2], r / (t.ne[1] * t.ne[2])};
-}
-
 template <typename F>
 void unary_kernel(const ComputeParams& params, Tensor& dst) {
   const Tensor& a = *dst.src[0];
@@ -42,7 +38,7 @@ void unary_kernel(const ComputeParams& params, Tensor& dst) {
   const bool dense = a.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float);
   const RowRange rows = split_rows(dst.nrows(), params.ith, params.nth);
   for (int64_t r = rows.begin; r < rows.end; ++r) {
-    const RowCoord c = row_coord(dst, r);
+    const RowIndex c = row_index(dst, r);
     const char* arow = a.row(c.i1, c.i2, c.i3);
     char* drow = dst.row(c.i1, c.i2, c.i3);
     if (dense) {
@@ -69,7 +65,7 @@ void op_swiglu(const ComputeParams& params, Tensor& dst) {
   const bool dense = a.nb[0] == sizeof(float) && b.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float);
   const RowRange rows = split_rows(dst.nrows(), params.ith, params.nth);
   for (int64_t r = rows.begin; r < rows.end; ++r) {
-    const RowCoord c = row_coord(dst, r);
+    const RowIndex c = row_index(dst, r);
     const char* arow = a.row(c.i1, c.i2, c.i3);
     const char* brow = b.row(c.i1, c.i2, c.i3);
     char* drow = dst.row(c.i1, c.i2, c.i3);
