@@ -8,6 +8,18 @@
 #include "core/float16.h"
 
 namespace tensorpc {
+namespace {
+
+// (int)v for v clamped to [lo, hi], and `nan_value` for NaN. Inputs come from
+// anywhere (a client's activations), and converting an out-of-range float to
+// int is undefined behaviour, so the clamp comes first. Infinite or subnormal
+// blocks reach here (1/d overflows), and must give valid bytes, not UB.
+int clamped_int(float v, int lo, int hi, int nan_value) {
+  if (std::isnan(v)) return nan_value;
+  return static_cast<int>(std::clamp(v, static_cast<float>(lo), static_cast<float>(hi)));
+}
+
+}  // namespace
 
 void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t n) {
   const int64_t nb = n / kQK;
@@ -18,7 +30,7 @@ void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t n) {
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[b].d = fp32_to_fp16(d);
-    for (int64_t i = 0; i < kQK; ++i) y[b].qs[i] = static_cast<int8_t>(std::round(xb[i] * id));
+    for (int64_t i = 0; i < kQK; ++i) y[b].qs[i] = static_cast<int8_t>(clamped_int(std::round(xb[i] * id), -127, 127, 0));
   }
 }
 
@@ -38,8 +50,8 @@ void quantize_row_q4_0_ref(const float* x, BlockQ4_0* y, int64_t n) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[b].d = fp32_to_fp16(d);
     for (int64_t j = 0; j < kQK / 2; ++j) {
-      const int lo = std::clamp(static_cast<int>(xb[j] * id + 8.5f), 0, 15);
-      const int hi = std::clamp(static_cast<int>(xb[j + kQK / 2] * id + 8.5f), 0, 15);
+      const int lo = clamped_int(xb[j] * id + 8.5f, 0, 15, 8);
+      const int hi = clamped_int(xb[j + kQK / 2] * id + 8.5f, 0, 15, 8);
       y[b].qs[j] = static_cast<uint8_t>(lo | (hi << 4));
     }
   }

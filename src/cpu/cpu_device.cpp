@@ -226,6 +226,8 @@ Status CpuDevice::compute(Graph& g) {
   char* wdata = work_.data() + (misalign ? 64 - misalign : 0);
 
   cpu::Barrier barrier(nth);
+  // One chunk counter per node, all zero: no reset (and no extra barrier) between nodes.
+  std::vector<std::atomic<int64_t>> chunk_counters(g.nodes().size());
   const auto body = [&](int ith, int n_threads) {
     cpu::ComputeParams params;
     params.ith = ith;
@@ -234,9 +236,11 @@ Status CpuDevice::compute(Graph& g) {
     params.wsize = work_size;
     params.barrier = &barrier;
     params.kernels = kernels_;
-    for (Tensor* n : g.nodes()) {
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      Tensor* n = g.nodes()[i];
       const cpu::OpEntry& entry = cpu::op_entry(n->op);
       if (entry.kernel == nullptr) continue;
+      params.next_chunk = &chunk_counters[i];
       entry.kernel(params, *n);
       barrier.wait();
     }

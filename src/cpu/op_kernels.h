@@ -9,6 +9,7 @@
 // Kernels read sources through ne/nb, so non-contiguous sources work.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct ComputeParams {
   size_t wsize = 0;
   Barrier* barrier = nullptr;
   const KernelTable* kernels = nullptr;
+  // A counter that starts at 0 for each node, shared by its threads: kernels
+  // that deal out chunks dynamically take the next one with fetch_add, so a
+  // thread that is descheduled (a shared or busy machine) delays no one.
+  std::atomic<int64_t>* next_chunk = nullptr;
 };
 
 using OpKernel = void (*)(const ComputeParams& params, Tensor& dst);

@@ -38,9 +38,19 @@ bool b_needs_conversion(const Tensor& dst) {
   return vec_dot_type(dst.src[0]->type) != DType::f32 || !b.rows_are_contiguous();
 }
 
-// Rows of at least this many weights go to one thread, so blocks stay large
-// enough for the kernel's register tiles.
-constexpr int64_t kMinRowsPerBlock = 16;
+// How many blocks of weight rows one batch is cut into. Enough chunks that a
+// slow thread's share can be taken over (several per thread), but not so
+// many that per-call costs dominate: the prefill kernels pack b once per
+// call, so they get fewer, larger blocks; blocks keep at least kMinRows rows
+// for the kernels' register tiles. With many batches (attention heads), the
+// batches themselves are the chunks.
+int64_t blocks_per_batch_for(int64_t M, int64_t N, int64_t batches, int nth) {
+  constexpr int64_t kMinRows = 16;
+  if (batches >= 4 * nth) return 1;
+  const int64_t wanted = (N < 8 ? 8 : 2) * nth;
+  const int64_t most = std::max<int64_t>(1, M / kMinRows);
+  return std::clamp<int64_t>(wanted / std::max<int64_t>(1, batches), 1, most);
+}
 
 }  // namespace
 
@@ -89,17 +99,17 @@ void op_mul_mat(const ComputeParams& p, Tensor& dst) {
     ldb = vrow;
   }
 
-  // Phase 2: blocks of weight rows, dealt round-robin over threads.
+  // Phase 2: (batch, block of weight rows) chunks, taken dynamically.
   const GemmFn gemm = gemm_for(*p.kernels, a.type);
   const int64_t batches = b.ne[2] * b.ne[3];
-  int64_t rows_per_block = std::max<int64_t>(kMinRowsPerBlock, (M + p.nth - 1) / p.nth);
-  if (batches >= p.nth) rows_per_block = M;  // enough batches to share; keep blocks whole
-  const int64_t blocks_per_batch = (M + rows_per_block - 1) / rows_per_block;
+  const int64_t blocks_per_batch = blocks_per_batch_for(M, N, batches, p.nth);
+  const int64_t rows_per_block = (M + blocks_per_batch - 1) / blocks_per_batch;
   const size_t ldc = dst.nb[1] / sizeof(float);
-  for (int64_t item = p.ith; item < batches * blocks_per_batch; item += p.nth) {
+  for (int64_t item = p.next_chunk->fetch_add(1); item < batches * blocks_per_batch; item = p.next_chunk->fetch_add(1)) {
     const int64_t batch = item / blocks_per_batch;
     const int64_t m0 = (item % blocks_per_batch) * rows_per_block;
     const int64_t m1 = std::min(M, m0 + rows_per_block);
+    if (m0 >= m1) continue;
     const int64_t i2 = batch % b.ne[2];
     const int64_t i3 = batch / b.ne[2];
     const char* A = a.row(m0, i2 / r2, i3 / r3);

@@ -1,0 +1,124 @@
+// Writes the seed corpora of the fuzz targets: real encodings of graphs (each
+// fitting the 4 KiB buffer graph_decode_fuzz names as handle 1) and of every
+// message. Usage: fuzz_corpus_gen <fuzz/corpus directory>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "rpc/graph_codec.h"
+#include "rpc/messages.h"
+#include "tensorpc/cpu_device.h"
+#include "tensorpc/graph_allocator.h"
+
+namespace {
+
+using namespace tensorpc;
+using namespace tensorpc::rpc;
+
+void write_file(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+// Builds outputs in a fresh context, places them with a GraphAllocator and
+// encodes them with the allocator's buffer as handle 1.
+std::vector<uint8_t> encode_built(const std::function<std::vector<Tensor*>(Context&)>& build) {
+  CpuDevice dev(CpuDeviceOptions{.threads = 1});
+  Context ctx;
+  Graph g = Graph::build(build(ctx));
+  GraphAllocator alloc(dev);
+  if (!alloc.allocate(g).ok() || alloc.buffer()->size() > 4096) {
+    std::fprintf(stderr, "fuzz_corpus_gen: a seed graph does not fit 4 KiB\n");
+    std::exit(1);
+  }
+  WireWriter w;
+  if (!encode_graph(w, g, [](const Buffer*) -> uint64_t { return 1; }).ok()) std::exit(1);
+  return w.bytes();
+}
+
+template <typename M>
+std::vector<uint8_t> bytes_of(const M& m) {
+  WireWriter w;
+  encode(w, m);
+  return w.bytes();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <corpus directory>\n", argv[0]);
+    return 2;
+  }
+  const std::filesystem::path root = argv[1];
+  const auto graphs = root / "graph_decode_fuzz";
+  const auto messages = root / "messages_fuzz";
+  std::filesystem::create_directories(graphs);
+  std::filesystem::create_directories(messages);
+
+  const std::vector<std::pair<const char*, std::function<std::vector<Tensor*>(Context&)>>> seeds = {
+      {"add",
+       [](Context& c) {
+         return std::vector<Tensor*>{c.add(c.new_tensor(DType::f32, {8, 2}), c.new_tensor(DType::f32, {8}))};
+       }},
+      {"mul_mat_q8_0",
+       [](Context& c) {
+         return std::vector<Tensor*>{c.mul_mat(c.new_tensor(DType::q8_0, {32, 4}), c.new_tensor(DType::f32, {32, 2}))};
+       }},
+      {"mul_mat_q4_0_f16",
+       [](Context& c) {
+         Tensor* x = c.new_tensor(DType::f32, {32, 2});
+         return std::vector<Tensor*>{c.mul_mat(c.new_tensor(DType::q4_0, {32, 4}), x),
+                                     c.mul_mat(c.new_tensor(DType::f16, {32, 4}), x)};
+       }},
+      {"attention",
+       [](Context& c) {
+         Tensor* x = c.new_tensor(DType::f32, {8, 2, 4});
+         Tensor* r = c.rope(x, c.new_tensor(DType::i32, {4}), 8, kRopeNeox);
+         Tensor* q = c.permute(r, 0, 2, 1, 3);
+         Tensor* kq = c.mul_mat(c.cont(q), q);
+         return std::vector<Tensor*>{
+             c.soft_max(c.diag_mask_inf(c.scale(kq, 0.5f), 1), c.new_tensor(DType::f32, {4, 4}))};
+       }},
+      {"norms",
+       [](Context& c) {
+         Tensor* x = c.new_tensor(DType::f32, {16, 3});
+         return std::vector<Tensor*>{c.rms_norm(x, 1e-5f), c.norm(x, 1e-5f), c.swiglu(c.silu(x), c.gelu(x))};
+       }},
+      {"cache_store",
+       [](Context& c) {
+         Tensor* cache = c.new_tensor(DType::f16, {16, 8});
+         return std::vector<Tensor*>{c.cpy(c.new_tensor(DType::f32, {16, 2}), c.view(cache, {16, 2}, {2, 32}, 64)),
+                                     c.cast(c.new_tensor(DType::f32, {32, 2}), DType::q8_0)};
+       }},
+      {"rows_concat_argmax",
+       [](Context& c) {
+         Tensor* rows = c.get_rows(c.new_tensor(DType::q8_0, {32, 6}), c.new_tensor(DType::i32, {3}));
+         Tensor* cat = c.concat(rows, c.new_tensor(DType::f32, {32, 2}), 1);
+         return std::vector<Tensor*>{c.argmax(cat), c.cont(c.transpose(c.reshape(cat, {16, 10})))};
+       }},
+  };
+  for (const auto& [name, build] : seeds) write_file(graphs / name, encode_built(build));
+
+  write_file(messages / "hello_request", bytes_of(HelloRequest{.client = "fuzz"}));
+  write_file(messages / "hello_reply", bytes_of(HelloReply{.server = "tensorpc-server"}));
+  ListDevicesReply devices;
+  devices.devices.push_back({"cpu", "2 threads", 0, 1, 2, 64, 3});
+  write_file(messages / "list_devices_reply", bytes_of(devices));
+  write_file(messages / "buffer_alloc_request", bytes_of(BufferAllocRequest{.device = 0, .size = 4096}));
+  write_file(messages / "buffer_clear_request", bytes_of(BufferClearRequest{.handle = 1, .value = 7}));
+  write_file(messages / "set_tensor_hash_request", bytes_of(SetTensorHashRequest{.handle = 1, .size = 64}));
+  write_file(messages / "copy_tensor_request", bytes_of(CopyTensorRequest{1, 0, 2, 64, 128}));
+  write_file(messages / "set_tensor_hash_reply", bytes_of(SetTensorHashReply{.found = true}));
+  WireWriter status;
+  encode_status(status, invalid_argument("bad shape"));
+  write_file(messages / "status_error", status.bytes());
+  uint8_t header[kFrameHeaderSize];
+  encode_header(
+      FrameHeader{.command = Command::set_tensor, .flags = kFlagNoReply, .request_id = 9, .payload_length = 88},
+      header);
+  write_file(messages / "header", std::vector<uint8_t>(header, header + kFrameHeaderSize));
+  return 0;
+}

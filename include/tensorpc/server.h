@@ -1,0 +1,52 @@
+// Server: serves a process's devices to tensorpc clients over TCP.
+//
+// Each accepted connection gets a session (its own thread) that owns every
+// buffer it allocates; when the connection ends — cleanly or not — the
+// session frees all of it. Devices are shared between sessions. Every field
+// of every request is validated before use; bad input gets an error reply or
+// a closed connection, never a crash. See docs/protocol.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensorpc/device.h"
+#include "tensorpc/status.h"
+
+namespace tensorpc {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 50052;                         // 0: the OS picks one (see Server::port)
+  std::vector<std::shared_ptr<Device>> devices;  // empty: one CPU device with every core
+  int threads = 0;                               // threads of that default CPU device (0: all)
+  std::string cache_dir;                         // weights cache on disk; empty: memory only
+  uint64_t cache_memory_limit = uint64_t{4} << 30;  // bytes the in-memory weights cache may hold
+};
+
+struct ServerStats {
+  uint64_t sessions = 0;      // live connections
+  uint64_t live_buffers = 0;  // buffers allocated by all sessions, not yet freed
+  uint64_t buffer_bytes = 0;  // their bytes
+  uint64_t cache_entries = 0;
+  uint64_t cache_hits = 0;
+};
+
+class Server {
+ public:
+  // Binds, listens and starts accepting on a thread of its own.
+  static StatusOr<std::unique_ptr<Server>> start(ServerOptions options);
+  virtual ~Server() = default;
+
+  virtual uint16_t port() const = 0;
+  virtual ServerStats stats() const = 0;
+  // Stops accepting, ends every session (freeing what they own) and joins
+  // all threads. Idempotent; the destructor calls it.
+  virtual void stop() = 0;
+  // Blocks until stop() has been called (from another thread or a signal handler's helper).
+  virtual void wait() = 0;
+};
+
+}  // namespace tensorpc

@@ -1,0 +1,291 @@
+// Connection: framing of requests and replies on one socket, the HELLO
+// handshake, and the process-wide cache of live connections.
+#include "rpc/connection.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <functional>
+#include <string_view>
+#include <unordered_map>
+
+namespace tensorpc::rpc {
+namespace {
+
+Status protocol_error(std::string msg) { return {StatusCode::protocol_error, std::move(msg)}; }
+
+// The fixed fields of a reply are small (LIST_DEVICES is the largest); a
+// length beyond this is a peer gone wrong, not a reason to allocate.
+constexpr uint64_t kMaxReplyFields = uint64_t{16} << 20;
+
+std::string version_string(uint32_t major, uint32_t minor, uint32_t patch) {
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+}
+
+uint32_t read_u32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<Connection>> Connection::open(const Endpoint& endpoint) {
+  const std::string name = endpoint.to_string();
+  auto socket = Socket::connect(endpoint.host, endpoint.port);
+  if (!socket.ok()) {
+    const Status& s = socket.status();
+    return Status(s.code(), "cannot connect to " + name + ": " + s.message());
+  }
+  // Not make_shared: the constructor is private.
+  std::shared_ptr<Connection> c(new Connection(std::move(socket).value(), name));
+  TENSORPC_RETURN_IF_ERROR(c->hello());
+  return c;
+}
+
+Status Connection::hello() {
+  HelloRequest request;
+  request.client = "tensorpc client " + version_string(kVersionMajor, kVersionMinor, kVersionPatch);
+  HelloReply reply;
+  TENSORPC_RETURN_IF_ERROR(call(Command::hello, request, reply));
+  if (reply.major != kVersionMajor) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return break_locked(Command::hello,
+                        protocol_error("server speaks " + version_string(reply.major, reply.minor, reply.patch) +
+                                       ", this client " + version_string(kVersionMajor, kVersionMinor, kVersionPatch)));
+  }
+  hello_ = std::move(reply);
+  return Status();
+}
+
+StatusOr<std::vector<uint8_t>> Connection::call(const Request& request, std::span<uint8_t> bulk_in) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TENSORPC_RETURN_IF_ERROR(check_usable_locked(request.command, /*expect_silence=*/false));
+  const uint64_t id = next_request_id_++;
+  TENSORPC_RETURN_IF_ERROR(send_locked(request, request.flags, id));
+  round_trips_.fetch_add(1, std::memory_order_relaxed);
+  return receive_reply_locked(request.command, id, bulk_in);
+}
+
+Status Connection::call_status_only(Command command, std::span<const uint8_t> fields) {
+  auto reply = call({.command = command, .fields = fields});
+  if (!reply.ok()) return reply.status();
+  if (!reply.value().empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return break_locked(command, protocol_error("reply has " + std::to_string(reply.value().size()) +
+                                                " unexpected bytes after its status"));
+  }
+  return Status();
+}
+
+Status Connection::send_one_way(const Request& request) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TENSORPC_RETURN_IF_ERROR(check_usable_locked(request.command, /*expect_silence=*/true));
+  return send_locked(request, request.flags | kFlagNoReply, next_request_id_++);
+}
+
+Status Connection::send_graph(uint32_t device, std::vector<uint8_t> graph, std::vector<uint64_t> handles) {
+  const size_t hash =
+      std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(graph.data()), graph.size()));
+  std::lock_guard<std::mutex> lock(mutex_);
+  TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::graph_compute, /*expect_silence=*/true));
+  for (auto it = graphs_.begin(); it != graphs_.end(); ++it) {
+    if (it->device != device || it->hash != hash || it->bytes != graph) continue;
+    WireWriter w;
+    encode(w, GraphRecomputeRequest{.device = device, .graph_id = it->id});
+    TENSORPC_RETURN_IF_ERROR(
+        send_locked({.command = Command::graph_recompute, .fields = w.bytes()}, kFlagNoReply, next_request_id_++));
+    // Most recently used last, as the server reorders on a recompute.
+    StoredGraph used = std::move(*it);
+    graphs_.erase(it);
+    graphs_.push_back(std::move(used));
+    return Status();
+  }
+  // Ids are never reused, so a graph the server no longer has can only be
+  // "not found" at the next synchronize, never silently another graph.
+  const uint64_t graph_id = next_graph_id_++;
+  WireWriter w;
+  encode(w, GraphComputeRequest{.device = device, .graph_id = graph_id});
+  TENSORPC_RETURN_IF_ERROR(send_locked({.command = Command::graph_compute, .fields = w.bytes(), .bulk = graph},
+                                       kFlagNoReply, next_request_id_++));
+  graphs_.push_back({device, graph_id, hash, std::move(graph), std::move(handles)});
+  if (graphs_.size() > kStoredGraphs) graphs_.pop_front();
+  return Status();
+}
+
+void Connection::forget_graphs() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  graphs_.clear();
+}
+
+Status Connection::free_buffer(uint64_t handle) {
+  WireWriter w;
+  encode(w, BufferFreeRequest{.handle = handle});
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::erase_if(graphs_, [handle](const StoredGraph& g) {
+    return std::find(g.handles.begin(), g.handles.end(), handle) != g.handles.end();
+  });
+  TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::buffer_free, /*expect_silence=*/true));
+  return send_locked({.command = Command::buffer_free, .fields = w.bytes()}, kFlagNoReply, next_request_id_++);
+}
+
+ConnectionStats Connection::stats() const {
+  return {.live = !broken(),
+          .bytes_sent = bytes_sent_.load(std::memory_order_relaxed),
+          .bytes_received = bytes_received_.load(std::memory_order_relaxed),
+          .requests = requests_.load(std::memory_order_relaxed),
+          .round_trips = round_trips_.load(std::memory_order_relaxed)};
+}
+
+Status Connection::check_usable_locked(Command command, bool expect_silence) {
+  if (broken())
+    return fail(command, Status(broken_reason_.code(), "connection is broken: " + broken_reason_.message()));
+  if (!expect_silence) return Status();
+  // A one-way request would otherwise vanish into a socket whose peer is gone
+  // (the kernel accepts the first send after a close); a poll costs far less
+  // than the request. Between exchanges the server says nothing, so anything
+  // readable means it hung up (or broke the protocol).
+  pollfd p{.fd = socket_.fd(), .events = POLLIN | POLLRDHUP, .revents = 0};
+  if (::poll(&p, 1, 0) > 0) {
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
+      return break_locked(command, io_error("connection closed by peer"));
+    return break_locked(command, protocol_error("server sent a frame nobody asked for"));
+  }
+  return Status();
+}
+
+Status Connection::send_locked(const Request& request, uint16_t flags, uint64_t id) {
+  FrameHeader h;
+  h.command = request.command;
+  h.flags = flags;
+  h.request_id = id;
+  h.payload_length = request.fields.size() + request.bulk.size();
+  uint8_t header[kFrameHeaderSize];
+  encode_header(h, header);
+
+  iovec parts[3];
+  size_t n = 0;
+  parts[n++] = {header, kFrameHeaderSize};
+  // iovec wants non-const pointers; sendmsg only reads through them.
+  if (!request.fields.empty()) parts[n++] = {const_cast<uint8_t*>(request.fields.data()), request.fields.size()};
+  if (!request.bulk.empty()) parts[n++] = {const_cast<uint8_t*>(request.bulk.data()), request.bulk.size()};
+  const Status s = socket_.send_all(std::span<const iovec>(parts, n));
+  if (!s.ok()) return break_locked(request.command, s);
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  bytes_sent_.fetch_add(kFrameHeaderSize + h.payload_length, std::memory_order_relaxed);
+  return Status();
+}
+
+StatusOr<std::vector<uint8_t>> Connection::receive_reply_locked(Command command, uint64_t id,
+                                                                std::span<uint8_t> bulk_in) {
+  uint8_t header_bytes[kFrameHeaderSize];
+  Status s = socket_.recv_all(header_bytes, kFrameHeaderSize);
+  if (!s.ok()) return break_locked(command, s);
+  auto header = decode_header(std::span<const uint8_t, kFrameHeaderSize>(header_bytes, kFrameHeaderSize));
+  if (!header.ok()) return break_locked(command, header.status());
+  const FrameHeader& h = header.value();
+  if (!(h.flags & kFlagReply) || h.command != command || h.request_id != id) {
+    return break_locked(command, protocol_error(std::string("expected the reply to request ") + std::to_string(id) +
+                                                ", got a frame of " + name_of(h.command) + " for request " +
+                                                std::to_string(h.request_id)));
+  }
+  bytes_received_.fetch_add(kFrameHeaderSize + h.payload_length, std::memory_order_relaxed);
+
+  // The status: u32 code, string message.
+  uint8_t status_head[8];
+  if (h.payload_length < sizeof status_head) {
+    return break_locked(command, protocol_error("reply of " + std::to_string(h.payload_length) +
+                                                " bytes is too short to hold a status"));
+  }
+  s = socket_.recv_all(status_head, sizeof status_head);
+  if (!s.ok()) return break_locked(command, s);
+  const uint32_t code = read_u32(status_head);
+  const uint32_t message_length = read_u32(status_head + 4);
+  if (code > static_cast<uint32_t>(StatusCode::internal) || message_length > kMaxWireString ||
+      message_length > h.payload_length - sizeof status_head) {
+    return break_locked(command, protocol_error("reply has a malformed status (code " + std::to_string(code) +
+                                                ", message of " + std::to_string(message_length) + " bytes)"));
+  }
+  std::string message(message_length, '\0');
+  s = socket_.recv_all(message.data(), message.size());
+  if (!s.ok()) return break_locked(command, s);
+  const uint64_t rest = h.payload_length - sizeof status_head - message_length;
+
+  if (code != 0) {
+    if (rest != 0) return break_locked(command, protocol_error("error reply carries bytes after its status"));
+    return fail(command, Status(static_cast<StatusCode>(code), std::move(message)));
+  }
+  if (rest < bulk_in.size() || rest - bulk_in.size() > kMaxReplyFields) {
+    return break_locked(command,
+                        protocol_error("reply of " + std::to_string(h.payload_length) + " bytes does not fit the " +
+                                       std::to_string(bulk_in.size()) + " bytes of data expected"));
+  }
+  std::vector<uint8_t> fields(rest - bulk_in.size());
+  s = socket_.recv_all(fields.data(), fields.size());
+  if (s.ok()) s = socket_.recv_all(bulk_in.data(), bulk_in.size());
+  if (!s.ok()) return break_locked(command, s);
+  return fields;
+}
+
+Status Connection::fail(Command command, const Status& reason) const {
+  return Status(reason.code(), std::string(name_of(command)) + " to " + endpoint_ + ": " + reason.message());
+}
+
+Status Connection::break_locked(Command command, const Status& reason) {
+  if (!broken()) {
+    broken_reason_ = reason;
+    broken_.store(true, std::memory_order_release);
+    // Wakes nobody (we hold the only way in) but tells the server at once.
+    socket_.shutdown();
+  }
+  return fail(command, reason);
+}
+
+// ---- the process-wide cache ------------------------------------------------
+
+namespace {
+
+// Weak references only: the cache never keeps a socket open.
+struct ConnectionCache {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::weak_ptr<Connection>> by_endpoint;
+};
+
+ConnectionCache& connection_cache() {
+  static ConnectionCache cache;
+  return cache;
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint) {
+  auto parsed = parse_endpoint(endpoint);
+  if (!parsed.ok()) return parsed.status();
+  const std::string key = parsed.value().to_string();
+
+  ConnectionCache& cache = connection_cache();
+  // Held while connecting, so that threads racing to the same endpoint share
+  // one connection. Connecting to loopback or a LAN is quick; a server that
+  // does not answer delays other first connections up to the connect timeout.
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  std::erase_if(cache.by_endpoint, [](const auto& entry) { return entry.second.expired(); });
+  if (auto it = cache.by_endpoint.find(key); it != cache.by_endpoint.end()) {
+    if (std::shared_ptr<Connection> live = it->second.lock(); live && !live->broken()) return live;
+  }
+  auto opened = Connection::open(parsed.value());
+  if (!opened.ok()) return opened.status();
+  cache.by_endpoint[key] = opened.value();
+  return opened;
+}
+
+std::shared_ptr<Connection> find_live_connection(const std::string& endpoint) {
+  auto parsed = parse_endpoint(endpoint);
+  if (!parsed.ok()) return nullptr;
+  ConnectionCache& cache = connection_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto it = cache.by_endpoint.find(parsed.value().to_string());
+  if (it == cache.by_endpoint.end()) return nullptr;
+  std::shared_ptr<Connection> live = it->second.lock();
+  return live && !live->broken() ? live : nullptr;
+}
+
+}  // namespace tensorpc::rpc

@@ -1,0 +1,153 @@
+// Connection: one socket to one tensorpc server, shared by every remote
+// buffer and stream on that endpoint.
+//
+// A Connection is not a device: it says HELLO when it is opened and then
+// carries requests. A mutex makes each request (and, for a call, its reply)
+// one uninterrupted exchange, so any number of threads may use it. Requests
+// gather their header, fixed fields and bulk bytes from the caller's memory
+// into one sendmsg; a GET_TENSOR reply's bytes are received straight into the
+// caller's destination.
+//
+// Lifetime: owned by shared_ptr. Remote buffers and streams hold strong
+// references; the process-wide cache behind get_connection() holds only weak
+// ones, so the socket closes when the last buffer and stream go. A transport
+// or protocol failure marks the connection broken: its later requests fail
+// at once, and get_connection() makes a new one.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rpc/messages.h"
+#include "rpc/socket.h"
+#include "tensorpc/rpc_client.h"
+#include "tensorpc/status.h"
+
+namespace tensorpc::rpc {
+
+class Connection {
+ public:
+  // One request: its encoded fixed fields and, after them, bulk bytes sent
+  // from the caller's memory without a copy.
+  struct Request {
+    Command command = Command::ping;
+    std::span<const uint8_t> fields = {};
+    std::span<const uint8_t> bulk = {};
+    uint16_t flags = 0;  // kFlagCache where wanted; kFlagNoReply is added by send_one_way
+  };
+
+  // Connects to `endpoint` and says HELLO; a server of another major version
+  // is an error naming both versions.
+  static StatusOr<std::shared_ptr<Connection>> open(const Endpoint& endpoint);
+  ~Connection() = default;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Sends `request` and waits for its reply. Returns the reply's fields after
+  // its status (for the caller to decode), or the server's error. When
+  // `bulk_in` is not empty the reply ends with exactly that many bytes, which
+  // are received straight into it.
+  StatusOr<std::vector<uint8_t>> call(const Request& request, std::span<uint8_t> bulk_in = {});
+  // Sends `request` flagged NO_REPLY and returns without waiting: a failure
+  // on the server surfaces at the next SYNCHRONIZE.
+  Status send_one_way(const Request& request);
+
+  // A call whose request and reply are messages of messages.h.
+  template <typename Req, typename Reply>
+  Status call(Command command, const Req& req, Reply& reply) {
+    WireWriter w;
+    encode(w, req);
+    auto fields = call({.command = command, .fields = w.bytes()});
+    if (!fields.ok()) return fields.status();
+    WireReader r(fields.value());
+    const Status s = decode(r, reply);
+    if (!s.ok()) return fail(command, s);
+    return Status();
+  }
+  // A call whose reply is only a status.
+  template <typename Req>
+  Status call(Command command, const Req& req) {
+    WireWriter w;
+    encode(w, req);
+    return call_status_only(command, w.bytes());
+  }
+  Status call_status_only(Command command, std::span<const uint8_t> fields);
+
+  // Runs a graph (encoded by encode_graph; `handles`: the buffers it names)
+  // on `device`. A graph with the same encoding for the same device that the
+  // server still holds is run again by id (GRAPH_RECOMPUTE); anything else is
+  // sent whole (GRAPH_COMPUTE) under a new id. Both are one-way.
+  Status send_graph(uint32_t device, std::vector<uint8_t> graph, std::vector<uint64_t> handles);
+  // Forgets which graphs the server holds, so the next ones are sent whole
+  // (after an error, the server may not have stored one we think it has).
+  void forget_graphs();
+  // BUFFER_FREE, one-way. The server then drops every stored graph that
+  // names the buffer, and so does this connection's record of them.
+  Status free_buffer(uint64_t handle);
+
+  const std::string& endpoint() const { return endpoint_; }
+  const HelloReply& server_hello() const { return hello_; }
+  bool broken() const { return broken_.load(std::memory_order_acquire); }
+  ConnectionStats stats() const;
+
+ private:
+  Connection(Socket socket, std::string endpoint) : socket_(std::move(socket)), endpoint_(std::move(endpoint)) {}
+
+  // The steps of one exchange; the caller holds mutex_.
+  Status send_locked(const Request& request, uint16_t flags, uint64_t id);
+  StatusOr<std::vector<uint8_t>> receive_reply_locked(Command command, uint64_t id, std::span<uint8_t> bulk_in);
+  // Fails when broken; for a one-way request also when the peer hung up.
+  Status check_usable_locked(Command command, bool expect_silence);
+  Status hello();
+
+  // `reason` prefixed with "<COMMAND> to <endpoint>: ", keeping its code.
+  Status fail(Command command, const Status& reason) const;
+  // As fail(), and marks the connection broken: the byte stream can no
+  // longer be trusted. Caller holds mutex_.
+  Status break_locked(Command command, const Status& reason);
+
+  // The graphs this connection's server holds, with the id each was stored
+  // under. The server keeps the 16 most recently used (stored or run again)
+  // and drops those naming a freed buffer; requests reach it in the order
+  // they are sent here, under mutex_, so this record follows the same rules
+  // and stays exact. Guarded by mutex_.
+  struct StoredGraph {
+    uint32_t device;
+    uint64_t id;
+    size_t hash;
+    std::vector<uint8_t> bytes;
+    std::vector<uint64_t> handles;
+  };
+  static constexpr size_t kStoredGraphs = 16;
+
+  std::mutex mutex_;  // one exchange at a time on the socket
+  Socket socket_;
+  const std::string endpoint_;
+  HelloReply hello_;
+  uint64_t next_request_id_ = 1;    // guarded by mutex_
+  uint64_t next_graph_id_ = 1;      // guarded by mutex_; never reused
+  std::deque<StoredGraph> graphs_;  // guarded by mutex_; least recently used first
+  Status broken_reason_;            // guarded by mutex_
+  std::atomic<bool> broken_{false};
+
+  std::atomic<uint64_t> bytes_sent_{0};
+  std::atomic<uint64_t> bytes_received_{0};
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> round_trips_{0};
+};
+
+// The live connection to `endpoint` (text form as parse_endpoint reads it),
+// shared when one exists, else a new one. The process-wide cache behind it
+// holds only weak references and is guarded by a mutex; it is the rpc
+// layer's only mutable global.
+StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint);
+// The live connection to `endpoint` if one exists; never connects.
+std::shared_ptr<Connection> find_live_connection(const std::string& endpoint);
+
+}  // namespace tensorpc::rpc

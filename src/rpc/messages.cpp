@@ -1,0 +1,412 @@
+// Encoders and decoders of the frame header, the reply status and every
+// message of docs/protocol.md, each decoder next to its encoder.
+//
+// Decoders read through FieldReader, which remembers the first field that
+// could not be read and why, so every failure names the message and the field
+// ("HELLO request: field 'client' is truncated") without a check after each
+// read.
+#include "rpc/messages.h"
+
+#include <cstdio>
+#include <string>
+
+namespace tensorpc::rpc {
+namespace {
+
+Status protocol_error(std::string msg) { return {StatusCode::protocol_error, std::move(msg)}; }
+
+// Bytes a DeviceInfo takes at the least (two empty strings): bounds the count
+// of LIST_DEVICES before anything is allocated for it.
+constexpr size_t kMinDeviceInfoBytes = 4 + 4 + 4 + 4 * 8;
+
+class FieldReader {
+ public:
+  FieldReader(WireReader& r, Command c, const char* kind) : r_(r), command_(c), kind_(kind) {}
+
+  void u8(uint8_t& v, const char* field) {
+    read(v, field, [this] { return r_.u8(); });
+  }
+  void u32(uint32_t& v, const char* field) {
+    read(v, field, [this] { return r_.u32(); });
+  }
+  void u64(uint64_t& v, const char* field) {
+    read(v, field, [this] { return r_.u64(); });
+  }
+  void str(std::string& v, const char* field) {
+    uint32_t n = 0;
+    u32(n, field);
+    if (!status_.ok()) return;
+    if (n > kMaxWireString) {
+      fail(field, "is " + std::to_string(n) + " bytes long, more than the limit of " + std::to_string(kMaxWireString));
+      return;
+    }
+    const std::span<const uint8_t> b = r_.raw(n);
+    if (!r_.ok()) return fail(field, "is truncated");
+    v.assign(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  void bytes(uint8_t* out, size_t n, const char* field) {
+    if (!status_.ok()) return;
+    const std::span<const uint8_t> b = r_.raw(n);
+    if (!r_.ok()) return fail(field, "is truncated");
+    std::memcpy(out, b.data(), n);
+  }
+  // Records a value out of range; the first failure wins.
+  void fail(const char* field, const std::string& why) {
+    if (status_.ok()) status_ = protocol_error(prefix() + "field '" + field + "' " + why);
+  }
+  bool ok() const { return status_.ok(); }
+  size_t remaining() const { return r_.remaining(); }
+
+  // The result of a decoder that read a whole payload: no bytes may remain.
+  Status finish_whole() {
+    if (status_.ok() && !r_.done()) {
+      status_ = protocol_error(prefix() + std::to_string(r_.remaining()) + " unexpected trailing bytes");
+    }
+    return status_;
+  }
+  // The result of a decoder that read the leading fixed part of a payload.
+  Status finish_prefix() const { return status_; }
+
+ private:
+  template <typename T, typename F>
+  void read(T& v, const char* field, F get) {
+    if (!status_.ok()) return;
+    const T x = static_cast<T>(get());
+    if (!r_.ok()) return fail(field, "is truncated");
+    v = x;
+  }
+  std::string prefix() const { return std::string(name_of(command_)) + " " + kind_ + ": "; }
+
+  WireReader& r_;
+  Command command_;
+  const char* kind_;
+  Status status_;
+};
+
+FieldReader request(WireReader& r, Command c) { return FieldReader(r, c, "request"); }
+FieldReader reply(WireReader& r, Command c) { return FieldReader(r, c, "reply"); }
+
+}  // namespace
+
+const char* name_of(Command c) {
+  switch (c) {
+    case Command::hello: return "HELLO";
+    case Command::list_devices: return "LIST_DEVICES";
+    case Command::device_memory: return "DEVICE_MEMORY";
+    case Command::buffer_alloc: return "BUFFER_ALLOC";
+    case Command::buffer_free: return "BUFFER_FREE";
+    case Command::buffer_clear: return "BUFFER_CLEAR";
+    case Command::set_tensor: return "SET_TENSOR";
+    case Command::set_tensor_hash: return "SET_TENSOR_HASH";
+    case Command::get_tensor: return "GET_TENSOR";
+    case Command::copy_tensor: return "COPY_TENSOR";
+    case Command::graph_compute: return "GRAPH_COMPUTE";
+    case Command::graph_recompute: return "GRAPH_RECOMPUTE";
+    case Command::synchronize: return "SYNCHRONIZE";
+    case Command::ping: return "PING";
+  }
+  return "UNKNOWN_COMMAND";
+}
+
+// ---- frame header ------------------------------------------------------------
+
+void encode_header(const FrameHeader& h, uint8_t out[kFrameHeaderSize]) {
+  WireWriter w;
+  w.u32(h.magic);
+  w.u16(static_cast<uint16_t>(h.command));
+  w.u16(h.flags);
+  w.u64(h.request_id);
+  w.u64(h.payload_length);
+  std::memcpy(out, w.bytes().data(), kFrameHeaderSize);
+}
+
+StatusOr<FrameHeader> decode_header(std::span<const uint8_t, kFrameHeaderSize> bytes) {
+  WireReader r(bytes);
+  FrameHeader h;
+  h.magic = r.u32();
+  const uint16_t command = r.u16();
+  h.flags = r.u16();  // unknown flag bits are ignored: a newer minor version may add them
+  h.request_id = r.u64();
+  h.payload_length = r.u64();
+  if (h.magic != kFrameMagic) {
+    char magic[16];
+    std::snprintf(magic, sizeof magic, "0x%08x", h.magic);
+    return protocol_error(std::string("frame header: bad magic ") + magic +
+                          " (not a tensorpc peer, or the stream lost its place)");
+  }
+  if (command >= kCommandCount) {
+    return protocol_error("frame header: unknown command " + std::to_string(command));
+  }
+  h.command = static_cast<Command>(command);
+  return h;
+}
+
+// ---- status --------------------------------------------------------------------
+
+void encode_status(WireWriter& w, const Status& s) {
+  w.u32(static_cast<uint32_t>(s.code()));
+  w.str(s.ok() ? std::string_view() : std::string_view(s.message()));
+}
+
+Status decode_status(WireReader& r) {
+  const uint32_t code = r.u32();
+  std::string message = r.str();
+  if (!r.ok()) return protocol_error("reply status: truncated, or a message longer than the limit");
+  if (code > static_cast<uint32_t>(StatusCode::internal)) {
+    return protocol_error("reply status: unknown status code " + std::to_string(code));
+  }
+  if (code == 0) return Status();  // a message on success means nothing
+  return Status(static_cast<StatusCode>(code), std::move(message));
+}
+
+// ---- HELLO ----------------------------------------------------------------------
+
+void encode(WireWriter& w, const HelloRequest& m) {
+  w.u32(m.major);
+  w.u32(m.minor);
+  w.u32(m.patch);
+  w.u64(m.features);
+  w.str(m.client);
+}
+
+Status decode(WireReader& r, HelloRequest& m) {
+  FieldReader f = request(r, Command::hello);
+  f.u32(m.major, "major");
+  f.u32(m.minor, "minor");
+  f.u32(m.patch, "patch");
+  f.u64(m.features, "features");
+  f.str(m.client, "client");
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const HelloReply& m) {
+  w.u32(m.major);
+  w.u32(m.minor);
+  w.u32(m.patch);
+  w.u64(m.features);
+  w.str(m.server);
+}
+
+Status decode(WireReader& r, HelloReply& m) {
+  FieldReader f = reply(r, Command::hello);
+  f.u32(m.major, "major");
+  f.u32(m.minor, "minor");
+  f.u32(m.patch, "patch");
+  f.u64(m.features, "features");
+  f.str(m.server, "server");
+  return f.finish_whole();
+}
+
+// ---- LIST_DEVICES ---------------------------------------------------------------
+
+void encode(WireWriter& w, const ListDevicesReply& m) {
+  w.u32(static_cast<uint32_t>(m.devices.size()));
+  for (const DeviceInfo& d : m.devices) {
+    w.str(d.name);
+    w.str(d.description);
+    w.u32(d.kind);
+    w.u64(d.free);
+    w.u64(d.total);
+    w.u64(d.alignment);
+    w.u64(d.max_allocation);
+  }
+}
+
+Status decode(WireReader& r, ListDevicesReply& m) {
+  FieldReader f = reply(r, Command::list_devices);
+  uint32_t count = 0;
+  f.u32(count, "count");
+  // Checked before reserving, so a forged count cannot make us allocate.
+  if (f.ok() && count > f.remaining() / kMinDeviceInfoBytes) {
+    f.fail("count", "says " + std::to_string(count) +
+                        " devices but the payload is truncated: " + std::to_string(f.remaining()) +
+                        " bytes remain and each device takes at least " + std::to_string(kMinDeviceInfoBytes));
+  }
+  m.devices.clear();
+  if (f.ok()) m.devices.reserve(count);
+  for (uint32_t i = 0; i < count && f.ok(); ++i) {
+    DeviceInfo d;
+    f.str(d.name, "name");
+    f.str(d.description, "description");
+    f.u32(d.kind, "kind");
+    if (f.ok() && d.kind > 2)
+      f.fail("kind",
+             std::to_string(d.kind) + " of device " + std::to_string(i) + " is not 0 (cpu), 1 (gpu) or 2 (remote)");
+    f.u64(d.free, "free");
+    f.u64(d.total, "total");
+    f.u64(d.alignment, "alignment");
+    f.u64(d.max_allocation, "max_allocation");
+    if (f.ok()) m.devices.push_back(std::move(d));
+  }
+  return f.finish_whole();
+}
+
+// ---- DEVICE_MEMORY --------------------------------------------------------------
+
+void encode(WireWriter& w, const DeviceMemoryRequest& m) { w.u32(m.device); }
+
+Status decode(WireReader& r, DeviceMemoryRequest& m) {
+  FieldReader f = request(r, Command::device_memory);
+  f.u32(m.device, "device");
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const DeviceMemoryReply& m) {
+  w.u64(m.free);
+  w.u64(m.total);
+}
+
+Status decode(WireReader& r, DeviceMemoryReply& m) {
+  FieldReader f = reply(r, Command::device_memory);
+  f.u64(m.free, "free");
+  f.u64(m.total, "total");
+  return f.finish_whole();
+}
+
+// ---- BUFFER_ALLOC / BUFFER_FREE / BUFFER_CLEAR ------------------------------------
+
+void encode(WireWriter& w, const BufferAllocRequest& m) {
+  w.u32(m.device);
+  w.u64(m.size);
+}
+
+Status decode(WireReader& r, BufferAllocRequest& m) {
+  FieldReader f = request(r, Command::buffer_alloc);
+  f.u32(m.device, "device");
+  f.u64(m.size, "size");
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const BufferAllocReply& m) { w.u64(m.handle); }
+
+Status decode(WireReader& r, BufferAllocReply& m) {
+  FieldReader f = reply(r, Command::buffer_alloc);
+  f.u64(m.handle, "handle");
+  if (f.ok() && m.handle == 0) f.fail("handle", "is 0, which is never issued");
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const BufferFreeRequest& m) { w.u64(m.handle); }
+
+Status decode(WireReader& r, BufferFreeRequest& m) {
+  FieldReader f = request(r, Command::buffer_free);
+  f.u64(m.handle, "handle");
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const BufferClearRequest& m) {
+  w.u64(m.handle);
+  w.u8(m.value);
+}
+
+Status decode(WireReader& r, BufferClearRequest& m) {
+  FieldReader f = request(r, Command::buffer_clear);
+  f.u64(m.handle, "handle");
+  f.u8(m.value, "value");
+  return f.finish_whole();
+}
+
+// ---- SET_TENSOR / SET_TENSOR_HASH / GET_TENSOR / COPY_TENSOR --------------------------
+
+void encode(WireWriter& w, const SetTensorRequest& m) {
+  w.u64(m.handle);
+  w.u64(m.offset);
+  w.u64(m.size);
+}
+
+// Only the fixed part: `size` bytes of data follow, read by the caller.
+Status decode(WireReader& r, SetTensorRequest& m) {
+  FieldReader f = request(r, Command::set_tensor);
+  f.u64(m.handle, "handle");
+  f.u64(m.offset, "offset");
+  f.u64(m.size, "size");
+  return f.finish_prefix();
+}
+
+void encode(WireWriter& w, const SetTensorHashRequest& m) {
+  w.u64(m.handle);
+  w.u64(m.offset);
+  w.u64(m.size);
+  w.raw(m.sha256.data(), m.sha256.size());
+}
+
+Status decode(WireReader& r, SetTensorHashRequest& m) {
+  FieldReader f = request(r, Command::set_tensor_hash);
+  f.u64(m.handle, "handle");
+  f.u64(m.offset, "offset");
+  f.u64(m.size, "size");
+  f.bytes(m.sha256.data(), m.sha256.size(), "sha256");
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const SetTensorHashReply& m) { w.u8(m.found ? 1 : 0); }
+
+Status decode(WireReader& r, SetTensorHashReply& m) {
+  FieldReader f = reply(r, Command::set_tensor_hash);
+  uint8_t found = 0;
+  f.u8(found, "found");
+  if (f.ok() && found > 1) f.fail("found", "is " + std::to_string(found) + ", not 0 or 1");
+  m.found = found == 1;
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const GetTensorRequest& m) {
+  w.u64(m.handle);
+  w.u64(m.offset);
+  w.u64(m.size);
+}
+
+Status decode(WireReader& r, GetTensorRequest& m) {
+  FieldReader f = request(r, Command::get_tensor);
+  f.u64(m.handle, "handle");
+  f.u64(m.offset, "offset");
+  f.u64(m.size, "size");
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const CopyTensorRequest& m) {
+  w.u64(m.src_handle);
+  w.u64(m.src_offset);
+  w.u64(m.dst_handle);
+  w.u64(m.dst_offset);
+  w.u64(m.size);
+}
+
+Status decode(WireReader& r, CopyTensorRequest& m) {
+  FieldReader f = request(r, Command::copy_tensor);
+  f.u64(m.src_handle, "src_handle");
+  f.u64(m.src_offset, "src_offset");
+  f.u64(m.dst_handle, "dst_handle");
+  f.u64(m.dst_offset, "dst_offset");
+  f.u64(m.size, "size");
+  return f.finish_whole();
+}
+
+// ---- GRAPH_COMPUTE / GRAPH_RECOMPUTE ----------------------------------------------
+
+void encode(WireWriter& w, const GraphComputeRequest& m) {
+  w.u32(m.device);
+  w.u64(m.graph_id);
+}
+
+// Only the fixed part: the graph follows (decode_graph, graph_codec.h).
+Status decode(WireReader& r, GraphComputeRequest& m) {
+  FieldReader f = request(r, Command::graph_compute);
+  f.u32(m.device, "device");
+  f.u64(m.graph_id, "graph_id");
+  return f.finish_prefix();
+}
+
+void encode(WireWriter& w, const GraphRecomputeRequest& m) {
+  w.u32(m.device);
+  w.u64(m.graph_id);
+}
+
+Status decode(WireReader& r, GraphRecomputeRequest& m) {
+  FieldReader f = request(r, Command::graph_recompute);
+  f.u32(m.device, "device");
+  f.u64(m.graph_id, "graph_id");
+  return f.finish_whole();
+}
+
+}  // namespace tensorpc::rpc

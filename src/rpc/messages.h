@@ -1,0 +1,176 @@
+// The frames and messages of the wire protocol (docs/protocol.md).
+//
+// One request struct and one reply struct per command, each with its encoder
+// and decoder next to each other. Encoders write the payload (not the frame
+// header); decoders read a whole payload and fail — returning a Status that
+// names the command and the field — on truncation, trailing bytes, or a value
+// out of range. Bulk bytes (SET_TENSOR's data, GET_TENSOR's reply data) are
+// not part of these structs: they travel straight between the socket and the
+// caller's memory, after the fixed fields.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rpc/wire.h"
+#include "tensorpc/status.h"
+
+namespace tensorpc::rpc {
+
+inline constexpr uint32_t kVersionMajor = 1;
+inline constexpr uint32_t kVersionMinor = 0;
+inline constexpr uint32_t kVersionPatch = 0;
+inline constexpr uint32_t kFrameMagic = 0x43505254;  // "TRPC"
+inline constexpr size_t kFrameHeaderSize = 24;
+
+enum class Command : uint16_t {
+  hello = 0,  // never renumbered
+  list_devices = 1,
+  device_memory = 2,
+  buffer_alloc = 3,
+  buffer_free = 4,
+  buffer_clear = 5,
+  set_tensor = 6,
+  set_tensor_hash = 7,
+  get_tensor = 8,
+  copy_tensor = 9,
+  graph_compute = 10,
+  graph_recompute = 11,
+  synchronize = 12,
+  ping = 13,
+};
+inline constexpr uint16_t kCommandCount = 14;
+const char* name_of(Command c);
+
+enum FrameFlag : uint16_t {
+  kFlagReply = 1u << 0,
+  kFlagNoReply = 1u << 1,
+  kFlagCache = 1u << 2,
+};
+
+struct FrameHeader {
+  uint32_t magic = kFrameMagic;
+  Command command = Command::hello;
+  uint16_t flags = 0;
+  uint64_t request_id = 0;
+  uint64_t payload_length = 0;
+};
+void encode_header(const FrameHeader& h, uint8_t out[kFrameHeaderSize]);
+// Fails on a wrong magic or an unknown command.
+StatusOr<FrameHeader> decode_header(std::span<const uint8_t, kFrameHeaderSize> bytes);
+
+// Every reply payload starts with a status (code + message).
+void encode_status(WireWriter& w, const Status& s);
+Status decode_status(WireReader& r);  // returns the decoded status, or a protocol error
+
+// ---- per-command messages ---------------------------------------------------
+struct HelloRequest {
+  uint32_t major = kVersionMajor, minor = kVersionMinor, patch = kVersionPatch;
+  uint64_t features = 0;
+  std::string client;
+};
+struct HelloReply {
+  uint32_t major = kVersionMajor, minor = kVersionMinor, patch = kVersionPatch;
+  uint64_t features = 0;
+  std::string server;
+};
+
+struct DeviceInfo {
+  std::string name;
+  std::string description;
+  uint32_t kind = 0;  // tensorpc::DeviceKind
+  uint64_t free = 0;
+  uint64_t total = 0;
+  uint64_t alignment = 0;
+  uint64_t max_allocation = 0;
+};
+struct ListDevicesReply {
+  std::vector<DeviceInfo> devices;
+};
+struct DeviceMemoryRequest {
+  uint32_t device = 0;
+};
+struct DeviceMemoryReply {
+  uint64_t free = 0;
+  uint64_t total = 0;
+};
+struct BufferAllocRequest {
+  uint32_t device = 0;
+  uint64_t size = 0;
+};
+struct BufferAllocReply {
+  uint64_t handle = 0;
+};
+struct BufferFreeRequest {
+  uint64_t handle = 0;
+};
+struct BufferClearRequest {
+  uint64_t handle = 0;
+  uint8_t value = 0;
+};
+// Followed on the wire by `size` bytes of data.
+struct SetTensorRequest {
+  uint64_t handle = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+inline constexpr size_t kSetTensorFixedSize = 24;
+struct SetTensorHashRequest {
+  uint64_t handle = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  std::array<uint8_t, 32> sha256{};
+};
+struct SetTensorHashReply {
+  bool found = false;
+};
+// Its reply is the status followed by `size` bytes of data.
+struct GetTensorRequest {
+  uint64_t handle = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+struct CopyTensorRequest {
+  uint64_t src_handle = 0;
+  uint64_t src_offset = 0;
+  uint64_t dst_handle = 0;
+  uint64_t dst_offset = 0;
+  uint64_t size = 0;
+};
+// The graph itself follows the fixed fields; see graph_codec.h.
+struct GraphComputeRequest {
+  uint32_t device = 0;
+  uint64_t graph_id = 0;
+};
+struct GraphRecomputeRequest {
+  uint32_t device = 0;
+  uint64_t graph_id = 0;
+};
+
+// encode_X writes the message's fields; decode_X reads exactly them from a
+// whole payload (or, for SET_TENSOR and GRAPH_COMPUTE, its leading fixed part)
+#define TENSORPC_RPC_MESSAGE(Type)      \
+  void encode(WireWriter& w, const Type& m); \
+  Status decode(WireReader& r, Type& m);
+TENSORPC_RPC_MESSAGE(HelloRequest)
+TENSORPC_RPC_MESSAGE(HelloReply)
+TENSORPC_RPC_MESSAGE(ListDevicesReply)
+TENSORPC_RPC_MESSAGE(DeviceMemoryRequest)
+TENSORPC_RPC_MESSAGE(DeviceMemoryReply)
+TENSORPC_RPC_MESSAGE(BufferAllocRequest)
+TENSORPC_RPC_MESSAGE(BufferAllocReply)
+TENSORPC_RPC_MESSAGE(BufferFreeRequest)
+TENSORPC_RPC_MESSAGE(BufferClearRequest)
+TENSORPC_RPC_MESSAGE(SetTensorRequest)
+TENSORPC_RPC_MESSAGE(SetTensorHashRequest)
+TENSORPC_RPC_MESSAGE(SetTensorHashReply)
+TENSORPC_RPC_MESSAGE(GetTensorRequest)
+TENSORPC_RPC_MESSAGE(CopyTensorRequest)
+TENSORPC_RPC_MESSAGE(GraphComputeRequest)
+TENSORPC_RPC_MESSAGE(GraphRecomputeRequest)
+#undef TENSORPC_RPC_MESSAGE
+
+}  // namespace tensorpc::rpc

@@ -1,0 +1,117 @@
+// RemoteBuffer: tensor bytes moved between the caller's memory and a
+// server's buffer, and the weights cache on the way in.
+#include "rpc/remote_buffer.h"
+
+#include <openssl/evp.h>
+
+#include "rpc/remote_device.h"
+
+namespace tensorpc::rpc {
+namespace {
+
+// A single SET_TENSOR frame stays within the server's default frame limit
+// (1 GiB + 64); larger sets go as several frames.
+constexpr uint64_t kMaxSetFrame = uint64_t{1} << 30;
+
+Status sha256(const uint8_t* data, uint64_t size, std::array<uint8_t, 32>& out) {
+  unsigned int length = 0;
+  if (EVP_Digest(data, size, out.data(), &length, EVP_sha256(), nullptr) != 1 || length != out.size()) {
+    return internal_error("SHA-256 of " + std::to_string(size) + " bytes failed");
+  }
+  return Status();
+}
+
+template <typename Message>
+std::vector<uint8_t> encoded(const Message& m) {
+  WireWriter w;
+  encode(w, m);
+  return std::move(w.bytes());
+}
+
+}  // namespace
+
+RemoteBuffer::RemoteBuffer(RemoteDevice& device, std::shared_ptr<Connection> connection, uint64_t handle, uint64_t size)
+    : device_(device), connection_(std::move(connection)), handle_(handle), size_(size) {}
+
+RemoteBuffer::~RemoteBuffer() {
+  // One-way, errors ignored: if it fails the connection is broken, and the
+  // server frees everything a connection owns when it ends anyway.
+  if (connection_->broken()) return;
+  (void)connection_->free_buffer(handle_);
+}
+
+Device& RemoteBuffer::device() const { return device_; }
+
+Status RemoteBuffer::set(const Tensor& t, const void* src, uint64_t offset, uint64_t size) {
+  TENSORPC_RETURN_IF_ERROR(check_range(t, offset, size, "set"));
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  const uint64_t server_offset = t.offset + offset;
+  if (size == 0) return Status();
+  // Inputs are set anew before every compute: hashing them buys nothing.
+  if (size >= device_.options().weights_cache_threshold && !(t.flags & kFlagInput)) {
+    return set_cached(server_offset, bytes, size);
+  }
+  for (uint64_t done = 0; done < size;) {
+    const uint64_t n = std::min(size - done, kMaxSetFrame);
+    const auto fields = encoded(SetTensorRequest{.handle = handle_, .offset = server_offset + done, .size = n});
+    TENSORPC_RETURN_IF_ERROR(connection_->send_one_way(
+        {.command = Command::set_tensor, .fields = fields, .bulk = std::span<const uint8_t>(bytes + done, n)}));
+    done += n;
+  }
+  return Status();
+}
+
+Status RemoteBuffer::set_cached(uint64_t server_offset, const uint8_t* src, uint64_t size) {
+  SetTensorHashRequest request{.handle = handle_, .offset = server_offset, .size = size};
+  TENSORPC_RETURN_IF_ERROR(sha256(src, size, request.sha256));
+  SetTensorHashReply reply;
+  TENSORPC_RETURN_IF_ERROR(connection_->call(Command::set_tensor_hash, request, reply));
+  if (reply.found) return Status();
+  // One frame whatever the size, so the server can hash exactly the bytes the
+  // client hashed (the server raises its frame limit for large buffers).
+  const auto fields = encoded(SetTensorRequest{.handle = handle_, .offset = server_offset, .size = size});
+  return connection_->send_one_way({.command = Command::set_tensor,
+                                    .fields = fields,
+                                    .bulk = std::span<const uint8_t>(src, size),
+                                    .flags = kFlagCache});
+}
+
+Status RemoteBuffer::get(const Tensor& t, void* dst, uint64_t offset, uint64_t size) const {
+  TENSORPC_RETURN_IF_ERROR(check_range(t, offset, size, "get"));
+  if (size == 0) return Status();
+  const auto fields = encoded(GetTensorRequest{.handle = handle_, .offset = t.offset + offset, .size = size});
+  auto reply = connection_->call({.command = Command::get_tensor, .fields = fields},
+                                 std::span<uint8_t>(static_cast<uint8_t*>(dst), size));
+  if (!reply.ok()) return reply.status();
+  if (!reply.value().empty()) {
+    return Status(StatusCode::protocol_error,
+                  "GET_TENSOR to " + connection_->endpoint() + ": reply has unexpected bytes before the data");
+  }
+  return Status();
+}
+
+Status RemoteBuffer::clear(uint8_t value) {
+  return connection_->call(Command::buffer_clear, BufferClearRequest{.handle = handle_, .value = value});
+}
+
+Status RemoteBuffer::copy(const Tensor& src, const Tensor& dst) {
+  TENSORPC_RETURN_IF_ERROR(check_range(dst, 0, dst.nbytes(), "copy"));
+  if (src.nbytes() != dst.nbytes()) {
+    return invalid_argument("copy: " + describe(src) + " and " + describe(dst) + " differ in size");
+  }
+  const auto* remote = dynamic_cast<const RemoteBuffer*>(src.buffer);
+  if (remote != nullptr && remote->connection_ == connection_) {
+    TENSORPC_RETURN_IF_ERROR(remote->check_range(src, 0, src.nbytes(), "copy"));
+    const auto fields = encoded(CopyTensorRequest{.src_handle = remote->handle_,
+                                                  .src_offset = src.offset,
+                                                  .dst_handle = handle_,
+                                                  .dst_offset = dst.offset,
+                                                  .size = dst.nbytes()});
+    return connection_->send_one_way({.command = Command::copy_tensor, .fields = fields});
+  }
+  if (src.data != nullptr) return set(dst, src.data, 0, dst.nbytes());
+  return unsupported("copy: the source " + describe(src) + " is neither in host memory nor on " +
+                     connection_->endpoint() + " over this connection");
+}
+
+}  // namespace tensorpc::rpc

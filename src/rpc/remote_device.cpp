@@ -1,0 +1,99 @@
+// RemoteDevice: facts and memory read over a borrowed connection, buffers
+// and streams that keep one.
+#include "rpc/remote_device.h"
+
+#include "rpc/connection.h"
+#include "rpc/remote_buffer.h"
+#include "rpc/remote_stream.h"
+
+namespace tensorpc::rpc {
+namespace {
+
+// The canonical form, so that "localhost:1" typed two ways names one cache
+// entry; text that does not parse is kept and fails at first use.
+std::string canonical(const std::string& endpoint) {
+  auto parsed = parse_endpoint(endpoint);
+  return parsed.ok() ? parsed.value().to_string() : endpoint;
+}
+
+}  // namespace
+
+StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint) {
+  auto connection = get_connection(endpoint);
+  if (!connection.ok()) return connection.status();
+  auto fields = connection.value()->call({.command = Command::list_devices});
+  if (!fields.ok()) return fields.status();
+  WireReader r(fields.value());
+  ListDevicesReply reply;
+  const Status s = decode(r, reply);
+  if (!s.ok()) return Status(s.code(), "LIST_DEVICES to " + connection.value()->endpoint() + ": " + s.message());
+  return std::move(reply.devices);
+}
+
+RemoteDevice::RemoteDevice(std::string endpoint, uint32_t index, RemoteOptions options, std::optional<DeviceInfo> known)
+    : endpoint_(canonical(endpoint)), index_(index), options_(options), info_(std::move(known)) {}
+
+StatusOr<DeviceInfo> RemoteDevice::info() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (info_) return *info_;
+  auto devices = list_devices(endpoint_);
+  if (!devices.ok()) return devices.status();
+  if (index_ >= devices.value().size()) {
+    return not_found("device " + std::to_string(index_) + " of " + endpoint_ + " does not exist (the server has " +
+                     std::to_string(devices.value().size()) + ")");
+  }
+  info_ = devices.value()[index_];
+  return *info_;
+}
+
+std::string RemoteDevice::name() const {
+  auto i = info();
+  return endpoint_ + "/" + (i.ok() ? i.value().name : "device" + std::to_string(index_));
+}
+
+std::string RemoteDevice::description() const {
+  auto i = info();
+  return i.ok() ? i.value().description : "unreachable: " + i.status().message();
+}
+
+MemoryInfo RemoteDevice::memory() const {
+  auto connection = get_connection(endpoint_);
+  if (!connection.ok()) return {};
+  DeviceMemoryReply reply;
+  if (!connection.value()->call(Command::device_memory, DeviceMemoryRequest{.device = index_}, reply).ok()) return {};
+  return {.free = reply.free, .total = reply.total};
+}
+
+uint64_t RemoteDevice::alignment() const {
+  auto i = info();
+  // A server reporting 0 would make every placement divide by zero.
+  return i.ok() && i.value().alignment != 0 ? i.value().alignment : kUnreachableAlignment;
+}
+
+uint64_t RemoteDevice::max_allocation() const {
+  auto i = info();
+  return i.ok() ? i.value().max_allocation : 0;
+}
+
+bool RemoteDevice::supports(const Tensor& node) const { return static_cast<uint32_t>(node.op) < kOpCount; }
+
+StatusOr<std::unique_ptr<Buffer>> RemoteDevice::allocate(uint64_t size) {
+  auto connection = get_connection(endpoint_);
+  if (!connection.ok()) return connection.status();
+  BufferAllocReply reply;
+  TENSORPC_RETURN_IF_ERROR(
+      connection.value()->call(Command::buffer_alloc, BufferAllocRequest{.device = index_, .size = size}, reply));
+  if (reply.handle == 0) {
+    return Status(StatusCode::protocol_error, "BUFFER_ALLOC to " + endpoint_ + ": the server issued handle 0");
+  }
+  return std::unique_ptr<Buffer>(
+      std::make_unique<RemoteBuffer>(*this, std::move(connection).value(), reply.handle, size));
+}
+
+StatusOr<std::unique_ptr<Stream>> RemoteDevice::create_stream() {
+  auto connection = get_connection(endpoint_);
+  if (!connection.ok()) return connection.status();
+  return std::unique_ptr<Stream>(std::make_unique<RemoteStream>(*this, std::move(connection).value()));
+}
+
+}  // namespace tensorpc::rpc

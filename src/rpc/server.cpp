@@ -1,0 +1,176 @@
+// The tensorpc server (include/tensorpc/server.h): a listener, an accept
+// thread, and one thread per session.
+//
+// Sessions live in a list the accept thread owns together with stop(): a
+// finished session frees its buffers on its own thread at once (so stats fall
+// as soon as a client goes), and its thread is joined the next time a client
+// connects, or at stop().
+#include "tensorpc/server.h"
+
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "rpc/log.h"
+#include "rpc/session.h"
+#include "rpc/socket.h"
+#include "rpc/weights_cache.h"
+#include "tensorpc/cpu_device.h"
+
+namespace tensorpc {
+namespace {
+
+using rpc::Session;
+using rpc::Socket;
+
+class TcpServer final : public Server {
+ public:
+  TcpServer(Socket listener, rpc::SessionEnv env, std::unique_ptr<rpc::WeightsCache> cache,
+            std::unique_ptr<rpc::SessionCounters> counters)
+      : listener_(std::move(listener)),
+        port_(listener_.local_port()),
+        cache_(std::move(cache)),
+        counters_(std::move(counters)),
+        env_(std::move(env)) {
+    accept_thread_ = std::thread([this] { accept_loop(); });
+  }
+  ~TcpServer() override { stop(); }
+
+  uint16_t port() const override { return port_; }
+
+  ServerStats stats() const override {
+    ServerStats s;
+    s.sessions = live_sessions_.load();
+    s.live_buffers = counters_->live_buffers.load();
+    s.buffer_bytes = counters_->buffer_bytes.load();
+    s.cache_entries = cache_->entries();
+    s.cache_hits = cache_->hits();
+    return s;
+  }
+
+  void stop() override {
+    std::lock_guard<std::mutex> stop_lock(stop_mutex_);  // concurrent stop() calls wait for the first
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopped_) return;
+      stopping_ = true;
+      listener_.shutdown();  // wakes accept()
+    }
+    accept_thread_.join();
+    std::list<Slot> slots;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      slots.swap(slots_);
+    }
+    for (Slot& slot : slots) slot.session->shutdown();
+    for (Slot& slot : slots) slot.thread.join();
+    listener_.close();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopped_ = true;
+    }
+    stopped_cv_.notify_all();
+    log::info("server on port " + std::to_string(port_) + " stopped");
+  }
+
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    stopped_cv_.wait(lock, [this] { return stopped_; });
+  }
+
+ private:
+  struct Slot {
+    std::unique_ptr<Session> session;
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done = std::make_shared<std::atomic<bool>>(false);
+  };
+
+  void accept_loop() {
+    uint64_t next_id = 1;
+    for (;;) {
+      auto client = listener_.accept();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stopping_) return;  // the accepted socket, if any, closes here
+      }
+      if (!client.ok()) {
+        // Out of descriptors and the like: keep serving once it clears.
+        log::warn("accept failed: " + client.status().message());
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      reap_finished();
+      Slot slot;
+      slot.session = std::make_unique<Session>(std::move(client).value(), env_, next_id++);
+      Session* session = slot.session.get();
+      auto done = slot.done;
+      live_sessions_ += 1;
+      slot.thread = std::thread([this, session, done] {
+        session->run();
+        live_sessions_ -= 1;
+        done->store(true);
+      });
+      std::lock_guard<std::mutex> lock(mutex_);
+      slots_.push_back(std::move(slot));
+    }
+  }
+
+  // Joins the threads of sessions that have ended.
+  void reap_finished() {
+    std::list<Slot> finished;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto it = slots_.begin(); it != slots_.end();) {
+        auto next = std::next(it);
+        if (it->done->load()) finished.splice(finished.end(), slots_, it);
+        it = next;
+      }
+    }
+    for (Slot& slot : finished) slot.thread.join();
+  }
+
+  Socket listener_;
+  const uint16_t port_;
+  std::unique_ptr<rpc::WeightsCache> cache_;
+  std::unique_ptr<rpc::SessionCounters> counters_;
+  const rpc::SessionEnv env_;  // sessions hold a reference to it
+  std::atomic<uint64_t> live_sessions_{0};
+
+  std::mutex stop_mutex_;
+  mutable std::mutex mutex_;  // guards slots_, stopping_, stopped_
+  std::condition_variable stopped_cv_;
+  std::list<Slot> slots_;
+  bool stopping_ = false;
+  bool stopped_ = false;
+  std::thread accept_thread_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
+  if (options.devices.empty()) {
+    options.devices.push_back(
+        std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu0", .threads = options.threads}));
+  }
+  for (const auto& dev : options.devices) {
+    if (dev == nullptr) return invalid_argument("Server::start: a device in ServerOptions::devices is null");
+  }
+  auto cache = rpc::WeightsCache::open(options.cache_memory_limit, options.cache_dir);
+  if (!cache.ok()) return cache.status();
+  auto listener = Socket::listen(options.host, options.port);
+  if (!listener.ok()) return listener.status();
+
+  auto counters = std::make_unique<rpc::SessionCounters>();
+  rpc::SessionEnv env;
+  env.devices = options.devices;
+  env.cache = cache.value().get();
+  env.counters = counters.get();
+  auto server = std::make_unique<TcpServer>(std::move(listener).value(), std::move(env), std::move(cache).value(),
+                                            std::move(counters));
+  log::info("listening on " + options.host + ":" + std::to_string(server->port()) + " with " +
+            std::to_string(options.devices.size()) + " device(s)");
+  return std::unique_ptr<Server>(std::move(server));
+}
+
+}  // namespace tensorpc

@@ -1,0 +1,147 @@
+// Session: the server side of one client connection.
+//
+// A session owns everything its connection created: the buffers (named to
+// the client by u64 handles it issues, never 0, never reused), the graphs it
+// decoded (by the client's graph_id, the 16 most recent), one stream per
+// device it computed on, and the first error of commands sent without a
+// reply. It reads frames, dispatches each through a table indexed by
+// Command to one small handler, and writes replies. Every field is checked
+// before use (docs/protocol.md). When the connection ends — EOF, an error, a
+// protocol violation or Server::stop — run() returns and every buffer is freed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "rpc/graph_codec.h"
+#include "rpc/messages.h"
+#include "rpc/socket.h"
+#include "rpc/weights_cache.h"
+#include "tensorpc/device.h"
+
+namespace tensorpc::rpc {
+
+// Shared by the frame loop (session.cpp) and the handlers (session_commands.cpp).
+Status protocol_error(std::string msg);
+// A descriptor naming `size` bytes at `offset` of buf, for the Buffer calls
+// that take a tensor when the bytes are not host-addressable.
+StatusOr<Tensor> byte_span(Buffer& buf, uint64_t offset, uint64_t size);
+
+
+// Counters every session of a server adds to (ServerStats).
+struct SessionCounters {
+  std::atomic<uint64_t> live_buffers{0};
+  std::atomic<uint64_t> buffer_bytes{0};
+};
+
+// What a session shares with the server and its other sessions.
+struct SessionEnv {
+  std::vector<std::shared_ptr<Device>> devices;
+  WeightsCache* cache = nullptr;
+  SessionCounters* counters = nullptr;
+  uint64_t max_frame = (uint64_t{1} << 30) + 64;  // larger payloads close the connection
+  std::string server_name = "tensorpc-server";
+};
+
+inline constexpr size_t kMaxStoredGraphs = 16;
+
+class Session {
+ public:
+  Session(Socket socket, const SessionEnv& env, uint64_t id);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Serves frames until the connection ends, then frees what it owns and
+  // closes the socket.
+  void run();
+  // From another thread: makes run() return soon (wakes a blocked recv).
+  void shutdown();
+
+ private:
+  struct BufferEntry {
+    std::unique_ptr<Buffer> buffer;
+    uint32_t device = 0;
+  };
+  struct StoredGraph {
+    uint64_t id = 0;
+    uint32_t device = 0;
+    DecodedGraph graph;
+    std::vector<uint64_t> handles;  // buffers it uses: freeing one forgets the graph
+  };
+  // What a handler returns besides its status: reply fields, and bulk bytes
+  // sent after them without copying (GET_TENSOR).
+  struct Reply {
+    WireWriter fields;
+    std::span<const uint8_t> bulk;
+    std::vector<uint8_t> bulk_storage;  // when the bytes are not host-addressable
+  };
+  using Handler = Status (Session::*)(WireReader& in, Reply& out);
+  struct CommandSpec {
+    Handler handler;
+    bool streams_payload;  // reads its own payload from the socket (SET_TENSOR)
+  };
+  static const CommandSpec kCommands[kCommandCount];
+
+  // One frame: false when the connection must end.
+  bool serve_frame();
+  Status read_payload(uint64_t length);
+  Status drain(uint64_t length);
+  Status send_reply(const Status& status, Reply& reply);
+  uint64_t payload_limit(Command command) const;
+
+  // ---- handlers, one per command ----
+  Status on_hello(WireReader& in, Reply& out);
+  Status on_list_devices(WireReader& in, Reply& out);
+  Status on_device_memory(WireReader& in, Reply& out);
+  Status on_buffer_alloc(WireReader& in, Reply& out);
+  Status on_buffer_free(WireReader& in, Reply& out);
+  Status on_buffer_clear(WireReader& in, Reply& out);
+  Status on_set_tensor(WireReader& in, Reply& out);
+  Status on_set_tensor_hash(WireReader& in, Reply& out);
+  Status on_get_tensor(WireReader& in, Reply& out);
+  Status on_copy_tensor(WireReader& in, Reply& out);
+  Status on_graph_compute(WireReader& in, Reply& out);
+  Status on_graph_recompute(WireReader& in, Reply& out);
+  Status on_synchronize(WireReader& in, Reply& out);
+  Status on_ping(WireReader& in, Reply& out);
+
+  // ---- checks shared by the handlers ----
+  StatusOr<BufferEntry*> find_buffer(uint64_t handle);
+  // The buffer of handle, checked to hold bytes [offset, offset + size).
+  StatusOr<BufferEntry*> find_range(uint64_t handle, uint64_t offset, uint64_t size, const char* what);
+  Status check_device(uint32_t device) const;
+  Status receive_into(BufferEntry& entry, uint64_t offset, uint64_t size, Sha256Hasher* hasher);
+  Status write_bytes(BufferEntry& entry, uint64_t offset, const uint8_t* src, uint64_t size);
+  Status read_bytes(BufferEntry& entry, uint64_t offset, uint8_t* dst, uint64_t size);
+  StatusOr<Stream*> stream_of(uint32_t device);
+  Status run_graph(StoredGraph& g);
+  void release_all();
+
+  Socket socket_;
+  std::mutex socket_mutex_;  // shutdown() from another thread vs. close at the end of run()
+  const SessionEnv& env_;
+  const uint64_t id_;
+  std::string peer_;
+
+  FrameHeader current_;  // the frame being served
+  std::vector<uint8_t> payload_;
+  bool hello_done_ = false;
+  bool closing_ = false;  // end the connection after this frame's reply
+  Status pending_;        // first error of a NO_REPLY command, until SYNCHRONIZE
+  std::string end_reason_ = "connection closed by peer";
+
+  std::unordered_map<uint64_t, BufferEntry> buffers_;
+  uint64_t next_handle_ = 1;
+  uint64_t largest_buffer_ = 0;                   // bounds SET_TENSOR payloads
+  std::deque<StoredGraph> graphs_;                // most recently stored first
+  std::vector<std::unique_ptr<Stream>> streams_;  // by device index, created on first use
+};
+
+}  // namespace tensorpc::rpc

@@ -1,0 +1,96 @@
+// Helpers of the client tests (client_test.cpp, remote_*_test.cpp): an
+// in-process server on a port the OS picks, a port nobody listens on, a wait
+// with a deadline for state that changes on the server's threads, and a
+// runner that computes one graph on any device from seeded inputs.
+// Owned by the client's tests; the server's tests have rpc_test_util.h.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "rpc/socket.h"
+#include "tensorpc/cpu_device.h"
+#include "tensorpc/rpc_client.h"
+#include "tensorpc/server.h"
+#include "test_util.h"
+
+namespace tensorpc::test {
+
+// Polls `done` until it holds or `deadline` passes; returns its last value.
+inline bool eventually(const std::function<bool()>& done,
+                       std::chrono::milliseconds deadline = std::chrono::seconds(5)) {
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return done();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+// A port on 127.0.0.1 that was free a moment ago and has no listener.
+inline uint16_t unused_port() {
+  auto s = rpc::Socket::listen("127.0.0.1", 0);
+  if (!s.ok()) throw std::runtime_error(s.status().to_string());
+  return s.value().local_port();  // closed when s goes
+}
+
+// A tensorpc server in this process, on 127.0.0.1 and a port the OS picks,
+// serving one CPU device of 2 threads (as the tests' local reference device
+// has, so that results can be compared bit for bit).
+class InProcessServer {
+ public:
+  InProcessServer() {
+    ServerOptions options;
+    options.port = 0;
+    options.devices = {std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu0", .threads = 2})};
+    auto server = Server::start(std::move(options));
+    if (!server.ok()) throw std::runtime_error("Server::start: " + server.status().to_string());
+    server_ = std::move(server).value();
+    endpoint_ = "127.0.0.1:" + std::to_string(server_->port());
+  }
+
+  const std::string& endpoint() const { return endpoint_; }
+  Server& server() { return *server_; }
+  ServerStats stats() const { return server_->stats(); }
+  void stop() { server_->stop(); }
+
+ private:
+  std::unique_ptr<Server> server_;
+  std::string endpoint_;
+};
+
+// A graph to compute: its outputs, and the values of its i32 leaves (which
+// must be valid indices or positions); every other leaf gets random bytes.
+struct Built {
+  std::vector<Tensor*> outputs;
+  std::vector<std::pair<Tensor*, std::vector<int32_t>>> ints;
+};
+using Builder = std::function<Built(Context&)>;
+
+// Builds, places, fills and computes on `device`; returns each output's bytes.
+inline std::vector<std::vector<uint8_t>> run_on(Device& device, const Builder& build, uint32_t seed = 1000) {
+  Context ctx;
+  const Built built = build(ctx);
+  GraphRun run(device, built.outputs);
+  for (Tensor* leaf : run.graph().leafs()) {
+    bool is_int = false;
+    for (const auto& [t, values] : built.ints) {
+      if (t == leaf) {
+        run.write_i32(leaf, values);
+        is_int = true;
+      }
+    }
+    if (!is_int) run.write_raw(leaf, random_encoded(leaf->type, leaf->nelements(), seed++));
+  }
+  run.compute();
+  std::vector<std::vector<uint8_t>> out;
+  for (Tensor* t : built.outputs) out.push_back(run.raw(t));
+  return out;
+}
+
+}  // namespace tensorpc::test
