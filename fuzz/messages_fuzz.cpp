@@ -58,6 +58,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check<SetTensorHashReply>(bytes, false);
   check<GetTensorRequest>(bytes, false);
   check<CopyTensorRequest>(bytes, false);
+  check<GrantWriteRequest>(bytes, false);
+  check<GrantWriteReply>(bytes, false);
+  check<CopyToPeerRequest>(bytes, false);
+  check<WriteGrantedRequest>(bytes, true);
   check<GraphComputeRequest>(bytes, true);
   check<GraphRecomputeRequest>(bytes, false);
   return 0;

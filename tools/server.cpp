@@ -10,42 +10,16 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
-#include <cctype>
 #include <cstdio>
 #include <string>
 #include <utility>
 
+#include "device_spec.h"
 #include "rpc/socket.h"
-#include "tensorpc/cpu_device.h"
 
 namespace {
 
-// "4GiB", "512M", "1e9", "1024": bytes, with binary or decimal suffixes.
-bool parse_bytes(const std::string& text, uint64_t& out) {
-  size_t pos = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &pos);
-  } catch (...) {
-    return false;
-  }
-  std::string suffix = text.substr(pos);
-  for (char& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (!suffix.empty() && suffix.back() == 'b') suffix.pop_back();
-  static const std::pair<const char*, double> kScales[] = {
-      {"", 1},           {"k", 1e3},           {"m", 1e6},
-      {"g", 1e9},        {"t", 1e12},          {"ki", 1024.0},
-      {"mi", 1048576.0}, {"gi", 1073741824.0}, {"ti", 1099511627776.0},
-  };
-  double scale = 0;
-  for (const auto& [name, factor] : kScales)
-    if (suffix == name) scale = factor;
-  if (scale == 0) return false;
-  const double bytes = value * scale;
-  if (!(bytes >= 0) || bytes >= 1.8e19) return false;
-  out = static_cast<uint64_t>(bytes);
-  return true;
-}
+using tensorpc::tools::parse_byte_count;
 
 std::string format_bytes(uint64_t b) {
   char s[32];
@@ -59,16 +33,24 @@ int main(int argc, char** argv) {
   CLI::App app{"tensorpc-server: serves this machine's devices to tensorpc clients"};
   tensorpc::ServerOptions options;
   std::string cache_memory;
+  std::vector<std::string> device_texts;
   app.add_option("-H,--host", options.host, "address to listen on")->capture_default_str();
   app.add_option("-p,--port", options.port, "TCP port (0: the OS picks one)")->capture_default_str();
-  app.add_option("-t,--threads", options.threads, "threads of the CPU device (0: every core)")
+  app.add_option("--device", device_texts,
+                 "a device to serve, repeatable, in order cpu0, cpu1, …: cpu, cpu:THREADS or cpu:THREADS:LIMIT "
+                 "(e.g. cpu:4:8GiB); default: one cpu with every core")
+      ->check([](const std::string& s) {
+        auto spec = tensorpc::tools::parse_device_spec(s);
+        return spec.ok() ? std::string() : spec.status().message();
+      });
+  app.add_option("-t,--threads", options.threads, "threads of the default CPU device (0: every core)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--cache", options.cache_dir, "directory of the weights cache on disk (default: memory only)");
   app.add_option("--cache-memory", cache_memory, "bytes the in-memory weights cache may hold (e.g. 4GiB)")
       ->check([](const std::string& s) {
         uint64_t v = 0;
-        return parse_bytes(s, v) ? std::string() : "not a byte count: " + s + " (try 4GiB or 512MiB)";
+        return parse_byte_count(s, v) ? std::string() : "not a byte count: " + s + " (try 4GiB or 512MiB)";
       });
   try {
     app.parse(argc, argv);
@@ -76,7 +58,17 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
-  if (!cache_memory.empty()) parse_bytes(cache_memory, options.cache_memory_limit);
+  if (!cache_memory.empty()) parse_byte_count(cache_memory, options.cache_memory_limit);
+  std::vector<tensorpc::tools::DeviceSpec> specs;
+  for (const std::string& text : device_texts) specs.push_back(tensorpc::tools::parse_device_spec(text).value());
+  if (specs.empty()) {
+    specs.push_back({.threads = options.threads});
+  } else if (options.threads != 0) {
+    std::fprintf(stderr,
+                 "tensorpc-server: --threads applies to the default device only; with --device give "
+                 "the threads in the spec (cpu:THREADS)\n");
+    return 2;
+  }
 
   // Block before any thread exists: every thread the server starts inherits the mask.
   sigset_t signals;
@@ -85,9 +77,8 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  // The default device, made here rather than by Server::start so it can be listed below.
-  options.devices.push_back(
-      std::make_shared<tensorpc::CpuDevice>(tensorpc::CpuDeviceOptions{.name = "cpu0", .threads = options.threads}));
+  // Made here rather than by Server::start so they can be listed below.
+  options.devices = tensorpc::tools::make_devices(specs);
   auto server = tensorpc::Server::start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "tensorpc-server: %s\n", server.status().to_string().c_str());

@@ -63,6 +63,8 @@ class Context {
   // a converted to `type` as a new contiguous tensor (quantizes for q8_0/q4_0).
   Tensor* cast(Tensor* a, DType type);
   Tensor* concat(Tensor* a, Tensor* b, int dim);
+  // src's rows written into dst at the row indices `rows`; returns a view of dst.
+  Tensor* set_rows(Tensor* dst, Tensor* src, Tensor* rows);
 
   // ---- views (descriptors only) ------------------------------------------
   // A view of a with shape ne and byte strides nb (nb[0] is the element

@@ -34,6 +34,17 @@ struct MemoryInfo {
   uint64_t total = 0;
 };
 
+// What went through the connection a device is reached by, since that
+// connection opened. Devices reached through one connection (the devices of
+// one server) report the same `channel` and the same counters, so a reader
+// sums each channel once. Local devices: an empty channel and zeros.
+struct DeviceTraffic {
+  std::string channel;  // names the connection (a remote device: its endpoint)
+  uint64_t round_trips = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+};
+
 class Buffer {
  public:
   virtual ~Buffer() = default;
@@ -112,6 +123,9 @@ class Device {
 
   virtual StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t size) = 0;
   virtual StatusOr<std::unique_ptr<Stream>> create_stream() = 0;
+
+  // Traffic of the connection behind this device; zeros for a local one.
+  virtual DeviceTraffic traffic() const { return {}; }
 
  protected:
   Device() = default;

@@ -42,9 +42,17 @@ enum class Op : uint32_t {
   reshape = 20,
   permute = 21,    // params: i32 axes[4]: source dim i goes to result dim axes[i]
   transpose = 22,
+
+  // Row scatter: the rows of src[0] (f32 [K, n]) written into this tensor — a
+  // view of a destination [K, R] (f32, f16, bf16, q8_0 or q4_0) — at the row
+  // indices i32 src[1] [n], converted to the destination's type. Rows whose
+  // index is outside [0, R) are skipped; with repeated indices, which row
+  // lands is unspecified. Writes a KV cache at positions given as data, so a
+  // decode step's graph does not change with the position.
+  set_rows = 23,
 };
 
-inline constexpr uint32_t kOpCount = 23;
+inline constexpr uint32_t kOpCount = 24;
 
 const char* name_of(Op op);
 // True for view, reshape, permute and transpose.

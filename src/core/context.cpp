@@ -237,6 +237,24 @@ Tensor* Context::cast(Tensor* a, DType type) {
   return make(type, a->ne, op, {a});
 }
 
+Tensor* Context::set_rows(Tensor* dst, Tensor* src, Tensor* rows) {
+  const Op op = Op::set_rows;
+  require_present(dst, op, "dst");
+  require_type(src, DType::f32, op, "src");
+  require_type(rows, DType::i32, op, "rows");
+  const std::string shapes = "dst " + describe(*dst) + ", src " + describe(*src) + " and rows " + describe(*rows);
+  require(dst->type != DType::i32, op, shapes + ": dst must be a float or quantized type");
+  require(dst->ne[2] == 1 && dst->ne[3] == 1 && src->ne[2] == 1 && src->ne[3] == 1, op,
+          shapes + ": dst is [K, R] and src [K, n]");
+  require(src->ne[0] == dst->ne[0], op, shapes + ": rows must have the same length");
+  require(rows->ne[0] == src->ne[1] && rows->nelements() == rows->ne[0], op, shapes + ": one row index per src row");
+  require(dst->rows_are_contiguous(), op, shapes + ": rows of dst must be contiguous");
+  Tensor* t = make_view(dst, op);
+  t->src[0] = src;
+  t->src[1] = rows;
+  return t;
+}
+
 Tensor* Context::concat(Tensor* a, Tensor* b, int dim) {
   const Op op = Op::concat;
   require_present(a, op, "a");

@@ -49,7 +49,8 @@ Arity arity_of(Op op) {
     case Op::get_rows:
     case Op::rope:
     case Op::swiglu:
-    case Op::concat: return {2, 0};
+    case Op::concat:
+    case Op::set_rows: return {2, 0};
     case Op::soft_max: return {1, 1};
     case Op::scale:
     case Op::cpy:
@@ -89,6 +90,8 @@ Tensor* rebuild(Context& ctx, const Tensor& node) {
     case Op::get_rows: return ctx.get_rows(a, b);
     // The node is cpy's destination: its layout is what a is copied into.
     case Op::cpy: return ctx.cpy(a, stand_in(ctx, node));
+    // Likewise the node is set_rows' destination.
+    case Op::set_rows: return ctx.set_rows(stand_in(ctx, node), a, b);
     case Op::rms_norm: return ctx.rms_norm(a, node.param<float>(0));
     case Op::norm: return ctx.norm(a, node.param<float>(0));
     case Op::rope:

@@ -181,6 +181,27 @@ void op_get_rows(const ComputeParams& params, Tensor& dst) {
   }
 }
 
+void op_set_rows(const ComputeParams& params, Tensor& dst) {
+  const Tensor& src = *dst.src[0];
+  const Tensor& ids = *dst.src[1];
+  const int64_t k = dst.ne[0];
+  const DTypeTraits& dt = traits(dst.type);
+  std::vector<float> buf;
+  const RowRange rows = split_rows(src.ne[1], params.ith, params.nth);
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    int32_t idx = 0;
+    std::memcpy(&idx, ids.at(r), sizeof idx);
+    if (idx < 0 || idx >= dst.ne[1]) continue;  // memory safety; validation cannot see values
+    const float* row = reinterpret_cast<const float*>(src.row(r));
+    if (src.nb[0] != sizeof(float)) {
+      buf.resize(static_cast<size_t>(k));
+      for (int64_t i = 0; i < k; ++i) buf[i] = load_f32(src.at(i, r));
+      row = buf.data();
+    }
+    dt.from_float(row, dst.row(idx), k);
+  }
+}
+
 void op_concat(const ComputeParams& params, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <functional>
 #include <string_view>
-#include <unordered_map>
 
 namespace tensorpc::rpc {
 namespace {
@@ -240,17 +239,39 @@ Status Connection::break_locked(Command command, const Status& reason) {
   return fail(command, reason);
 }
 
-// ---- the process-wide cache ------------------------------------------------
+// ---- connection caches ------------------------------------------------------
+
+StatusOr<std::shared_ptr<Connection>> ConnectionCache::get(const std::string& endpoint) {
+  auto parsed = parse_endpoint(endpoint);
+  if (!parsed.ok()) return parsed.status();
+  const std::string key = parsed.value().to_string();
+  // Held while connecting, so that threads racing to the same endpoint share
+  // one connection. Connecting to loopback or a LAN is quick; a server that
+  // does not answer delays other first connections up to the connect timeout.
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::erase_if(by_endpoint_, [](const auto& entry) { return entry.second.expired(); });
+  if (auto it = by_endpoint_.find(key); it != by_endpoint_.end()) {
+    if (std::shared_ptr<Connection> live = it->second.lock(); live && !live->broken()) return live;
+  }
+  auto opened = Connection::open(parsed.value());
+  if (!opened.ok()) return opened.status();
+  by_endpoint_[key] = opened.value();
+  return opened;
+}
+
+std::shared_ptr<Connection> ConnectionCache::find_live(const std::string& endpoint) {
+  auto parsed = parse_endpoint(endpoint);
+  if (!parsed.ok()) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = by_endpoint_.find(parsed.value().to_string());
+  if (it == by_endpoint_.end()) return nullptr;
+  std::shared_ptr<Connection> live = it->second.lock();
+  return live && !live->broken() ? live : nullptr;
+}
 
 namespace {
 
-// Weak references only: the cache never keeps a socket open.
-struct ConnectionCache {
-  std::mutex mutex;
-  std::unordered_map<std::string, std::weak_ptr<Connection>> by_endpoint;
-};
-
-ConnectionCache& connection_cache() {
+ConnectionCache& process_cache() {
   static ConnectionCache cache;
   return cache;
 }
@@ -258,34 +279,15 @@ ConnectionCache& connection_cache() {
 }  // namespace
 
 StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint) {
-  auto parsed = parse_endpoint(endpoint);
-  if (!parsed.ok()) return parsed.status();
-  const std::string key = parsed.value().to_string();
+  return process_cache().get(endpoint);
+}
 
-  ConnectionCache& cache = connection_cache();
-  // Held while connecting, so that threads racing to the same endpoint share
-  // one connection. Connecting to loopback or a LAN is quick; a server that
-  // does not answer delays other first connections up to the connect timeout.
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  std::erase_if(cache.by_endpoint, [](const auto& entry) { return entry.second.expired(); });
-  if (auto it = cache.by_endpoint.find(key); it != cache.by_endpoint.end()) {
-    if (std::shared_ptr<Connection> live = it->second.lock(); live && !live->broken()) return live;
-  }
-  auto opened = Connection::open(parsed.value());
-  if (!opened.ok()) return opened.status();
-  cache.by_endpoint[key] = opened.value();
-  return opened;
+StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint, ConnectionCache& cache) {
+  return cache.get(endpoint);
 }
 
 std::shared_ptr<Connection> find_live_connection(const std::string& endpoint) {
-  auto parsed = parse_endpoint(endpoint);
-  if (!parsed.ok()) return nullptr;
-  ConnectionCache& cache = connection_cache();
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  auto it = cache.by_endpoint.find(parsed.value().to_string());
-  if (it == cache.by_endpoint.end()) return nullptr;
-  std::shared_ptr<Connection> live = it->second.lock();
-  return live && !live->broken() ? live : nullptr;
+  return process_cache().find_live(endpoint);
 }
 
 }  // namespace tensorpc::rpc

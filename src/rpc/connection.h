@@ -22,6 +22,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "rpc/messages.h"
@@ -142,12 +143,29 @@ class Connection {
   std::atomic<uint64_t> round_trips_{0};
 };
 
-// The live connection to `endpoint` (text form as parse_endpoint reads it),
-// shared when one exists, else a new one. The process-wide cache behind it
-// holds only weak references and is guarded by a mutex; it is the rpc
+// Live connections by endpoint. It holds only weak references (it never keeps
+// a socket open) and is guarded by a mutex. The process has one, behind
+// get_connection(endpoint); a server that copies to other servers keeps its
+// own, so that in a process that is also a client (tests, benchmarks) the
+// server's traffic never shares the client's socket or its counters.
+class ConnectionCache {
+ public:
+  // The live connection to `endpoint` (text form as parse_endpoint reads it),
+  // shared when one exists, else a new one.
+  StatusOr<std::shared_ptr<Connection>> get(const std::string& endpoint);
+  // The live connection to `endpoint` if one exists; never connects.
+  std::shared_ptr<Connection> find_live(const std::string& endpoint);
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::weak_ptr<Connection>> by_endpoint_;
+};
+
+// get_connection and find_live_connection use the process-wide cache, the rpc
 // layer's only mutable global.
 StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint);
-// The live connection to `endpoint` if one exists; never connects.
+// The same from `cache` (a server's cache of its peers).
+StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint, ConnectionCache& cache);
 std::shared_ptr<Connection> find_live_connection(const std::string& endpoint);
 
 }  // namespace tensorpc::rpc

@@ -104,6 +104,9 @@ const char* name_of(Command c) {
     case Command::graph_recompute: return "GRAPH_RECOMPUTE";
     case Command::synchronize: return "SYNCHRONIZE";
     case Command::ping: return "PING";
+    case Command::grant_write: return "GRANT_WRITE";
+    case Command::copy_to_peer: return "COPY_TO_PEER";
+    case Command::write_granted: return "WRITE_GRANTED";
   }
   return "UNKNOWN_COMMAND";
 }
@@ -407,6 +410,61 @@ Status decode(WireReader& r, GraphRecomputeRequest& m) {
   f.u32(m.device, "device");
   f.u64(m.graph_id, "graph_id");
   return f.finish_whole();
+}
+
+// ---- GRANT_WRITE / COPY_TO_PEER / WRITE_GRANTED -------------------------------------
+
+void encode(WireWriter& w, const GrantWriteRequest& m) {
+  w.u64(m.handle);
+  w.u64(m.offset);
+  w.u64(m.size);
+}
+
+Status decode(WireReader& r, GrantWriteRequest& m) {
+  FieldReader f = request(r, Command::grant_write);
+  f.u64(m.handle, "handle");
+  f.u64(m.offset, "offset");
+  f.u64(m.size, "size");
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const GrantWriteReply& m) { w.raw(m.token.data(), m.token.size()); }
+
+Status decode(WireReader& r, GrantWriteReply& m) {
+  FieldReader f = reply(r, Command::grant_write);
+  f.bytes(m.token.data(), m.token.size(), "token");
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const CopyToPeerRequest& m) {
+  w.u64(m.src_handle);
+  w.u64(m.src_offset);
+  w.u64(m.size);
+  w.str(m.endpoint);
+  w.raw(m.token.data(), m.token.size());
+}
+
+Status decode(WireReader& r, CopyToPeerRequest& m) {
+  FieldReader f = request(r, Command::copy_to_peer);
+  f.u64(m.src_handle, "src_handle");
+  f.u64(m.src_offset, "src_offset");
+  f.u64(m.size, "size");
+  f.str(m.endpoint, "endpoint");
+  f.bytes(m.token.data(), m.token.size(), "token");
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const WriteGrantedRequest& m) {
+  w.raw(m.token.data(), m.token.size());
+  w.u64(m.size);
+}
+
+// Only the fixed part: `size` bytes of data follow, read by the caller.
+Status decode(WireReader& r, WriteGrantedRequest& m) {
+  FieldReader f = request(r, Command::write_granted);
+  f.bytes(m.token.data(), m.token.size(), "token");
+  f.u64(m.size, "size");
+  return f.finish_prefix();
 }
 
 }  // namespace tensorpc::rpc

@@ -4,9 +4,9 @@
 // and decoder next to each other. Encoders write the payload (not the frame
 // header); decoders read a whole payload and fail — returning a Status that
 // names the command and the field — on truncation, trailing bytes, or a value
-// out of range. Bulk bytes (SET_TENSOR's data, GET_TENSOR's reply data) are
-// not part of these structs: they travel straight between the socket and the
-// caller's memory, after the fixed fields.
+// out of range. Bulk bytes (SET_TENSOR's and WRITE_GRANTED's data,
+// GET_TENSOR's reply data) are not part of these structs: they travel
+// straight between the socket and the caller's memory, after the fixed fields.
 #pragma once
 
 #include <array>
@@ -21,7 +21,7 @@
 namespace tensorpc::rpc {
 
 inline constexpr uint32_t kVersionMajor = 1;
-inline constexpr uint32_t kVersionMinor = 0;
+inline constexpr uint32_t kVersionMinor = 1;  // 1.1: GRANT_WRITE, COPY_TO_PEER, WRITE_GRANTED
 inline constexpr uint32_t kVersionPatch = 0;
 inline constexpr uint32_t kFrameMagic = 0x43505254;  // "TRPC"
 inline constexpr size_t kFrameHeaderSize = 24;
@@ -41,8 +41,11 @@ enum class Command : uint16_t {
   graph_recompute = 11,
   synchronize = 12,
   ping = 13,
+  grant_write = 14,    // 1.1
+  copy_to_peer = 15,   // 1.1
+  write_granted = 16,  // 1.1
 };
-inline constexpr uint16_t kCommandCount = 14;
+inline constexpr uint16_t kCommandCount = 17;
 const char* name_of(Command c);
 
 enum FrameFlag : uint16_t {
@@ -150,8 +153,37 @@ struct GraphRecomputeRequest {
   uint64_t graph_id = 0;
 };
 
+// ---- server-to-server copies (1.1) -----------------------------------------
+// A write grant: 128 random bits naming one (handle, offset, size) range of
+// the granting connection's buffers, usable once.
+using GrantToken = std::array<uint8_t, 16>;
+struct GrantWriteRequest {
+  uint64_t handle = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+struct GrantWriteReply {
+  GrantToken token{};
+};
+// Sent to the source server: write [src_offset, +size) of src_handle into the
+// range `token` grants on the server at `endpoint`.
+struct CopyToPeerRequest {
+  uint64_t src_handle = 0;
+  uint64_t src_offset = 0;
+  uint64_t size = 0;
+  std::string endpoint;
+  GrantToken token{};
+};
+// Sent by a source server to the destination; followed by `size` bytes.
+struct WriteGrantedRequest {
+  GrantToken token{};
+  uint64_t size = 0;
+};
+inline constexpr size_t kWriteGrantedFixedSize = 24;
+
 // encode_X writes the message's fields; decode_X reads exactly them from a
-// whole payload (or, for SET_TENSOR and GRAPH_COMPUTE, its leading fixed part)
+// whole payload (or, for SET_TENSOR, GRAPH_COMPUTE and WRITE_GRANTED, its leading
+// fixed part)
 #define TENSORPC_RPC_MESSAGE(Type)      \
   void encode(WireWriter& w, const Type& m); \
   Status decode(WireReader& r, Type& m);
@@ -171,6 +203,10 @@ TENSORPC_RPC_MESSAGE(GetTensorRequest)
 TENSORPC_RPC_MESSAGE(CopyTensorRequest)
 TENSORPC_RPC_MESSAGE(GraphComputeRequest)
 TENSORPC_RPC_MESSAGE(GraphRecomputeRequest)
+TENSORPC_RPC_MESSAGE(GrantWriteRequest)
+TENSORPC_RPC_MESSAGE(GrantWriteReply)
+TENSORPC_RPC_MESSAGE(CopyToPeerRequest)
+TENSORPC_RPC_MESSAGE(WriteGrantedRequest)
 #undef TENSORPC_RPC_MESSAGE
 
 }  // namespace tensorpc::rpc

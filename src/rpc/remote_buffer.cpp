@@ -94,6 +94,9 @@ Status RemoteBuffer::clear(uint8_t value) {
   return connection_->call(Command::buffer_clear, BufferClearRequest{.handle = handle_, .value = value});
 }
 
+// Picks the path that keeps the bytes off this client: on the server when
+// both buffers share the connection, server to server when the source is on
+// another endpoint, a set when the source is in host memory.
 Status RemoteBuffer::copy(const Tensor& src, const Tensor& dst) {
   TENSORPC_RETURN_IF_ERROR(check_range(dst, 0, dst.nbytes(), "copy"));
   if (src.nbytes() != dst.nbytes()) {
@@ -109,9 +112,30 @@ Status RemoteBuffer::copy(const Tensor& src, const Tensor& dst) {
                                                   .size = dst.nbytes()});
     return connection_->send_one_way({.command = Command::copy_tensor, .fields = fields});
   }
+  if (remote != nullptr) {
+    TENSORPC_RETURN_IF_ERROR(remote->check_range(src, 0, src.nbytes(), "copy"));
+    return copy_from_peer(*remote, src.offset, dst.offset, dst.nbytes());
+  }
   if (src.data != nullptr) return set(dst, src.data, 0, dst.nbytes());
-  return unsupported("copy: the source " + describe(src) + " is neither in host memory nor on " +
-                     connection_->endpoint() + " over this connection");
+  return unsupported("copy: the source " + describe(src) + " is neither in host memory nor in a buffer of a " +
+                     "tensorpc server");
+}
+
+Status RemoteBuffer::copy_from_peer(const RemoteBuffer& src, uint64_t src_offset, uint64_t dst_offset, uint64_t size) {
+  const std::string route = "copy from " + src.connection_->endpoint() + " to " + connection_->endpoint() + ": ";
+  // The grant is a round trip on this connection, so every write sent here
+  // before it is done when the source's bytes arrive after it.
+  GrantWriteReply grant;
+  Status s = connection_->call(Command::grant_write,
+                               GrantWriteRequest{.handle = handle_, .offset = dst_offset, .size = size}, grant);
+  if (!s.ok()) return Status(s.code(), route + s.message());
+  s = src.connection_->call(Command::copy_to_peer, CopyToPeerRequest{.src_handle = src.handle_,
+                                                                     .src_offset = src_offset,
+                                                                     .size = size,
+                                                                     .endpoint = connection_->endpoint(),
+                                                                     .token = grant.token});
+  if (!s.ok()) return Status(s.code(), route + s.message());
+  return Status();
 }
 
 }  // namespace tensorpc::rpc

@@ -29,8 +29,11 @@ class RemoteBuffer final : public Buffer {
   Status set(const Tensor& t, const void* src, uint64_t offset, uint64_t size) override;
   Status get(const Tensor& t, void* dst, uint64_t offset, uint64_t size) const override;
   Status clear(uint8_t value) override;
-  // From a RemoteBuffer on the same connection: on the server (COPY_TENSOR).
-  // From host memory: a set. Anything else: unsupported.
+  // From a RemoteBuffer on the same connection: on the server (COPY_TENSOR,
+  // one-way). From a RemoteBuffer of another server: server to server (a
+  // write grant from this server, then COPY_TO_PEER to the source's), and it
+  // returns once the bytes are written. From host memory: a set. Anything
+  // else: unsupported.
   Status copy(const Tensor& src, const Tensor& dst) override;
 
   uint64_t handle() const { return handle_; }
@@ -40,6 +43,7 @@ class RemoteBuffer final : public Buffer {
   // Sends [server_offset, +size) through the weights cache: the hash, then the
   // bytes only if the server lacks them.
   Status set_cached(uint64_t server_offset, const uint8_t* src, uint64_t size);
+  Status copy_from_peer(const RemoteBuffer& src, uint64_t src_offset, uint64_t dst_offset, uint64_t size);
 
   RemoteDevice& device_;
   const std::shared_ptr<Connection> connection_;

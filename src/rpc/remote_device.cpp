@@ -96,4 +96,10 @@ StatusOr<std::unique_ptr<Stream>> RemoteDevice::create_stream() {
   return std::unique_ptr<Stream>(std::make_unique<RemoteStream>(*this, std::move(connection).value()));
 }
 
+DeviceTraffic RemoteDevice::traffic() const {
+  const ConnectionStats s = connection_stats(endpoint_);
+  return {.channel = endpoint_, .round_trips = s.round_trips, .bytes_sent = s.bytes_sent,
+          .bytes_received = s.bytes_received};
+}
+
 }  // namespace tensorpc::rpc

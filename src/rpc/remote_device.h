@@ -48,6 +48,8 @@ class RemoteDevice final : public Device {
 
   StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t size) override;
   StatusOr<std::unique_ptr<Stream>> create_stream() override;
+  // The endpoint's connection counters (connection_stats); channel: the endpoint.
+  DeviceTraffic traffic() const override;
 
   const std::string& endpoint() const { return endpoint_; }
   uint32_t index() const { return index_; }

@@ -16,7 +16,9 @@
 #include "rpc/session.h"
 #include "rpc/socket.h"
 #include "rpc/weights_cache.h"
+#include "rpc/write_grants.h"
 #include "tensorpc/cpu_device.h"
+#include "tensorpc/rpc_client.h"
 
 namespace tensorpc {
 namespace {
@@ -27,12 +29,12 @@ using rpc::Socket;
 class TcpServer final : public Server {
  public:
   TcpServer(Socket listener, rpc::SessionEnv env, std::unique_ptr<rpc::WeightsCache> cache,
-            std::unique_ptr<rpc::SessionCounters> counters)
+            std::unique_ptr<rpc::SessionCounters> counters, const std::string& host)
       : listener_(std::move(listener)),
         port_(listener_.local_port()),
         cache_(std::move(cache)),
         counters_(std::move(counters)),
-        env_(std::move(env)) {
+        env_(with_shared_parts(std::move(env), host, port_)) {
     accept_thread_ = std::thread([this] { accept_loop(); });
   }
   ~TcpServer() override { stop(); }
@@ -86,6 +88,14 @@ class TcpServer final : public Server {
     std::shared_ptr<std::atomic<bool>> done = std::make_shared<std::atomic<bool>>(false);
   };
 
+  // Completes env with what the server owns for all its sessions.
+  rpc::SessionEnv with_shared_parts(rpc::SessionEnv env, const std::string& host, uint16_t port) {
+    env.grants = &grants_;
+    env.peers = &peers_;
+    env.endpoint = Endpoint{host, port}.to_string();
+    return env;
+  }
+
   void accept_loop() {
     uint64_t next_id = 1;
     for (;;) {
@@ -134,7 +144,9 @@ class TcpServer final : public Server {
   const uint16_t port_;
   std::unique_ptr<rpc::WeightsCache> cache_;
   std::unique_ptr<rpc::SessionCounters> counters_;
-  const rpc::SessionEnv env_;  // sessions hold a reference to it
+  rpc::WriteGrants grants_;     // every session's write grants
+  rpc::ConnectionCache peers_;  // connections to other servers, for COPY_TO_PEER
+  const rpc::SessionEnv env_;   // sessions hold a reference to it
   std::atomic<uint64_t> live_sessions_{0};
 
   std::mutex stop_mutex_;
@@ -167,7 +179,7 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
   env.cache = cache.value().get();
   env.counters = counters.get();
   auto server = std::make_unique<TcpServer>(std::move(listener).value(), std::move(env), std::move(cache).value(),
-                                            std::move(counters));
+                                            std::move(counters), options.host);
   log::info("listening on " + options.host + ":" + std::to_string(server->port()) + " with " +
             std::to_string(options.devices.size()) + " device(s)");
   return std::unique_ptr<Server>(std::move(server));

@@ -57,9 +57,13 @@ void Session::run() {
     end_reason_ = std::string("internal error: ") + e.what();
     log::error("session " + std::to_string(id_) + ": " + end_reason_);
   }
-  const size_t n = buffers_.size();
+  size_t n = 0;
   uint64_t bytes = 0;
-  for (const auto& [handle, entry] : buffers_) bytes += entry.buffer->size();
+  {
+    std::lock_guard<std::mutex> lock(table_->mutex);
+    n = table_->entries.size();
+    for (const auto& [handle, entry] : table_->entries) bytes += entry->buffer->size();
+  }
   release_all();
   {
     std::lock_guard<std::mutex> lock(socket_mutex_);
@@ -77,11 +81,23 @@ void Session::shutdown() {
 void Session::release_all() {
   graphs_.clear();  // they point into the buffers
   streams_.clear();
-  for (const auto& [handle, entry] : buffers_) {
-    env_.counters->live_buffers -= 1;
-    env_.counters->buffer_bytes -= entry.buffer->size();
+  // No grant of this session may be used from here on: revoked, and the
+  // table closed for any write that took its grant a moment ago.
+  if (env_.grants != nullptr) env_.grants->revoke_session(id_);
+  std::unordered_map<uint64_t, std::shared_ptr<BufferEntry>> entries;
+  {
+    std::lock_guard<std::mutex> lock(table_->mutex);
+    table_->open = false;
+    entries.swap(table_->entries);
   }
-  buffers_.clear();
+  for (const auto& [handle, entry] : entries) {
+    env_.counters->live_buffers -= 1;
+    env_.counters->buffer_bytes -= entry->buffer->size();
+  }
+  // Freed outside the lock; a granted write still running holds its own
+  // reference and frees its buffer when done.
+  entries.clear();
+  peers_.clear();
 }
 
 // ---- the frame loop -------------------------------------------------------------
@@ -159,8 +175,12 @@ bool Session::serve_frame() {
 }
 
 uint64_t Session::payload_limit(Command command) const {
-  if (command != Command::set_tensor) return env_.max_frame;
-  return std::max(env_.max_frame, largest_buffer_ + kSetTensorFixedSize);
+  if (command == Command::set_tensor) return std::max(env_.max_frame, largest_buffer_ + kSetTensorFixedSize);
+  // A granted write is as large as the grant, whoever's buffer it names.
+  if (command == Command::write_granted && env_.grants != nullptr) {
+    return std::max(env_.max_frame, env_.grants->largest_size() + kWriteGrantedFixedSize);
+  }
+  return env_.max_frame;
 }
 
 // Grows the payload as bytes arrive, so a frame that only claims to be large
@@ -174,6 +194,15 @@ Status Session::read_payload(uint64_t length) {
     TENSORPC_RETURN_IF_ERROR(socket_.recv_all(payload_.data() + have, step));
   }
   return Status();
+}
+
+Status Session::fail_draining(uint64_t n, Status why) {
+  Status d = drain(n);
+  if (!d.ok()) {
+    closing_ = true;
+    end_reason_ = d.message();
+  }
+  return why;
 }
 
 Status Session::drain(uint64_t length) {
@@ -210,16 +239,17 @@ Status Session::send_reply(const Status& status, Reply& reply) {
 
 // ---- shared checks ------------------------------------------------------------------
 
-StatusOr<Session::BufferEntry*> Session::find_buffer(uint64_t handle) {
-  auto it = buffers_.find(handle);
-  if (it == buffers_.end()) {
+StatusOr<BufferEntry*> Session::find_buffer(uint64_t handle) {
+  std::lock_guard<std::mutex> lock(table_->mutex);
+  auto it = table_->entries.find(handle);
+  if (it == table_->entries.end()) {
     return not_found("buffer handle " + std::to_string(handle) +
                      " not found (never issued on this connection, or freed)");
   }
-  return &it->second;
+  return it->second.get();
 }
 
-StatusOr<Session::BufferEntry*> Session::find_range(uint64_t handle, uint64_t offset, uint64_t size, const char* what) {
+StatusOr<BufferEntry*> Session::find_range(uint64_t handle, uint64_t offset, uint64_t size, const char* what) {
   auto entry = find_buffer(handle);
   if (!entry.ok()) return entry.status();
   const uint64_t buffer_size = entry.value()->buffer->size();

@@ -8,6 +8,11 @@
 // Command to one small handler, and writes replies. Every field is checked
 // before use (docs/protocol.md). When the connection ends — EOF, an error, a
 // protocol violation or Server::stop — run() returns and every buffer is freed.
+//
+// Server-to-server copies (session_peer.cpp) are the one way another session
+// reaches in: a WRITE_GRANTED served elsewhere writes into a buffer this
+// session granted. Hence the buffer table is shared and locked (see
+// write_grants.h), and the session's grants are revoked when it ends.
 #pragma once
 
 #include <atomic>
@@ -19,10 +24,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "rpc/connection.h"
 #include "rpc/graph_codec.h"
 #include "rpc/messages.h"
 #include "rpc/socket.h"
 #include "rpc/weights_cache.h"
+#include "rpc/write_grants.h"
 #include "tensorpc/device.h"
 
 namespace tensorpc::rpc {
@@ -47,6 +54,9 @@ struct SessionEnv {
   SessionCounters* counters = nullptr;
   uint64_t max_frame = (uint64_t{1} << 30) + 64;  // larger payloads close the connection
   std::string server_name = "tensorpc-server";
+  WriteGrants* grants = nullptr;     // write grants of all sessions (server-to-server copies)
+  ConnectionCache* peers = nullptr;  // connections this server opened to other servers
+  std::string endpoint;              // this server's own host:port, for error messages
 };
 
 inline constexpr size_t kMaxStoredGraphs = 16;
@@ -65,10 +75,6 @@ class Session {
   void shutdown();
 
  private:
-  struct BufferEntry {
-    std::unique_ptr<Buffer> buffer;
-    uint32_t device = 0;
-  };
   struct StoredGraph {
     uint64_t id = 0;
     uint32_t device = 0;
@@ -111,8 +117,13 @@ class Session {
   Status on_graph_recompute(WireReader& in, Reply& out);
   Status on_synchronize(WireReader& in, Reply& out);
   Status on_ping(WireReader& in, Reply& out);
+  // Server-to-server copies (session_peer.cpp).
+  Status on_grant_write(WireReader& in, Reply& out);
+  Status on_copy_to_peer(WireReader& in, Reply& out);
+  Status on_write_granted(WireReader& in, Reply& out);
 
   // ---- checks shared by the handlers ----
+  // Entries stay valid until this session's own thread erases them.
   StatusOr<BufferEntry*> find_buffer(uint64_t handle);
   // The buffer of handle, checked to hold bytes [offset, offset + size).
   StatusOr<BufferEntry*> find_range(uint64_t handle, uint64_t offset, uint64_t size, const char* what);
@@ -123,6 +134,12 @@ class Session {
   StatusOr<Stream*> stream_of(uint32_t device);
   Status run_graph(StoredGraph& g);
   void release_all();
+  // Reads and discards `n` payload bytes, then returns `why`; a failure to
+  // read ends the connection.
+  Status fail_draining(uint64_t n, Status why);
+  // The connection to another server, opened on first use and kept for this
+  // session's life.
+  StatusOr<std::shared_ptr<Connection>> peer(const std::string& endpoint);
 
   Socket socket_;
   std::mutex socket_mutex_;  // shutdown() from another thread vs. close at the end of run()
@@ -137,7 +154,10 @@ class Session {
   Status pending_;        // first error of a NO_REPLY command, until SYNCHRONIZE
   std::string end_reason_ = "connection closed by peer";
 
-  std::unordered_map<uint64_t, BufferEntry> buffers_;
+  // Shared with the server's WriteGrants (a granted write from another
+  // session looks into it); see write_grants.h for its locking.
+  const std::shared_ptr<BufferTable> table_ = std::make_shared<BufferTable>();
+  std::unordered_map<std::string, std::shared_ptr<Connection>> peers_;  // by endpoint
   uint64_t next_handle_ = 1;
   uint64_t largest_buffer_ = 0;                   // bounds SET_TENSOR payloads
   std::deque<StoredGraph> graphs_;                // most recently stored first

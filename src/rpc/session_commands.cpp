@@ -32,6 +32,9 @@ const Session::CommandSpec Session::kCommands[kCommandCount] = {
     {&Session::on_graph_recompute, false},  // GRAPH_RECOMPUTE
     {&Session::on_synchronize, false},      // SYNCHRONIZE
     {&Session::on_ping, false},             // PING
+    {&Session::on_grant_write, false},      // GRANT_WRITE
+    {&Session::on_copy_to_peer, false},     // COPY_TO_PEER
+    {&Session::on_write_granted, true},     // WRITE_GRANTED
 };
 
 // ---- handlers -----------------------------------------------------------------------
@@ -89,7 +92,11 @@ Status Session::on_buffer_alloc(WireReader& in, Reply& out) {
   if (!buffer.ok()) return buffer.status();
   const uint64_t handle = next_handle_++;
   const uint64_t size = buffer.value()->size();
-  buffers_.emplace(handle, BufferEntry{std::move(buffer).value(), req.device});
+  auto entry = std::make_shared<BufferEntry>(BufferEntry{std::move(buffer).value(), req.device});
+  {
+    std::lock_guard<std::mutex> lock(table_->mutex);
+    table_->entries.emplace(handle, std::move(entry));
+  }
   largest_buffer_ = std::max(largest_buffer_, size);
   env_.counters->live_buffers += 1;
   env_.counters->buffer_bytes += size;
@@ -108,7 +115,13 @@ Status Session::on_buffer_free(WireReader& in, Reply&) {
   });
   env_.counters->live_buffers -= 1;
   env_.counters->buffer_bytes -= entry.value()->buffer->size();
-  buffers_.erase(req.handle);
+  std::shared_ptr<BufferEntry> freed;  // destroyed after the lock is released
+  {
+    std::lock_guard<std::mutex> lock(table_->mutex);
+    auto it = table_->entries.find(req.handle);
+    freed = std::move(it->second);
+    table_->entries.erase(it);
+  }
   return Status();
 }
 
@@ -124,14 +137,6 @@ Status Session::on_buffer_clear(WireReader& in, Reply&) {
 // buffer. An invalid request drains its bytes so the next frame is found.
 Status Session::on_set_tensor(WireReader&, Reply&) {
   const uint64_t length = current_.payload_length;
-  auto fail_draining = [&](uint64_t n, Status why) {
-    Status d = drain(n);
-    if (!d.ok()) {
-      closing_ = true;
-      end_reason_ = d.message();
-    }
-    return why;
-  };
   if (length < kSetTensorFixedSize) {
     return fail_draining(length, protocol_error("SET_TENSOR request: payload of " + std::to_string(length) +
                                                 " bytes is shorter than its fixed fields"));
@@ -238,18 +243,18 @@ Status Session::on_graph_compute(WireReader& in, Reply&) {
   TENSORPC_RETURN_IF_ERROR(check_device(req.device));
   std::vector<uint64_t> used;
   const ResolveHandle resolve = [&](uint64_t handle, std::string* why) -> Buffer* {
-    auto it = buffers_.find(handle);
-    if (it == buffers_.end()) {
+    auto entry = find_buffer(handle);
+    if (!entry.ok()) {
       *why = "not found (never issued on this connection, or freed)";
       return nullptr;
     }
-    if (it->second.device != req.device) {
-      *why = "lives on device " + std::to_string(it->second.device) + ", not on device " + std::to_string(req.device) +
-             " of this graph";
+    if (entry.value()->device != req.device) {
+      *why = "lives on device " + std::to_string(entry.value()->device) + ", not on device " +
+             std::to_string(req.device) + " of this graph";
       return nullptr;
     }
     used.push_back(handle);
-    return it->second.buffer.get();
+    return entry.value()->buffer.get();
   };
   auto decoded = decode_graph(in, resolve);
   if (!decoded.ok()) return decoded.status();

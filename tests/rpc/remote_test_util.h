@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "rpc/socket.h"
 #include "tensorpc/cpu_device.h"
@@ -44,10 +45,12 @@ inline uint16_t unused_port() {
 // has, so that results can be compared bit for bit).
 class InProcessServer {
  public:
-  InProcessServer() {
+  InProcessServer() : InProcessServer({std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu0", .threads = 2})}) {}
+  // Serving `devices` (device i is index i on the wire).
+  explicit InProcessServer(std::vector<std::shared_ptr<Device>> devices) {
     ServerOptions options;
     options.port = 0;
-    options.devices = {std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu0", .threads = 2})};
+    options.devices = std::move(devices);
     auto server = Server::start(std::move(options));
     if (!server.ok()) throw std::runtime_error("Server::start: " + server.status().to_string());
     server_ = std::move(server).value();
@@ -63,6 +66,12 @@ class InProcessServer {
   std::unique_ptr<Server> server_;
   std::string endpoint_;
 };
+
+// Two CPU devices of 2 threads each, cpu0 and cpu1, with optional memory limits.
+inline std::vector<std::shared_ptr<Device>> two_cpus(uint64_t limit0 = 0, uint64_t limit1 = 0) {
+  return {std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu0", .threads = 2, .memory_limit = limit0}),
+          std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu1", .threads = 2, .memory_limit = limit1})};
+}
 
 // A graph to compute: its outputs, and the values of its i32 leaves (which
 // must be valid indices or positions); every other leaf gets random bytes.

@@ -1,0 +1,134 @@
+// Session's handlers of server-to-server copies (docs/protocol.md, "Copies
+// between servers"):
+//   GRANT_WRITE    the destination's client asks for a single-use token that
+//                  lets one write land in exactly (handle, offset, size);
+//   COPY_TO_PEER   the source's client asks its server to send a range of its
+//                  buffer to the destination under that token;
+//   WRITE_GRANTED  the source server's frame to the destination: token, then
+//                  the bytes, received straight into the granted buffer.
+// The bytes thus go from server to server; each client learns only that the
+// copy is done (or why it failed).
+#include <cstring>
+
+#include "rpc/log.h"
+#include "rpc/session.h"
+
+namespace tensorpc::rpc {
+
+Status Session::on_grant_write(WireReader& in, Reply& out) {
+  GrantWriteRequest req;
+  TENSORPC_RETURN_IF_ERROR(decode(in, req));
+  if (env_.grants == nullptr) return unsupported("this server does not take copies from other servers");
+  // Checked now, so the client learns of a bad range before any bytes move.
+  auto entry = find_range(req.handle, req.offset, req.size, "GRANT_WRITE:");
+  if (!entry.ok()) return entry.status();
+  auto token = env_.grants->issue(
+      WriteGrant{.session = id_, .table = table_, .handle = req.handle, .offset = req.offset, .size = req.size});
+  if (!token.ok()) return token.status();
+  encode(out.fields, GrantWriteReply{token.value()});
+  return Status();
+}
+
+StatusOr<std::shared_ptr<Connection>> Session::peer(const std::string& endpoint) {
+  if (auto it = peers_.find(endpoint); it != peers_.end() && !it->second->broken()) return it->second;
+  if (env_.peers == nullptr) return unsupported("this server does not copy to other servers");
+  auto connection = get_connection(endpoint, *env_.peers);
+  if (!connection.ok()) return connection.status();
+  peers_[endpoint] = connection.value();
+  return connection;
+}
+
+Status Session::on_copy_to_peer(WireReader& in, Reply&) {
+  CopyToPeerRequest req;
+  TENSORPC_RETURN_IF_ERROR(decode(in, req));
+  const std::string route =
+      "copy of " + std::to_string(req.size) + " bytes from " + env_.endpoint + " to " + req.endpoint + ": ";
+  auto src = find_range(req.src_handle, req.src_offset, req.size, "COPY_TO_PEER: source");
+  if (!src.ok()) return Status(src.status().code(), route + src.status().message());
+  auto connection = peer(req.endpoint);
+  if (!connection.ok()) return Status(connection.status().code(), route + connection.status().message());
+
+  // Sent from the buffer itself when it is host memory, else staged once.
+  std::span<const uint8_t> bytes;
+  std::vector<uint8_t> staging;
+  if (const void* base = src.value()->buffer->host_base()) {
+    bytes = std::span<const uint8_t>(static_cast<const uint8_t*>(base) + req.src_offset, req.size);
+  } else {
+    staging.resize(req.size);
+    TENSORPC_RETURN_IF_ERROR(read_bytes(*src.value(), req.src_offset, staging.data(), req.size));
+    bytes = staging;
+  }
+  WireWriter fields;
+  encode(fields, WriteGrantedRequest{.token = req.token, .size = req.size});
+  // Waits for the destination's status: the client's reply means "written".
+  auto reply = connection.value()->call({.command = Command::write_granted, .fields = fields.bytes(), .bulk = bytes});
+  if (!reply.ok()) return Status(reply.status().code(), route + reply.status().message());
+  if (!reply.value().empty()) {
+    return protocol_error(route + "the WRITE_GRANTED reply has " + std::to_string(reply.value().size()) +
+                          " unexpected bytes");
+  }
+  return Status();
+}
+
+// Streams its payload like SET_TENSOR. Whatever is wrong with the token, the
+// bytes are drained (so the connection stays usable) and nothing is written.
+Status Session::on_write_granted(WireReader&, Reply&) {
+  const uint64_t length = current_.payload_length;
+  if (length < kWriteGrantedFixedSize) {
+    return fail_draining(length, protocol_error("WRITE_GRANTED request: payload of " + std::to_string(length) +
+                                                " bytes is shorter than its fixed fields"));
+  }
+  uint8_t fixed[kWriteGrantedFixedSize];
+  Status s = socket_.recv_all(fixed, sizeof fixed);
+  if (!s.ok()) {
+    closing_ = true;
+    end_reason_ = s.message();
+    return s;
+  }
+  WireReader r(std::span<const uint8_t>(fixed, sizeof fixed));
+  WriteGrantedRequest req;
+  TENSORPC_RETURN_IF_ERROR(decode(r, req));
+  const uint64_t data = length - kWriteGrantedFixedSize;
+  if (req.size != data) {
+    return fail_draining(data, invalid_argument("WRITE_GRANTED: size " + std::to_string(req.size) + " but " +
+                                                std::to_string(data) + " bytes of data follow"));
+  }
+  const std::string refused = "write refused by " + env_.endpoint + ": ";
+  // Taken (so used up) on first presentation, whether or not it fits: a
+  // token can be tried once, never probed.
+  std::optional<WriteGrant> grant = env_.grants ? env_.grants->take(req.token) : std::nullopt;
+  if (!grant) {
+    return fail_draining(data, invalid_argument(refused + "unknown token (never granted, already used, or its "
+                                                          "granting connection has ended)"));
+  }
+  if (grant->size != req.size) {
+    return fail_draining(data, invalid_argument(refused + "the token grants " + std::to_string(grant->size) +
+                                                " bytes, not " + std::to_string(req.size)));
+  }
+  // Shared ownership for the write: the granting session may free the buffer
+  // or end meanwhile, and the bytes must still land in live memory.
+  std::shared_ptr<BufferTable> table = grant->table.lock();
+  std::shared_ptr<BufferEntry> entry;
+  if (table) {
+    std::lock_guard<std::mutex> lock(table->mutex);
+    if (table->open) {
+      auto it = table->entries.find(grant->handle);
+      if (it != table->entries.end()) entry = it->second;
+    }
+  }
+  if (!entry) {
+    return fail_draining(data, not_found(refused + "the granted buffer was freed, or its connection has ended"));
+  }
+  s = receive_into(*entry, grant->offset, req.size, nullptr);
+  // The table's lock orders these bytes before the granting session's next
+  // use of the buffer (it looks its buffers up under the same lock).
+  { std::lock_guard<std::mutex> lock(table->mutex); }
+  if (!s.ok()) {
+    closing_ = true;
+    end_reason_ = s.message();
+    return s;
+  }
+  return Status();
+}
+
+}  // namespace tensorpc::rpc

@@ -1,0 +1,113 @@
+// The command line's device specs and byte counts (tools/device_spec.h), and
+// `tensorpc devices` against in-process servers (tools/tensorpc/devices.h).
+#include "device_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "rpc/log.h"
+#include "rpc/remote_test_util.h"
+#include "tensorpc/cpu_device.h"
+#include "tensorpc/devices.h"
+
+namespace tensorpc::tools {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+TEST(DeviceSpec, GoodSpecs) {
+  struct Case {
+    const char* text;
+    int threads;
+    uint64_t limit;
+  };
+  for (const Case& c : {Case{"cpu", 0, 0}, Case{"cpu:2", 2, 0}, Case{"cpu:2:4GiB", 2, 4 * kGiB},
+                        Case{"cpu:8:512MiB", 8, 512u << 20}, Case{"cpu::1G", 0, 1000000000},
+                        Case{"cpu:1:64KiB", 1, 64 << 10}, Case{"cpu:3:2K", 3, 2000}, Case{"cpu:4:3M", 4, 3000000}}) {
+    auto spec = parse_device_spec(c.text);
+    ASSERT_TRUE(spec.ok()) << c.text << ": " << spec.status().to_string();
+    EXPECT_EQ(spec.value().kind, DeviceKind::cpu) << c.text;
+    EXPECT_EQ(spec.value().threads, c.threads) << c.text;
+    EXPECT_EQ(spec.value().memory_limit, c.limit) << c.text;
+  }
+}
+
+TEST(DeviceSpec, BadSpecsAreErrorsNamingTheSpec) {
+  for (const char* text : {"", "gpu", "gpu:1", "cpu:", "cpu:0", "cpu:-1", "cpu:x", "cpu:2x", "cpu:99999",
+                           "cpu:2:", "cpu:2:0", "cpu:2:lots", "cpu:2:4XB", "cpu:2:4GiB:1", "CPU:2"}) {
+    auto spec = parse_device_spec(text);
+    ASSERT_FALSE(spec.ok()) << "'" << text << "' was accepted";
+    EXPECT_EQ(spec.status().code(), StatusCode::invalid_argument) << text;
+    std::string quoted = "spec '";  // built in steps: GCC 12 warns (wrongly) on "'" + s + "'"
+    quoted += text;
+    quoted += '\'';
+    EXPECT_NE(spec.status().message().find(quoted), std::string::npos) << spec.status().message();
+  }
+}
+
+TEST(DeviceSpec, MakeDevicesNamesThemInOrderWithTheirLimits) {
+  auto devices = make_devices({{.threads = 1}, {.threads = 2, .memory_limit = kGiB}});
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0]->name(), "cpu0");
+  EXPECT_EQ(devices[1]->name(), "cpu1");
+  EXPECT_EQ(dynamic_cast<CpuDevice&>(*devices[0]).threads(), 1);
+  EXPECT_EQ(dynamic_cast<CpuDevice&>(*devices[1]).threads(), 2);
+  EXPECT_EQ(devices[1]->memory().total, kGiB);
+}
+
+TEST(ByteCount, Suffixes) {
+  uint64_t v = 0;
+  EXPECT_TRUE(parse_byte_count("1024", v) && v == 1024);
+  EXPECT_TRUE(parse_byte_count("4GiB", v) && v == 4 * kGiB);
+  EXPECT_TRUE(parse_byte_count("4gib", v) && v == 4 * kGiB);
+  EXPECT_TRUE(parse_byte_count("1.5KiB", v) && v == 1536);
+  EXPECT_TRUE(parse_byte_count("2GB", v) && v == 2000000000);
+  EXPECT_FALSE(parse_byte_count("", v));
+  EXPECT_FALSE(parse_byte_count("GiB", v));
+  EXPECT_FALSE(parse_byte_count("-1", v));
+  EXPECT_FALSE(parse_byte_count("4 GiB", v));
+  EXPECT_FALSE(parse_byte_count("99999999TiB", v));
+}
+
+// Captures what a FILE* receives.
+struct Captured {
+  Captured() : file(std::tmpfile()) {}
+  ~Captured() { std::fclose(file); }
+  std::string text() {
+    std::fflush(file);
+    std::rewind(file);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, file)) > 0) out.append(buf, n);
+    return out;
+  }
+  std::FILE* file;
+};
+
+TEST(DevicesCommand, ListsTheLocalCpuAndEveryServerDeviceAndNamesAnUnreachableServer) {
+  log::set_level(log::Level::error);
+  test::InProcessServer one(test::two_cpus(kGiB, 2 * kGiB));
+  test::InProcessServer two;
+  const std::string down = "127.0.0.1:" + std::to_string(test::unused_port());
+  Captured out, err;
+  const int rc = list_devices_command({one.endpoint() + "," + down, two.endpoint()}, out.file, err.file);
+  const std::string table = out.text(), errors = err.text();
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(table.find("NAME"), std::string::npos) << table;
+  EXPECT_NE(table.find("local"), std::string::npos) << table;
+  EXPECT_NE(table.find(one.endpoint() + "/cpu0"), std::string::npos) << table;
+  EXPECT_NE(table.find(one.endpoint() + "/cpu1"), std::string::npos) << table;
+  EXPECT_NE(table.find(two.endpoint() + "/cpu0"), std::string::npos) << table;
+  EXPECT_NE(table.find("2.0 GiB"), std::string::npos) << table;
+  EXPECT_NE(errors.find(down), std::string::npos) << errors;
+  EXPECT_EQ(table.find(down), std::string::npos) << table;
+
+  Captured out2, err2;
+  EXPECT_EQ(list_devices_command({one.endpoint()}, out2.file, err2.file), 0);
+  EXPECT_EQ(err2.text(), "");
+}
+
+}  // namespace
+}  // namespace tensorpc::tools

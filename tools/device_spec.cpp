@@ -1,0 +1,82 @@
+// Parsing of device specs and byte counts (device_spec.h).
+#include "device_spec.h"
+
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <utility>
+
+#include "tensorpc/cpu_device.h"
+
+namespace tensorpc::tools {
+
+bool parse_byte_count(std::string_view text, uint64_t& out) {
+  const std::string s(text);
+  if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.')) return false;
+  char* end = nullptr;
+  const double value = std::strtod(s.c_str(), &end);
+  std::string suffix(end);
+  for (char& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!suffix.empty() && suffix.back() == 'b') suffix.pop_back();
+  static const std::pair<const char*, double> kScales[] = {
+      {"", 1},           {"k", 1e3},           {"m", 1e6},
+      {"g", 1e9},        {"t", 1e12},          {"ki", 1024.0},
+      {"mi", 1048576.0}, {"gi", 1073741824.0}, {"ti", 1099511627776.0},
+  };
+  double scale = 0;
+  for (const auto& [name, factor] : kScales)
+    if (suffix == name) scale = factor;
+  if (scale == 0) return false;
+  const double bytes = value * scale;
+  if (!(bytes >= 0) || bytes >= 1.8e19) return false;
+  out = static_cast<uint64_t>(bytes);
+  return true;
+}
+
+StatusOr<DeviceSpec> parse_device_spec(std::string_view text) {
+  const std::string quoted = "device spec '" + std::string(text) + "'";
+  const std::string expected = ": expected cpu, cpu:THREADS or cpu:THREADS:LIMIT (e.g. cpu:4:8GiB)";
+  std::vector<std::string_view> parts;
+  for (size_t start = 0;;) {
+    const size_t colon = text.find(':', start);
+    parts.push_back(text.substr(start, colon == std::string_view::npos ? std::string_view::npos : colon - start));
+    if (colon == std::string_view::npos) break;
+    start = colon + 1;
+  }
+  if (parts.size() > 3) return invalid_argument(quoted + " has too many parts" + expected);
+  if (parts[0] != "cpu") {
+    return invalid_argument(quoted + ": unknown device kind '" + std::string(parts[0]) + "' (this build serves: cpu)" +
+                            expected);
+  }
+  DeviceSpec spec;
+  if (parts.size() >= 2 && !parts[1].empty()) {
+    const std::string_view t = parts[1];
+    int threads = 0;
+    const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), threads);
+    if (ec != std::errc() || ptr != t.data() + t.size() || threads < 1 || threads > kMaxDeviceThreads) {
+      return invalid_argument(quoted + ": threads '" + std::string(t) + "' is not a whole number from 1 to " +
+                              std::to_string(kMaxDeviceThreads) + expected);
+    }
+    spec.threads = threads;
+  }
+  if (parts.size() == 3) {
+    if (!parse_byte_count(parts[2], spec.memory_limit) || spec.memory_limit == 0) {
+      return invalid_argument(quoted + ": memory limit '" + std::string(parts[2]) +
+                              "' is not a positive byte count (e.g. 512MiB, 4GiB, 8G)" + expected);
+    }
+  } else if (parts.size() == 2 && parts[1].empty()) {
+    return invalid_argument(quoted + ": empty threads" + expected);
+  }
+  return spec;
+}
+
+std::vector<std::shared_ptr<Device>> make_devices(const std::vector<DeviceSpec>& specs) {
+  std::vector<std::shared_ptr<Device>> devices;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    devices.push_back(std::make_shared<CpuDevice>(CpuDeviceOptions{
+        .name = "cpu" + std::to_string(i), .threads = specs[i].threads, .memory_limit = specs[i].memory_limit}));
+  }
+  return devices;
+}
+
+}  // namespace tensorpc::tools

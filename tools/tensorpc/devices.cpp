@@ -1,0 +1,94 @@
+// `tensorpc devices` (devices.h): the local CPU from a CpuDevice, each
+// server's devices from one LIST_DEVICES round trip (name, kind, free and
+// total memory as the server reports them).
+#include "tensorpc/devices.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <memory>
+
+#include "rpc/remote_device.h"
+#include "tensorpc/cpu_device.h"
+
+namespace tensorpc::tools {
+namespace {
+
+struct Row {
+  std::string name, kind, free, total, endpoint;
+};
+
+std::string human_bytes(uint64_t b) {
+  const double gib = static_cast<double>(b) / (1024.0 * 1024 * 1024);
+  char s[32];
+  if (gib >= 1) {
+    std::snprintf(s, sizeof s, "%.1f GiB", gib);
+  } else {
+    std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(b) / (1024.0 * 1024));
+  }
+  return s;
+}
+
+const char* kind_name(uint32_t kind) {
+  return kind <= static_cast<uint32_t>(DeviceKind::remote) ? to_string(static_cast<DeviceKind>(kind)) : "?";
+}
+
+// Splits "a:1,b:2" (and repeated --rpc flags) into endpoints.
+std::vector<std::string> split_endpoints(const std::vector<std::string>& lists) {
+  std::vector<std::string> out;
+  for (const std::string& list : lists) {
+    for (size_t start = 0; start <= list.size();) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      if (comma > start) out.push_back(list.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* out, std::FILE* err) {
+  std::vector<Row> rows = {{"NAME", "KIND", "FREE", "TOTAL", "ENDPOINT"}};
+  {
+    CpuDevice cpu(CpuDeviceOptions{.threads = 1});  // one thread: only its memory is read
+    const MemoryInfo mem = cpu.memory();
+    rows.push_back(
+        {"cpu", kind_name(static_cast<uint32_t>(cpu.kind())), human_bytes(mem.free), human_bytes(mem.total), "local"});
+  }
+  int exit_code = 0;
+  for (const std::string& endpoint : split_endpoints(endpoints)) {
+    auto devices = rpc::list_devices(endpoint);
+    if (!devices.ok()) {
+      std::fprintf(err, "tensorpc devices: cannot list the devices of %s: %s\n", endpoint.c_str(),
+                   devices.status().to_string().c_str());
+      exit_code = 1;
+      continue;
+    }
+    for (const rpc::DeviceInfo& d : devices.value()) {
+      rows.push_back({endpoint + "/" + d.name, kind_name(d.kind), human_bytes(d.free), human_bytes(d.total), endpoint});
+    }
+  }
+  size_t width[4] = {0, 0, 0, 0};
+  for (const Row& r : rows) {
+    width[0] = std::max(width[0], r.name.size());
+    width[1] = std::max(width[1], r.kind.size());
+    width[2] = std::max(width[2], r.free.size());
+    width[3] = std::max(width[3], r.total.size());
+  }
+  for (const Row& r : rows) {
+    std::fprintf(out, "%-*s  %-*s  %*s  %*s  %s\n", static_cast<int>(width[0]), r.name.c_str(),
+                 static_cast<int>(width[1]), r.kind.c_str(), static_cast<int>(width[2]), r.free.c_str(),
+                 static_cast<int>(width[3]), r.total.c_str(), r.endpoint.c_str());
+  }
+  std::fflush(out);
+  return exit_code;
+}
+
+void add_devices_command(CLI::App& app, int* exit_code) {
+  CLI::App* cmd = app.add_subcommand("devices", "list the local CPU and every device of the given servers");
+  auto endpoints = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--rpc", *endpoints, "servers to ask, host:port[,host:port…] (repeatable)");
+  cmd->callback([endpoints, exit_code] { *exit_code = list_devices_command(*endpoints, stdout, stderr); });
+}
+
+}  // namespace tensorpc::tools

@@ -1,0 +1,24 @@
+// `tensorpc devices`: every device a program could use — the local CPU and
+// each device of each server named with --rpc — as one table.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace tensorpc::tools {
+
+// Prints the table to `out` and one line per unreachable server to `err`
+// (the servers that answer are still listed). Returns the exit code: 0, or 1
+// when a server could not be listed.
+int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* out, std::FILE* err);
+
+// Adds the `devices` subcommand to app; when it runs, its exit code goes to
+// *exit_code.
+void add_devices_command(CLI::App& app, int* exit_code);
+
+}  // namespace tensorpc::tools
