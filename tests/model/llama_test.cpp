@@ -1,0 +1,260 @@
+// The llama forward pass against a plain reference written with straight
+// loops in double precision: prefill, then decode with the KV cache.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "model/llama.h"
+#include "tensorpc/cpu_device.h"
+#include "tensorpc/graph_allocator.h"
+
+namespace tensorpc {
+namespace {
+
+using Mat = std::vector<double>;  // row-major [rows][cols]
+
+struct RefLayer {
+  Mat attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
+};
+
+// The reference: the math of a llama block, written out.
+struct Reference {
+  LlamaHparams hp;
+  Mat embd, out_norm, out;  // embd/out: [n_vocab][n_embd]
+  std::vector<RefLayer> layers;
+  std::vector<Mat> kc, vc;  // per layer: [pos][kv_dim]
+
+  // y[o] = sum_i W[o][i] x[i], W stored [out][in] (a tensor [in, out])
+  static Mat matvec(const Mat& W, const Mat& x, int64_t out) {
+    const auto in = static_cast<int64_t>(x.size());
+    Mat y(static_cast<size_t>(out), 0.0);
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t i = 0; i < in; ++i) y[o] += W[o * in + i] * x[i];
+    return y;
+  }
+  Mat rmsnorm(const Mat& x, const Mat& g) const {
+    double ss = 0;
+    for (double v : x) ss += v * v;
+    const double s = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + hp.norm_eps);
+    Mat y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * s * g[i];
+    return y;
+  }
+  void rope(Mat& v, int64_t heads, int pos) const {
+    const int64_t hd = hp.head_dim();
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < hp.n_rot / 2; ++i) {
+        const double theta = pos * std::pow(static_cast<double>(hp.rope_freq_base), -2.0 * i / hp.n_rot);
+        double& a = v[h * hd + 2 * i];
+        double& b = v[h * hd + 2 * i + 1];
+        const double x0 = a, x1 = b;
+        a = x0 * std::cos(theta) - x1 * std::sin(theta);
+        b = x0 * std::sin(theta) + x1 * std::cos(theta);
+      }
+  }
+  // One token at position pos (all earlier positions already cached).
+  Mat forward(int token, int pos) {
+    const int64_t E = hp.n_embd, hd = hp.head_dim(), kv = hp.kv_dim();
+    Mat x(embd.begin() + token * E, embd.begin() + (token + 1) * E);
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const RefLayer& L = layers[l];
+      Mat h = rmsnorm(x, L.attn_norm);
+      Mat q = matvec(L.wq, h, E), k = matvec(L.wk, h, kv), v = matvec(L.wv, h, kv);
+      rope(q, hp.n_head, pos);
+      rope(k, hp.n_head_kv, pos);
+      kc[l].resize(static_cast<size_t>((pos + 1) * kv));
+      vc[l].resize(static_cast<size_t>((pos + 1) * kv));
+      std::copy(k.begin(), k.end(), kc[l].begin() + pos * kv);
+      std::copy(v.begin(), v.end(), vc[l].begin() + pos * kv);
+      Mat attn(static_cast<size_t>(E), 0.0);
+      for (int64_t hh = 0; hh < hp.n_head; ++hh) {
+        const int64_t g = hh / (hp.n_head / hp.n_head_kv);
+        std::vector<double> s(static_cast<size_t>(pos + 1));
+        double mx = -1e300;
+        for (int j = 0; j <= pos; ++j) {
+          double d = 0;
+          for (int64_t i = 0; i < hd; ++i) d += q[hh * hd + i] * kc[l][j * kv + g * hd + i];
+          s[j] = d / std::sqrt(static_cast<double>(hd));
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (int j = 0; j <= pos; ++j)
+          for (int64_t i = 0; i < hd; ++i) attn[hh * hd + i] += s[j] / sum * vc[l][j * kv + g * hd + i];
+      }
+      Mat o = matvec(L.wo, attn, E);
+      for (int64_t i = 0; i < E; ++i) x[i] += o[i];
+      h = rmsnorm(x, L.ffn_norm);
+      Mat a = matvec(L.gate, h, hp.n_ff), b = matvec(L.up, h, hp.n_ff);
+      for (int64_t i = 0; i < hp.n_ff; ++i) a[i] = a[i] / (1.0 + std::exp(-a[i])) * b[i];
+      Mat d = matvec(L.down, a, E);
+      for (int64_t i = 0; i < E; ++i) x[i] += d[i];
+    }
+    return matvec(out, rmsnorm(x, out_norm), hp.n_vocab);
+  }
+};
+
+class LlamaForward : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    hp.n_vocab = 48;
+    hp.n_ctx_train = 64;
+    hp.n_embd = 64;
+    hp.n_layer = 2;
+    hp.n_head = 4;
+    hp.n_head_kv = 2;
+    hp.n_ff = 96;
+    hp.n_rot = 16;
+    ASSERT_TRUE(hp.validate().ok());
+    ref.hp = hp;
+    ref.kc.resize(2);
+    ref.vc.resize(2);
+
+    // Every weight: a tensor in one CPU buffer, and its values in the reference.
+    std::vector<std::pair<Tensor*, Mat*>> all;
+    auto weight = [&](std::initializer_list<int64_t> ne, Mat* m, bool norm = false) {
+      Tensor* t = wctx.new_tensor(DType::f32, ne);
+      m->resize(static_cast<size_t>(t->nelements()));
+      std::normal_distribution<double> d(norm ? 1.0 : 0.0, norm ? 0.1 : 0.15);
+      for (double& v : *m) v = d(rng);
+      all.push_back({t, m});
+      return t;
+    };
+    ref.layers.resize(2);
+    w.tok_embd = weight({hp.n_embd, hp.n_vocab}, &ref.embd);
+    for (int l = 0; l < 2; ++l) {
+      RefLayer& R = ref.layers[l];
+      LlamaLayerWeights L;
+      L.attn_norm = weight({hp.n_embd}, &R.attn_norm, true);
+      L.wq = weight({hp.n_embd, hp.n_embd}, &R.wq);
+      L.wk = weight({hp.n_embd, hp.kv_dim()}, &R.wk);
+      L.wv = weight({hp.n_embd, hp.kv_dim()}, &R.wv);
+      L.wo = weight({hp.n_embd, hp.n_embd}, &R.wo);
+      L.ffn_norm = weight({hp.n_embd}, &R.ffn_norm, true);
+      L.ffn_gate = weight({hp.n_embd, hp.n_ff}, &R.gate);
+      L.ffn_up = weight({hp.n_embd, hp.n_ff}, &R.up);
+      L.ffn_down = weight({hp.n_ff, hp.n_embd}, &R.down);
+      w.layers.push_back(L);
+    }
+    w.output_norm = weight({hp.n_embd}, &ref.out_norm, true);
+    w.output = weight({hp.n_embd, hp.n_vocab}, &ref.out);
+    ASSERT_TRUE(w.validate(hp).ok());
+
+    cache.n_ctx = 64;
+    for (int l = 0; l < 2; ++l) {
+      cache.k.push_back(wctx.new_tensor(DType::f32, {hp.kv_dim(), cache.n_ctx}));
+      cache.v.push_back(wctx.new_tensor(DType::f32, {hp.kv_dim(), cache.n_ctx}));
+    }
+    uint64_t bytes = 0;
+    for (auto& [t, m] : all) bytes += (t->nbytes() + 63) / 64 * 64;
+    for (Tensor* t : cache.k) bytes += (t->nbytes() + 63) / 64 * 64;
+    for (Tensor* t : cache.v) bytes += (t->nbytes() + 63) / 64 * 64;
+    buffer = dev.allocate(bytes).value();
+    ASSERT_TRUE(buffer->clear(0).ok());  // an empty cache holds zeros, never garbage
+    uint64_t off = 0;
+    auto place = [&](Tensor* t) {
+      ASSERT_TRUE(buffer->place(*t, off).ok());
+      off += (t->nbytes() + 63) / 64 * 64;
+    };
+    for (auto& [t, m] : all) {
+      place(t);
+      std::vector<float> f(m->begin(), m->end());
+      for (size_t i = 0; i < f.size(); ++i) (*m)[i] = f[i];  // the reference uses the stored (f32) values
+      ASSERT_TRUE(write_from_f32(*t, f).ok());
+    }
+    for (Tensor* t : cache.k) place(t);
+    for (Tensor* t : cache.v) place(t);
+  }
+
+  // Runs one step of `tokens` starting at position `pos`; returns logits [n_out][n_vocab].
+  std::vector<float> step(const std::vector<int32_t>& tokens, int pos, bool all_logits) {
+    Context ctx;
+    const auto n = static_cast<int64_t>(tokens.size());
+    const int64_t n_kv = kv_window(pos + n, cache.n_ctx, 16);
+    LlamaStep s = build_llama_step(ctx, hp, w, cache, n, n_kv, all_logits);
+    Graph g = Graph::build({s.logits});
+    GraphAllocator alloc(dev);
+    EXPECT_TRUE(alloc.allocate(g).ok());
+    std::vector<int32_t> positions(tokens.size());
+    for (size_t i = 0; i < positions.size(); ++i) positions[i] = pos + static_cast<int32_t>(i);
+    EXPECT_TRUE(s.tokens->buffer->set(*s.tokens, tokens.data(), 0, 4 * tokens.size()).ok());
+    EXPECT_TRUE(s.positions->buffer->set(*s.positions, positions.data(), 0, 4 * positions.size()).ok());
+    EXPECT_TRUE(write_from_f32(*s.mask, causal_mask(positions, n_kv)).ok());
+    EXPECT_TRUE(dev.create_stream().value()->compute(g).ok());
+    return read_as_f32(*s.logits).value();
+  }
+
+  void expect_close(const std::vector<float>& got, const Mat& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size());
+    double scale = 0;
+    for (double v : want) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-4 * scale + 1e-5) << what << " logit " << i;
+    }
+  }
+
+  std::mt19937 rng{7};
+  LlamaHparams hp;
+  LlamaWeights w;
+  KvCache cache;
+  Context wctx;
+  CpuDevice dev{{.threads = 2}};
+  std::unique_ptr<Buffer> buffer;
+  Reference ref;
+};
+
+TEST_F(LlamaForward, PrefillThenDecodeMatchesTheReference) {
+  const std::vector<int32_t> prompt = {3, 17, 5, 40, 22};
+  const std::vector<float> prefill = step(prompt, 0, /*all_logits=*/true);
+  for (size_t t = 0; t < prompt.size(); ++t) {
+    const Mat want = ref.forward(prompt[t], static_cast<int>(t));
+    expect_close(std::vector<float>(prefill.begin() + t * hp.n_vocab, prefill.begin() + (t + 1) * hp.n_vocab), want,
+                 "prefill");
+  }
+  // Decode: one token at a time, reading what the prefill cached.
+  int pos = static_cast<int>(prompt.size());
+  for (int32_t token : {9, 31, 2, 47}) {
+    const std::vector<float> got = step({token}, pos, false);
+    expect_close(got, ref.forward(token, pos), "decode");
+    ++pos;
+  }
+}
+
+TEST_F(LlamaForward, LastTokenLogitsEqualThoseOfTheFullPrefill) {
+  const std::vector<int32_t> prompt = {1, 2, 3, 4};
+  const std::vector<float> last = step(prompt, 0, false);
+  ASSERT_EQ(last.size(), static_cast<size_t>(hp.n_vocab));
+  expect_close(last, [&] {
+    Mat m;
+    for (size_t t = 0; t < prompt.size(); ++t) m = ref.forward(prompt[t], static_cast<int>(t));
+    return m;
+  }(), "last token");
+}
+
+TEST(LlamaHparams, RejectsInconsistentShapes) {
+  LlamaHparams hp;
+  hp.n_vocab = 10;
+  hp.n_embd = 64;
+  hp.n_layer = 1;
+  hp.n_head = 4;
+  hp.n_head_kv = 3;
+  hp.n_ff = 8;
+  hp.n_rot = 16;
+  EXPECT_NE(hp.validate().message().find("kv heads"), std::string::npos) << hp.validate().message();
+  hp.n_head_kv = 2;
+  EXPECT_TRUE(hp.validate().ok());
+  hp.n_rot = 18;
+  EXPECT_FALSE(hp.validate().ok());
+}
+
+TEST(KvWindow, GrowsInStepsAndStopsAtTheContext) {
+  EXPECT_EQ(kv_window(1, 100, 32), 32);
+  EXPECT_EQ(kv_window(32, 100, 32), 32);
+  EXPECT_EQ(kv_window(33, 100, 32), 64);
+  EXPECT_EQ(kv_window(99, 100, 32), 100);
+}
+
+}  // namespace
+}  // namespace tensorpc

@@ -1,0 +1,84 @@
+"""Writes a training checkpoint and its vocabulary as a standard GGUF v3 llama file.
+
+Tensor names and keys are the usual llama ones. A torch Linear weight [out, in] is written with
+GGUF dims [in, out] (ne[0] = in) and the same row-major bytes. Norm weights are f32; matrices f16.
+The model was trained with the normal (adjacent-pair) rotary layout that GGUF llama runtimes
+apply, so Q and K are written as they are, without the permutation HF conversions need.
+"""
+import argparse
+import os
+
+import torch
+
+import gguf
+import tokenizer
+from model import Config
+
+
+def export(ckpt_path, vocab_path, out_path, name):
+    ckpt = torch.load(ckpt_path, map_location="cpu")
+    cfg = Config(**ckpt["config"])
+    sd = {k: v.float().numpy() for k, v in ckpt["model"].items()}
+    vocab = tokenizer.Vocab.load(vocab_path)
+    if len(vocab) != cfg.vocab_size:
+        raise ValueError(f"vocab has {len(vocab)} tokens, model {cfg.vocab_size}")
+
+    w = gguf.Writer(alignment=32)
+    w.add("general.architecture", gguf.STRING, "llama")
+    w.add("general.name", gguf.STRING, name)
+    w.add("general.alignment", gguf.UINT32, 32)
+    w.add("llama.context_length", gguf.UINT32, cfg.context)
+    w.add("llama.embedding_length", gguf.UINT32, cfg.dim)
+    w.add("llama.block_count", gguf.UINT32, cfg.n_layer)
+    w.add("llama.feed_forward_length", gguf.UINT32, cfg.ffn_dim)
+    w.add("llama.rope.dimension_count", gguf.UINT32, cfg.head_dim)
+    w.add("llama.rope.freq_base", gguf.FLOAT32, cfg.rope_base)
+    w.add("llama.attention.head_count", gguf.UINT32, cfg.n_head)
+    w.add("llama.attention.head_count_kv", gguf.UINT32, cfg.n_head_kv)
+    w.add("llama.attention.layer_norm_rms_epsilon", gguf.FLOAT32, cfg.norm_eps)
+    w.add("llama.vocab_size", gguf.UINT32, cfg.vocab_size)
+    w.add("tokenizer.ggml.model", gguf.STRING, "llama")
+    w.add_array("tokenizer.ggml.tokens", gguf.STRING, vocab.tokens)
+    w.add_array("tokenizer.ggml.scores", gguf.FLOAT32, vocab.scores)
+    w.add_array("tokenizer.ggml.token_type", gguf.INT32, vocab.types)
+    w.add("tokenizer.ggml.bos_token_id", gguf.UINT32, tokenizer.BOS)
+    w.add("tokenizer.ggml.eos_token_id", gguf.UINT32, tokenizer.EOS)
+    w.add("tokenizer.ggml.unknown_token_id", gguf.UINT32, tokenizer.UNK)
+    w.add("tokenizer.ggml.add_bos_token", gguf.BOOL, True)
+    w.add("tokenizer.ggml.add_space_prefix", gguf.BOOL, True)
+
+    def matrix(gguf_name, torch_name):
+        w.add_tensor(gguf_name, sd[torch_name], gguf.GGML_F16)
+
+    def norm(gguf_name, torch_name):
+        w.add_tensor(gguf_name, sd[torch_name], gguf.GGML_F32)
+
+    # token_embd is [vocab, dim] in torch, so GGUF [dim, vocab]: one row of dim values per token.
+    matrix("token_embd.weight", "token_embd.weight")
+    for i in range(cfg.n_layer):
+        p = f"blocks.{i}."
+        norm(f"blk.{i}.attn_norm.weight", p + "attn_norm.weight")
+        for t in ("attn_q", "attn_k", "attn_v", "attn_output"):
+            matrix(f"blk.{i}.{t}.weight", p + t + ".weight")
+        norm(f"blk.{i}.ffn_norm.weight", p + "ffn_norm.weight")
+        for t in ("ffn_gate", "ffn_up", "ffn_down"):
+            matrix(f"blk.{i}.{t}.weight", p + t + ".weight")
+    norm("output_norm.weight", "output_norm.weight")
+    matrix("output.weight", "output.weight")
+    w.write(out_path)
+    return ckpt["step"], os.path.getsize(out_path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ckpt", required=True)
+    ap.add_argument("--vocab", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--name", default="kjv-tiny")
+    args = ap.parse_args()
+    step, size = export(args.ckpt, args.vocab, args.out, args.name)
+    print(f"wrote {args.out}: checkpoint of step {step}, {size} bytes")
+
+
+if __name__ == "__main__":
+    main()
