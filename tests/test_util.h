@@ -266,7 +266,9 @@ inline std::string config_name(const CpuConfig& c) {
 inline void PrintTo(const CpuConfig& c, std::ostream* os) { *os << config_name(c); }
 
 inline std::unique_ptr<CpuDevice> make_device(const CpuConfig& c) {
-  return std::make_unique<CpuDevice>(CpuDeviceOptions{.threads = c.threads, .portable_kernels = c.portable_kernels});
+  // Every thread on every graph, however small, so the threaded kernels are what is tested.
+  return std::make_unique<CpuDevice>(CpuDeviceOptions{
+      .threads = c.threads, .portable_kernels = c.portable_kernels, .min_work_per_node_for_threads = 0});
 }
 
 inline void check(const Status& s, const std::string& what) {

@@ -26,6 +26,11 @@ struct CpuDeviceOptions {
   int threads = 0;            // 0: every hardware thread
   uint64_t memory_limit = 0;  // bytes; 0: only the host's available memory limits
   bool portable_kernels = false;  // use the portable kernels even where SIMD ones run
+  // Graphs whose nodes average less work than this (multiply-adds for
+  // mul_mat, elements written otherwise) run on the calling thread alone:
+  // for them a barrier per node costs more than the threads save. 0: always
+  // use every thread (tests of the threaded kernels).
+  double min_work_per_node_for_threads = 32768;
 };
 
 class CpuDevice final : public Device {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tensorpc/execution_plan.h"
 #include "tensorpc/graph.h"
 #include "tensorpc/status.h"
 #include "tensorpc/tensor.h"
@@ -126,6 +127,14 @@ class Device {
 
   // Traffic of the connection behind this device; zeros for a local one.
   virtual DeviceTraffic traffic() const { return {}; }
+
+  // A runner of execution plans on the server behind this device, whose
+  // steps may use any device reached through the same connection (the same
+  // DeviceTraffic::channel). Devices that run each graph themselves (local
+  // ones) answer unsupported, and callers run split by split instead.
+  virtual StatusOr<std::unique_ptr<PlanRunner>> create_plan_runner() {
+    return unsupported(name() + ": runs no execution plans");
+  }
 
  protected:
   Device() = default;

@@ -50,6 +50,23 @@ std::string format_bytes(uint64_t bytes) {
   return buf;
 }
 
+// Multiply-adds of mul_mat nodes, elements written by the others, averaged
+// over the nodes that compute.
+double average_node_work(const Graph& g) {
+  double work = 0;
+  size_t computing = 0;
+  for (const Tensor* n : g.nodes()) {
+    if (n->op == Op::none || is_view_op(n->op)) continue;
+    ++computing;
+    if (n->op == Op::mul_mat) {
+      work += static_cast<double>(n->src[0]->ne[0]) * static_cast<double>(n->nelements());
+    } else {
+      work += static_cast<double>(n->nelements());
+    }
+  }
+  return computing ? work / static_cast<double>(computing) : 0.0;
+}
+
 }  // namespace
 
 class CpuBuffer final : public Buffer {
@@ -225,7 +242,11 @@ Status CpuDevice::compute(Graph& g) {
   const auto misalign = reinterpret_cast<uintptr_t>(work_.data()) % 64;
   char* wdata = work_.data() + (misalign ? 64 - misalign : 0);
 
-  cpu::Barrier barrier(nth);
+  // Small graphs (a tiny model's decode step) run on this thread alone: a
+  // barrier per node costs more than the node's work, and far more when the
+  // machine is busy and a worker waits for a core.
+  const bool alone = nth > 1 && average_node_work(g) < options_.min_work_per_node_for_threads;
+  cpu::Barrier barrier(alone ? 1 : nth);
   // One chunk counter per node, all zero: no reset (and no extra barrier) between nodes.
   std::vector<std::atomic<int64_t>> chunk_counters(g.nodes().size());
   const auto body = [&](int ith, int n_threads) {
@@ -245,7 +266,11 @@ Status CpuDevice::compute(Graph& g) {
       barrier.wait();
     }
   };
-  pool_->run(body);
+  if (alone) {
+    body(0, 1);
+  } else {
+    pool_->run(body);
+  }
   return Status();
 }
 

@@ -175,6 +175,8 @@ class GgufParser {
     const std::string what = "tensor info #" + std::to_string(i);
     std::string_view name;
     TENSORPC_RETURN_IF_ERROR(r_.read_string(name, what));
+    // A tensor is found by its name: an empty one names nothing (the writer refuses it too).
+    if (name.empty()) return invalid_argument(what + " at offset " + std::to_string(r_.pos() - 8) + " has an empty name");
     const std::string t = "tensor " + quoted(name);
     uint32_t n_dims = 0;
     TENSORPC_RETURN_IF_ERROR(r_.read(n_dims, t + ": n_dims"));

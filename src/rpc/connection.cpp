@@ -116,13 +116,65 @@ void Connection::forget_graphs() {
   graphs_.clear();
 }
 
+Status Connection::send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> handles) {
+  const size_t hash =
+      std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(steps.data()), steps.size()));
+  std::lock_guard<std::mutex> lock(mutex_);
+  TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::plan_run, /*expect_silence=*/true));
+  auto it = std::find_if(plans_.begin(), plans_.end(),
+                         [&](const StoredGraph& p) { return p.hash == hash && p.bytes == steps; });
+  uint64_t plan_id = 0;
+  if (it != plans_.end()) {
+    plan_id = it->id;
+    StoredGraph used = std::move(*it);
+    plans_.erase(it);
+    plans_.push_back(std::move(used));
+  } else {
+    // Ids are never reused, so a plan the server dropped is "not found" at
+    // the next synchronize, never silently another plan.
+    plan_id = next_plan_id_++;
+    WireWriter w;
+    encode(w, PlanStoreRequest{.plan_id = plan_id});
+    TENSORPC_RETURN_IF_ERROR(send_locked({.command = Command::plan_store, .fields = w.bytes(), .bulk = steps},
+                                         kFlagNoReply, next_request_id_++));
+    plans_.push_back({0, plan_id, hash, std::move(steps), std::move(handles)});
+    if (plans_.size() > kStoredPlans) plans_.pop_front();
+  }
+  WireWriter w;
+  encode(w, PlanRunRequest{.plan_id = plan_id});
+  return send_locked({.command = Command::plan_run, .fields = w.bytes()}, kFlagNoReply, next_request_id_++);
+}
+
+void Connection::forget_plans() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  plans_.clear();
+}
+
+StatusOr<GrantToken> Connection::standing_grant(uint64_t handle, uint64_t offset, uint64_t size) {
+  std::lock_guard<std::mutex> lock(grants_mutex_);
+  const std::array<uint64_t, 3> key{handle, offset, size};
+  if (auto it = standing_grants_.find(key); it != standing_grants_.end()) return it->second;
+  GrantStandingReply reply;
+  TENSORPC_RETURN_IF_ERROR(
+      call(Command::grant_standing, GrantStandingRequest{.handle = handle, .offset = offset, .size = size}, reply));
+  standing_grants_.emplace(key, reply.token);
+  return reply.token;
+}
+
+void Connection::forget_standing_grants() {
+  std::lock_guard<std::mutex> lock(grants_mutex_);
+  standing_grants_.clear();
+}
+
 Status Connection::free_buffer(uint64_t handle) {
   WireWriter w;
   encode(w, BufferFreeRequest{.handle = handle});
   std::lock_guard<std::mutex> lock(mutex_);
-  std::erase_if(graphs_, [handle](const StoredGraph& g) {
+  const auto uses = [handle](const StoredGraph& g) {
     return std::find(g.handles.begin(), g.handles.end(), handle) != g.handles.end();
-  });
+  };
+  std::erase_if(graphs_, uses);
+  std::erase_if(plans_, uses);
   TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::buffer_free, /*expect_silence=*/true));
   return send_locked({.command = Command::buffer_free, .fields = w.bytes()}, kFlagNoReply, next_request_id_++);
 }

@@ -15,9 +15,11 @@
 // at once, and get_connection() makes a new one.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -88,6 +90,22 @@ class Connection {
   // Forgets which graphs the server holds, so the next ones are sent whole
   // (after an error, the server may not have stored one we think it has).
   void forget_graphs();
+  // Runs an execution plan (its steps encoded by plan_codec.h, `handles`:
+  // the buffers they name): one the server still holds under the same
+  // encoding is run by id (PLAN_RUN); anything else is stored first under a
+  // new id (PLAN_STORE, then PLAN_RUN). All one-way.
+  Status send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> handles);
+  // Forgets which plans the server holds (after an error), so they are
+  // stored again.
+  void forget_plans();
+  // A standing grant for exactly (handle, offset, size) of this connection's
+  // buffers: asked for once (GRANT_STANDING, a round trip), then remembered
+  // for the life of the connection, so every plan naming that range agrees.
+  StatusOr<GrantToken> standing_grant(uint64_t handle, uint64_t offset, uint64_t size);
+  // Forgets the standing grants asked for so far, so later plans ask for new
+  // ones (after a failed run, bytes of that run may still arrive under the
+  // old tokens; the next run must not take them for its own).
+  void forget_standing_grants();
   // BUFFER_FREE, one-way. The server then drops every stored graph that
   // names the buffer, and so does this connection's record of them.
   Status free_buffer(uint64_t handle);
@@ -134,7 +152,15 @@ class Connection {
   uint64_t next_request_id_ = 1;    // guarded by mutex_
   uint64_t next_graph_id_ = 1;      // guarded by mutex_; never reused
   std::deque<StoredGraph> graphs_;  // guarded by mutex_; least recently used first
-  Status broken_reason_;            // guarded by mutex_
+  // Plans kept alike (the server keeps 16 too); `device` unused.
+  static constexpr size_t kStoredPlans = 16;
+  uint64_t next_plan_id_ = 1;      // guarded by mutex_; never reused
+  std::deque<StoredGraph> plans_;  // guarded by mutex_; least recently used first
+  // Standing grants by (handle, offset, size). Taken before mutex_ (never
+  // the other way round), because asking for one is a call.
+  std::mutex grants_mutex_;
+  std::map<std::array<uint64_t, 3>, GrantToken> standing_grants_;  // guarded by grants_mutex_
+  Status broken_reason_;                                           // guarded by mutex_
   std::atomic<bool> broken_{false};
 
   std::atomic<uint64_t> bytes_sent_{0};

@@ -107,6 +107,9 @@ const char* name_of(Command c) {
     case Command::grant_write: return "GRANT_WRITE";
     case Command::copy_to_peer: return "COPY_TO_PEER";
     case Command::write_granted: return "WRITE_GRANTED";
+    case Command::plan_store: return "PLAN_STORE";
+    case Command::plan_run: return "PLAN_RUN";
+    case Command::grant_standing: return "GRANT_STANDING";
   }
   return "UNKNOWN_COMMAND";
 }
@@ -465,6 +468,47 @@ Status decode(WireReader& r, WriteGrantedRequest& m) {
   f.bytes(m.token.data(), m.token.size(), "token");
   f.u64(m.size, "size");
   return f.finish_prefix();
+}
+
+// ---- GRANT_STANDING / PLAN_STORE / PLAN_RUN (1.2) ------------------------------------
+
+void encode(WireWriter& w, const GrantStandingRequest& m) {
+  w.u64(m.handle);
+  w.u64(m.offset);
+  w.u64(m.size);
+}
+
+Status decode(WireReader& r, GrantStandingRequest& m) {
+  FieldReader f = request(r, Command::grant_standing);
+  f.u64(m.handle, "handle");
+  f.u64(m.offset, "offset");
+  f.u64(m.size, "size");
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const GrantStandingReply& m) { w.raw(m.token.data(), m.token.size()); }
+
+Status decode(WireReader& r, GrantStandingReply& m) {
+  FieldReader f = reply(r, Command::grant_standing);
+  f.bytes(m.token.data(), m.token.size(), "token");
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const PlanStoreRequest& m) { w.u64(m.plan_id); }
+
+// Only the fixed part: the steps follow (decode_plan_steps, plan_codec.h).
+Status decode(WireReader& r, PlanStoreRequest& m) {
+  FieldReader f = request(r, Command::plan_store);
+  f.u64(m.plan_id, "plan_id");
+  return f.finish_prefix();
+}
+
+void encode(WireWriter& w, const PlanRunRequest& m) { w.u64(m.plan_id); }
+
+Status decode(WireReader& r, PlanRunRequest& m) {
+  FieldReader f = request(r, Command::plan_run);
+  f.u64(m.plan_id, "plan_id");
+  return f.finish_whole();
 }
 
 }  // namespace tensorpc::rpc

@@ -21,7 +21,7 @@
 namespace tensorpc::rpc {
 
 inline constexpr uint32_t kVersionMajor = 1;
-inline constexpr uint32_t kVersionMinor = 1;  // 1.1: GRANT_WRITE, COPY_TO_PEER, WRITE_GRANTED
+inline constexpr uint32_t kVersionMinor = 2;  // 1.1: server-to-server copies; 1.2: execution plans
 inline constexpr uint32_t kVersionPatch = 0;
 inline constexpr uint32_t kFrameMagic = 0x43505254;  // "TRPC"
 inline constexpr size_t kFrameHeaderSize = 24;
@@ -41,11 +41,14 @@ enum class Command : uint16_t {
   graph_recompute = 11,
   synchronize = 12,
   ping = 13,
-  grant_write = 14,    // 1.1
-  copy_to_peer = 15,   // 1.1
-  write_granted = 16,  // 1.1
+  grant_write = 14,     // 1.1
+  copy_to_peer = 15,    // 1.1
+  write_granted = 16,   // 1.1
+  plan_store = 17,      // 1.2
+  plan_run = 18,        // 1.2
+  grant_standing = 19,  // 1.2
 };
-inline constexpr uint16_t kCommandCount = 17;
+inline constexpr uint16_t kCommandCount = 20;
 const char* name_of(Command c);
 
 enum FrameFlag : uint16_t {
@@ -181,10 +184,29 @@ struct WriteGrantedRequest {
 };
 inline constexpr size_t kWriteGrantedFixedSize = 24;
 
+// ---- execution plans (1.2) ----------------------------------------------------
+// A standing grant: like GRANT_WRITE's, but reusable until the granting
+// connection ends; each write under it counts as one arrival (WAIT_FOR).
+struct GrantStandingRequest {
+  uint64_t handle = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+struct GrantStandingReply {
+  GrantToken token{};
+};
+// The steps follow the fixed fields; see plan_codec.h.
+struct PlanStoreRequest {
+  uint64_t plan_id = 0;
+};
+struct PlanRunRequest {
+  uint64_t plan_id = 0;
+};
+
 // encode_X writes the message's fields; decode_X reads exactly them from a
 // whole payload (or, for SET_TENSOR, GRAPH_COMPUTE and WRITE_GRANTED, its leading
 // fixed part)
-#define TENSORPC_RPC_MESSAGE(Type)      \
+#define TENSORPC_RPC_MESSAGE(Type)           \
   void encode(WireWriter& w, const Type& m); \
   Status decode(WireReader& r, Type& m);
 TENSORPC_RPC_MESSAGE(HelloRequest)
@@ -207,6 +229,10 @@ TENSORPC_RPC_MESSAGE(GrantWriteRequest)
 TENSORPC_RPC_MESSAGE(GrantWriteReply)
 TENSORPC_RPC_MESSAGE(CopyToPeerRequest)
 TENSORPC_RPC_MESSAGE(WriteGrantedRequest)
+TENSORPC_RPC_MESSAGE(GrantStandingRequest)
+TENSORPC_RPC_MESSAGE(GrantStandingReply)
+TENSORPC_RPC_MESSAGE(PlanStoreRequest)
+TENSORPC_RPC_MESSAGE(PlanRunRequest)
 #undef TENSORPC_RPC_MESSAGE
 
 }  // namespace tensorpc::rpc

@@ -4,6 +4,7 @@
 
 #include "rpc/connection.h"
 #include "rpc/remote_buffer.h"
+#include "rpc/remote_plan.h"
 #include "rpc/remote_stream.h"
 
 namespace tensorpc::rpc {
@@ -96,9 +97,17 @@ StatusOr<std::unique_ptr<Stream>> RemoteDevice::create_stream() {
   return std::unique_ptr<Stream>(std::make_unique<RemoteStream>(*this, std::move(connection).value()));
 }
 
+StatusOr<std::unique_ptr<PlanRunner>> RemoteDevice::create_plan_runner() {
+  auto connection = get_connection(endpoint_);
+  if (!connection.ok()) return connection.status();
+  return std::unique_ptr<PlanRunner>(std::make_unique<RemotePlanRunner>(std::move(connection).value()));
+}
+
 DeviceTraffic RemoteDevice::traffic() const {
   const ConnectionStats s = connection_stats(endpoint_);
-  return {.channel = endpoint_, .round_trips = s.round_trips, .bytes_sent = s.bytes_sent,
+  return {.channel = endpoint_,
+          .round_trips = s.round_trips,
+          .bytes_sent = s.bytes_sent,
           .bytes_received = s.bytes_received};
 }
 

@@ -48,6 +48,8 @@ class RemoteDevice final : public Device {
 
   StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t size) override;
   StatusOr<std::unique_ptr<Stream>> create_stream() override;
+  // Plans over every device of this endpoint (remote_plan.h).
+  StatusOr<std::unique_ptr<PlanRunner>> create_plan_runner() override;
   // The endpoint's connection counters (connection_stats); channel: the endpoint.
   DeviceTraffic traffic() const override;
 

@@ -74,12 +74,14 @@ void Session::run() {
 }
 
 void Session::shutdown() {
+  stopping_.store(true, std::memory_order_release);
   std::lock_guard<std::mutex> lock(socket_mutex_);
   socket_.shutdown();
 }
 
 void Session::release_all() {
   graphs_.clear();  // they point into the buffers
+  plans_.clear();
   streams_.clear();
   // No grant of this session may be used from here on: revoked, and the
   // table closed for any write that took its grant a moment ago.
@@ -324,17 +326,19 @@ StatusOr<Stream*> Session::stream_of(uint32_t device) {
   return streams_[device].get();
 }
 
-Status Session::run_graph(StoredGraph& g) {
-  Device& dev = *env_.devices[g.device];
-  for (const Tensor* node : g.graph.graph.nodes()) {
+Status Session::run_graph(StoredGraph& g) { return compute_on(g.device, g.graph.graph); }
+
+Status Session::compute_on(uint32_t device, Graph& graph) {
+  Device& dev = *env_.devices[device];
+  for (const Tensor* node : graph.nodes()) {
     if (!dev.supports(*node)) {
       return unsupported(std::string(name_of(node->op)) + " on " + describe(*node) + " is not supported by " +
                          dev.name());
     }
   }
-  auto stream = stream_of(g.device);
+  auto stream = stream_of(device);
   if (!stream.ok()) return stream.status();
-  return stream.value()->compute(g.graph.graph);
+  return stream.value()->compute(graph);
 }
 
 }  // namespace tensorpc::rpc

@@ -13,6 +13,10 @@
 // reaches in: a WRITE_GRANTED served elsewhere writes into a buffer this
 // session granted. Hence the buffer table is shared and locked (see
 // write_grants.h), and the session's grants are revoked when it ends.
+//
+// Execution plans (session_plan.cpp) are stored steps — graphs on the
+// session's devices, copies between its buffers, sends to other servers and
+// waits for their bytes — run in order by PLAN_RUN (docs/protocol.md).
 #pragma once
 
 #include <atomic>
@@ -27,6 +31,7 @@
 #include "rpc/connection.h"
 #include "rpc/graph_codec.h"
 #include "rpc/messages.h"
+#include "rpc/plan_codec.h"
 #include "rpc/socket.h"
 #include "rpc/weights_cache.h"
 #include "rpc/write_grants.h"
@@ -39,7 +44,6 @@ Status protocol_error(std::string msg);
 // A descriptor naming `size` bytes at `offset` of buf, for the Buffer calls
 // that take a tensor when the bytes are not host-addressable.
 StatusOr<Tensor> byte_span(Buffer& buf, uint64_t offset, uint64_t size);
-
 
 // Counters every session of a server adds to (ServerStats).
 struct SessionCounters {
@@ -60,6 +64,7 @@ struct SessionEnv {
 };
 
 inline constexpr size_t kMaxStoredGraphs = 16;
+inline constexpr size_t kMaxStoredPlans = 16;
 
 class Session {
  public:
@@ -80,6 +85,15 @@ class Session {
     uint32_t device = 0;
     DecodedGraph graph;
     std::vector<uint64_t> handles;  // buffers it uses: freeing one forgets the graph
+  };
+  struct PlanStep {
+    PlanStepFields fields;
+    DecodedGraph graph;  // COMPUTE only
+  };
+  struct StoredPlan {
+    uint64_t id = 0;
+    std::vector<PlanStep> steps;
+    std::vector<uint64_t> handles;  // buffers it uses: freeing one forgets the plan
   };
   // What a handler returns besides its status: reply fields, and bulk bytes
   // sent after them without copying (GET_TENSOR).
@@ -121,6 +135,10 @@ class Session {
   Status on_grant_write(WireReader& in, Reply& out);
   Status on_copy_to_peer(WireReader& in, Reply& out);
   Status on_write_granted(WireReader& in, Reply& out);
+  // Execution plans (session_plan.cpp).
+  Status on_grant_standing(WireReader& in, Reply& out);
+  Status on_plan_store(WireReader& in, Reply& out);
+  Status on_plan_run(WireReader& in, Reply& out);
 
   // ---- checks shared by the handlers ----
   // Entries stay valid until this session's own thread erases them.
@@ -133,6 +151,16 @@ class Session {
   Status read_bytes(BufferEntry& entry, uint64_t offset, uint8_t* dst, uint64_t size);
   StatusOr<Stream*> stream_of(uint32_t device);
   Status run_graph(StoredGraph& g);
+  // The steps shared by single commands and plan steps.
+  Status compute_on(uint32_t device, Graph& g);
+  Status copy_range(uint64_t src_handle, uint64_t src_offset, uint64_t dst_handle, uint64_t dst_offset, uint64_t size);
+  Status send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t size, const std::string& endpoint,
+                      const GrantToken& token);
+  // WAIT_FOR: until bytes arrived under the step's standing grant since the
+  // last wait, the step's timeout, or shutdown().
+  Status wait_for_arrival(const PlanStepFields& step);
+  // Drops stored graphs and plans that name `handle` (being freed).
+  void forget_users_of(uint64_t handle);
   void release_all();
   // Reads and discards `n` payload bytes, then returns `why`; a failure to
   // read ends the connection.
@@ -161,6 +189,8 @@ class Session {
   uint64_t next_handle_ = 1;
   uint64_t largest_buffer_ = 0;                   // bounds SET_TENSOR payloads
   std::deque<StoredGraph> graphs_;                // most recently stored first
+  std::deque<StoredPlan> plans_;                  // most recently stored first
+  std::atomic<bool> stopping_{false};             // shutdown() was called: waits end
   std::vector<std::unique_ptr<Stream>> streams_;  // by device index, created on first use
 };
 

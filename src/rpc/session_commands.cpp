@@ -35,6 +35,9 @@ const Session::CommandSpec Session::kCommands[kCommandCount] = {
     {&Session::on_grant_write, false},      // GRANT_WRITE
     {&Session::on_copy_to_peer, false},     // COPY_TO_PEER
     {&Session::on_write_granted, true},     // WRITE_GRANTED
+    {&Session::on_plan_store, false},       // PLAN_STORE
+    {&Session::on_plan_run, false},         // PLAN_RUN
+    {&Session::on_grant_standing, false},   // GRANT_STANDING
 };
 
 // ---- handlers -----------------------------------------------------------------------
@@ -109,10 +112,8 @@ Status Session::on_buffer_free(WireReader& in, Reply&) {
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
   auto entry = find_buffer(req.handle);
   if (!entry.ok()) return entry.status();
-  // A stored graph that points into this buffer could never run safely again.
-  std::erase_if(graphs_, [&](const StoredGraph& g) {
-    return std::find(g.handles.begin(), g.handles.end(), req.handle) != g.handles.end();
-  });
+  // A stored graph or plan that points into this buffer could never run safely again.
+  forget_users_of(req.handle);
   env_.counters->live_buffers -= 1;
   env_.counters->buffer_bytes -= entry.value()->buffer->size();
   std::shared_ptr<BufferEntry> freed;  // destroyed after the lock is released
@@ -212,29 +213,34 @@ Status Session::on_get_tensor(WireReader& in, Reply& out) {
 Status Session::on_copy_tensor(WireReader& in, Reply&) {
   CopyTensorRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
-  auto src = find_range(req.src_handle, req.src_offset, req.size, "COPY_TENSOR: source");
+  return copy_range(req.src_handle, req.src_offset, req.dst_handle, req.dst_offset, req.size);
+}
+
+Status Session::copy_range(uint64_t src_handle, uint64_t src_offset, uint64_t dst_handle, uint64_t dst_offset,
+                           uint64_t size) {
+  auto src = find_range(src_handle, src_offset, size, "COPY_TENSOR: source");
   if (!src.ok()) return src.status();
-  auto dst = find_range(req.dst_handle, req.dst_offset, req.size, "COPY_TENSOR: destination");
+  auto dst = find_range(dst_handle, dst_offset, size, "COPY_TENSOR: destination");
   if (!dst.ok()) return dst.status();
-  if (req.size == 0) return Status();
+  if (size == 0) return Status();
   Buffer& from = *src.value()->buffer;
   Buffer& to = *dst.value()->buffer;
   if (from.host_base() != nullptr && to.host_base() != nullptr) {
     // memmove: source and destination may overlap within one buffer.
-    std::memmove(static_cast<uint8_t*>(to.host_base()) + req.dst_offset,
-                 static_cast<const uint8_t*>(from.host_base()) + req.src_offset, req.size);
+    std::memmove(static_cast<uint8_t*>(to.host_base()) + dst_offset,
+                 static_cast<const uint8_t*>(from.host_base()) + src_offset, size);
     return Status();
   }
-  auto from_t = byte_span(from, req.src_offset, req.size);
-  auto to_t = byte_span(to, req.dst_offset, req.size);
+  auto from_t = byte_span(from, src_offset, size);
+  auto to_t = byte_span(to, dst_offset, size);
   if (from_t.ok() && to_t.ok()) {
     Status s = to.copy(from_t.value(), to_t.value());
     if (s.code() != StatusCode::unsupported) return s;
   }
   // The devices cannot reach each other: through host memory, on the server.
-  std::vector<uint8_t> staging(req.size);
-  TENSORPC_RETURN_IF_ERROR(read_bytes(*src.value(), req.src_offset, staging.data(), req.size));
-  return write_bytes(*dst.value(), req.dst_offset, staging.data(), req.size);
+  std::vector<uint8_t> staging(size);
+  TENSORPC_RETURN_IF_ERROR(read_bytes(*src.value(), src_offset, staging.data(), size));
+  return write_bytes(*dst.value(), dst_offset, staging.data(), size);
 }
 
 Status Session::on_graph_compute(WireReader& in, Reply&) {

@@ -22,8 +22,12 @@ Status Session::on_grant_write(WireReader& in, Reply& out) {
   // Checked now, so the client learns of a bad range before any bytes move.
   auto entry = find_range(req.handle, req.offset, req.size, "GRANT_WRITE:");
   if (!entry.ok()) return entry.status();
-  auto token = env_.grants->issue(
-      WriteGrant{.session = id_, .table = table_, .handle = req.handle, .offset = req.offset, .size = req.size});
+  auto token = env_.grants->issue(WriteGrant{.session = id_,
+                                             .table = table_,
+                                             .handle = req.handle,
+                                             .offset = req.offset,
+                                             .size = req.size,
+                                             .arrivals = nullptr});
   if (!token.ok()) return token.status();
   encode(out.fields, GrantWriteReply{token.value()});
   return Status();
@@ -41,25 +45,30 @@ StatusOr<std::shared_ptr<Connection>> Session::peer(const std::string& endpoint)
 Status Session::on_copy_to_peer(WireReader& in, Reply&) {
   CopyToPeerRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
+  return send_to_peer(req.src_handle, req.src_offset, req.size, req.endpoint, req.token);
+}
+
+Status Session::send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t size, const std::string& endpoint,
+                             const GrantToken& token) {
   const std::string route =
-      "copy of " + std::to_string(req.size) + " bytes from " + env_.endpoint + " to " + req.endpoint + ": ";
-  auto src = find_range(req.src_handle, req.src_offset, req.size, "COPY_TO_PEER: source");
+      "copy of " + std::to_string(size) + " bytes from " + env_.endpoint + " to " + endpoint + ": ";
+  auto src = find_range(src_handle, src_offset, size, "COPY_TO_PEER: source");
   if (!src.ok()) return Status(src.status().code(), route + src.status().message());
-  auto connection = peer(req.endpoint);
+  auto connection = peer(endpoint);
   if (!connection.ok()) return Status(connection.status().code(), route + connection.status().message());
 
   // Sent from the buffer itself when it is host memory, else staged once.
   std::span<const uint8_t> bytes;
   std::vector<uint8_t> staging;
   if (const void* base = src.value()->buffer->host_base()) {
-    bytes = std::span<const uint8_t>(static_cast<const uint8_t*>(base) + req.src_offset, req.size);
+    bytes = std::span<const uint8_t>(static_cast<const uint8_t*>(base) + src_offset, size);
   } else {
-    staging.resize(req.size);
-    TENSORPC_RETURN_IF_ERROR(read_bytes(*src.value(), req.src_offset, staging.data(), req.size));
+    staging.resize(size);
+    TENSORPC_RETURN_IF_ERROR(read_bytes(*src.value(), src_offset, staging.data(), size));
     bytes = staging;
   }
   WireWriter fields;
-  encode(fields, WriteGrantedRequest{.token = req.token, .size = req.size});
+  encode(fields, WriteGrantedRequest{.token = token, .size = size});
   // Waits for the destination's status: the client's reply means "written".
   auto reply = connection.value()->call({.command = Command::write_granted, .fields = fields.bytes(), .bulk = bytes});
   if (!reply.ok()) return Status(reply.status().code(), route + reply.status().message());
@@ -127,6 +136,13 @@ Status Session::on_write_granted(WireReader&, Reply&) {
     closing_ = true;
     end_reason_ = s.message();
     return s;
+  }
+  // A standing grant's WAIT_FOR learns that this run's bytes are in place;
+  // its mutex orders the bytes before the waiter's use of them.
+  if (grant->arrivals) {
+    std::lock_guard<std::mutex> lock(grant->arrivals->mutex);
+    grant->arrivals->arrived += 1;
+    grant->arrivals->changed.notify_all();
   }
   return Status();
 }

@@ -31,10 +31,18 @@ std::optional<WriteGrant> WriteGrants::take(const GrantToken& token) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = grants_.find(token);
   if (it == grants_.end()) return std::nullopt;
+  if (it->second.arrivals) return it->second;  // standing: reused until revoked
   WriteGrant grant = std::move(it->second);
   grants_.erase(it);
   if (--counts_[grant.session] == 0) counts_.erase(grant.session);
   return grant;
+}
+
+std::optional<WriteGrant> WriteGrants::find_standing(const GrantToken& token, uint64_t session) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = grants_.find(token);
+  if (it == grants_.end() || !it->second.arrivals || it->second.session != session) return std::nullopt;
+  return it->second;
 }
 
 void WriteGrants::revoke_session(uint64_t session) {

@@ -12,13 +12,21 @@
 // random bits (OpenSSL RAND_bytes). take() removes it, so a token is used at
 // most once; a session's grants are revoked when it ends, and the table itself
 // is marked closed, so a grant can never outlive the session that made it.
+//
+// A standing grant (execution plans, protocol 1.2) is the same, except that
+// take() leaves it in place: it is used again on every run of a plan until
+// its session ends. Each completed write under it counts one arrival, which
+// the granting session's WAIT_FOR step waits for.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <unordered_map>
 
 #include "rpc/messages.h"
@@ -37,12 +45,23 @@ struct BufferTable {
   bool open = true;  // guarded by mutex; false once the owning session has ended
 };
 
+// Writes completed under one standing grant. `arrived` grows with each; the
+// granting session's WAIT_FOR consumes them (`seen`), so a wait returns once
+// bytes came after the previous wait returned.
+struct GrantArrivals {
+  std::mutex mutex;
+  std::condition_variable changed;
+  uint64_t arrived = 0;  // guarded by mutex
+  uint64_t seen = 0;     // guarded by mutex; only the granting session moves it
+};
+
 struct WriteGrant {
   uint64_t session = 0;              // the granting session's id
   std::weak_ptr<BufferTable> table;  // its buffers
   uint64_t handle = 0;
   uint64_t offset = 0;
   uint64_t size = 0;
+  std::shared_ptr<GrantArrivals> arrivals;  // set for standing grants only
 };
 
 // Outstanding grants a session may hold at once: a client that asks for
@@ -56,6 +75,9 @@ class WriteGrants {
   // Removes and returns the grant of `token`; nullopt when there is none
   // (never issued, already used, or revoked).
   std::optional<WriteGrant> take(const GrantToken& token);
+  // The grant of `token` without using it up, when it is a standing grant of
+  // `session`; nullopt otherwise.
+  std::optional<WriteGrant> find_standing(const GrantToken& token, uint64_t session) const;
   // Drops every grant of `session` (it has ended).
   void revoke_session(uint64_t session);
   // The largest size among outstanding grants: bounds WRITE_GRANTED frames.

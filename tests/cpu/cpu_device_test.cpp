@@ -105,7 +105,7 @@ TEST(CpuDevice, ComputeRefusesTensorsThatAreNotPlaced) {
 }
 
 TEST(CpuDevice, SeveralThreadsMayComputeOnOneDeviceAtOnce) {
-  CpuDevice dev({.threads = 2});
+  CpuDevice dev({.threads = 2, .min_work_per_node_for_threads = 0});
   auto worker = [&dev](float scale, std::vector<float>* result) {
     Context ctx;
     Tensor* x = ctx.new_tensor(DType::f32, {64, 4});
@@ -147,6 +147,37 @@ TEST(CpuDevice, ReusedAllocatorPlacesANewGraphAfresh) {
   auto stream = dev.create_stream().value();
   ASSERT_TRUE(stream->compute(g).ok());
   for (float v : read_as_f32(*y).value()) EXPECT_EQ(v, 2.5f);
+}
+
+}  // namespace
+}  // namespace tensorpc
+
+namespace tensorpc {
+namespace {
+
+// A small graph runs on the calling thread alone, a large one on every
+// thread; both give the same bits.
+TEST(CpuDevice, SmallGraphsRunOnOneThreadWithTheSameResult) {
+  auto run = [](double threshold) {
+    CpuDevice dev({.threads = 2, .min_work_per_node_for_threads = threshold});
+    Context ctx;
+    Tensor* w = ctx.new_tensor(DType::f32, {64, 48});
+    Tensor* x = ctx.new_tensor(DType::f32, {64, 3});
+    w->flags |= kFlagInput;
+    x->flags |= kFlagInput;
+    Tensor* y = ctx.silu(ctx.mul_mat(w, x));
+    Graph g = Graph::build({y});
+    GraphAllocator alloc(dev);
+    EXPECT_TRUE(alloc.allocate(g).ok());
+    std::vector<float> wv(64 * 48), xv(64 * 3);
+    for (size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<float>(i % 7) * 0.125f - 0.3f;
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 5) * 0.25f - 0.5f;
+    EXPECT_TRUE(write_from_f32(*w, wv).ok());
+    EXPECT_TRUE(write_from_f32(*x, xv).ok());
+    EXPECT_TRUE(dev.create_stream().value()->compute(g).ok());
+    return read_as_f32(*y).value();
+  };
+  EXPECT_EQ(run(1e12), run(0));
 }
 
 }  // namespace

@@ -123,6 +123,13 @@ TEST(GgufHostile, DuplicateKeysAndTensorNamesAreRefused) {
   expect_mentions(open_fails(b.bytes), "duplicate tensor name 'w'");
 }
 
+// Found by the fuzzer: the reader took a nameless tensor that the writer refuses.
+TEST(GgufHostile, ATensorWithAnEmptyNameIsRefused) {
+  GgufBytes b;
+  b.header(1, 0).tensor("", {8}, 0, 0).pad_to(32).zeros(32);
+  expect_mentions(open_fails(b.bytes), "empty name");
+}
+
 // A file of one tensor info and `data` bytes of data section.
 std::vector<uint8_t> one_tensor(std::initializer_list<uint64_t> ne, uint32_t type, uint64_t offset, size_t data) {
   GgufBytes b;

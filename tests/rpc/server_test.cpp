@@ -127,8 +127,8 @@ TEST_F(ServerTest, MajorVersionMismatchIsRefusedNamingBothVersionsThenClosed) {
   RawClient c(port());
   Status s = c.hello(rpc::kVersionMajor + 1);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("1.1.0"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("2.1.0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("1." + std::to_string(rpc::kVersionMinor) + ".0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("2." + std::to_string(rpc::kVersionMinor) + ".0"), std::string::npos) << s.message();
   EXPECT_TRUE(c.closed_by_server());
   expect_serves_a_good_client();
 }

@@ -32,7 +32,8 @@ const char* kind_name(uint32_t kind) {
   return kind <= static_cast<uint32_t>(DeviceKind::remote) ? to_string(static_cast<DeviceKind>(kind)) : "?";
 }
 
-// Splits "a:1,b:2" (and repeated --rpc flags) into endpoints.
+}  // namespace
+
 std::vector<std::string> split_endpoints(const std::vector<std::string>& lists) {
   std::vector<std::string> out;
   for (const std::string& list : lists) {
@@ -44,8 +45,6 @@ std::vector<std::string> split_endpoints(const std::vector<std::string>& lists) 
   }
   return out;
 }
-
-}  // namespace
 
 int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* out, std::FILE* err) {
   std::vector<Row> rows = {{"NAME", "KIND", "FREE", "TOTAL", "ENDPOINT"}};

@@ -12,6 +12,9 @@ class App;
 
 namespace tensorpc::tools {
 
+// Splits "a:1,b:2" (and repeated --rpc flags) into endpoints; empty items are dropped.
+std::vector<std::string> split_endpoints(const std::vector<std::string>& lists);
+
 // Prints the table to `out` and one line per unreachable server to `err`
 // (the servers that answer are still listed). Returns the exit code: 0, or 1
 // when a server could not be listed.

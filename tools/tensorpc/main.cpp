@@ -1,15 +1,19 @@
-// tensorpc: the command-line tool. One subcommand per job (`devices` now;
-// `run`, `demo` and `bench` are to come), each in a file of its own that adds
-// itself to the app.
+// tensorpc: the command-line tool. One subcommand per job (`devices`, `run`,
+// `demo`; `bench` is to come), each in a file of its own that adds itself to
+// the app.
 #include <CLI/CLI.hpp>
 
+#include "tensorpc/demo.h"
 #include "tensorpc/devices.h"
+#include "tensorpc/run.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"tensorpc: tensor compute on this machine and on tensorpc servers"};
   app.require_subcommand(1);
   int exit_code = 0;
   tensorpc::tools::add_devices_command(app, &exit_code);
+  tensorpc::tools::add_run_command(app, &exit_code);
+  tensorpc::tools::add_demo_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

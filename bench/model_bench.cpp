@@ -1,0 +1,179 @@
+// Decode speed of llama models on the local CPU against the same model on
+// tensorpc servers in this process: one server with one device that has all
+// the threads, and two servers with two one-thread devices each (so the four
+// devices have one thread each, and the local CPU gets two: the same cores).
+//
+// For each: tokens/s (median of a few runs), the ratio to local, the weight
+// bytes read per second during decode against a plain memory-read loop
+// measured in the same run (decode reads every weight once per token, so
+// this says how far from memory-bound it is), and the round trips and client
+// bytes per token. Models: the bundled one when present, and a random
+// ~100 M-parameter llama in q8_0 and q4_0 written to /tmp.
+//
+// Usage: model_bench [--quick]   (--quick: fewer tokens, for smoke runs)
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tensorpc/cpu_device.h"
+#include "tensorpc/demo.h"
+#include "tensorpc/generation.h"
+#include "tensorpc/random_model.h"
+#include "tensorpc/server.h"
+
+namespace {
+
+using namespace tensorpc;
+using namespace tensorpc::tools;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kThreads = 2;  // per configuration: the cores the local CPU and the servers share out
+
+// GB/s of kThreads threads summing a 512 MiB buffer: best of three.
+double memory_read_gbs() {
+  const size_t n = (size_t{512} << 20) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(n, 1);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::atomic<uint64_t> sink{0};
+    const auto t0 = Clock::now();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        const size_t b = n * t / kThreads, e = n * (t + 1) / kThreads;
+        for (size_t i = b; i + 4 <= e; i += 4) {
+          s0 += buf[i];
+          s1 += buf[i + 1];
+          s2 += buf[i + 2];
+          s3 += buf[i + 3];
+        }
+        sink += s0 + s1 + s2 + s3;
+      });
+    }
+    for (auto& th : threads) th.join();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / s / 1e9);
+  }
+  return best;
+}
+
+struct Config {
+  const char* name;
+  int servers;            // 0: local CPU
+  int devices_per_server;
+};
+
+struct Row {
+  std::string model, config;
+  double tps = 0, ratio = 0, weight_gbs = 0, round_trips = 0, client_bytes = 0;
+};
+
+// Median tokens/s of `reps` greedy generations; traffic from the last.
+Row measure(const LlamaModel& model, const Config& c, int n_predict, int reps) {
+  std::vector<std::unique_ptr<Server>> servers;
+  std::vector<std::string> endpoints;
+  for (int s = 0; s < c.servers; ++s) {
+    ServerOptions o;
+    o.port = 0;
+    for (int d = 0; d < c.devices_per_server; ++d) {
+      // Layers run one device after another, so each device may have every
+      // core its share allows: all of them for one device, one for four.
+      const int threads = std::max(1, kThreads / (c.servers * c.devices_per_server));
+      o.devices.push_back(
+          std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu" + std::to_string(d), .threads = threads}));
+    }
+    servers.push_back(Server::start(o).value());
+    endpoints.push_back("127.0.0.1:" + std::to_string(servers.back()->port()));
+  }
+  Row row;
+  row.config = c.name;
+  auto devices = DeviceSet::connect(c.servers == 0, kThreads, endpoints).value();
+  const std::vector<Device*> list = devices.devices();
+  auto placement = load_model(model, list, endpoints, std::vector<double>(list.size(), 1.0), 256, nullptr);
+  if (!placement.ok()) {
+    std::fprintf(stderr, "%s: %s\n", c.name, placement.status().to_string().c_str());
+    return row;
+  }
+  GenerateOptions g;
+  g.n_predict = n_predict;
+  g.stop_at_eos = false;
+  g.sampler.temperature = 0;
+  std::vector<double> tps;
+  for (int r = 0; r < reps; ++r) {
+    auto res = generate(model, *placement.value(), "In the beginning", g).value();
+    tps.push_back(res.decode_steps / res.decode_seconds);
+    row.round_trips = static_cast<double>(res.decode.round_trips) / res.decode_steps;
+    row.client_bytes = static_cast<double>(res.decode.bytes_sent + res.decode.bytes_received) / res.decode_steps;
+  }
+  std::sort(tps.begin(), tps.end());
+  row.tps = tps[tps.size() / 2];
+  // Decode reads every weight once per token, except the embedding: one row.
+  const double read = static_cast<double>(placement.value()->weight_bytes() - model.embedding_bytes());
+  row.weight_gbs = read * row.tps / 1e9;
+  return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const int n_predict = quick ? 9 : 33, reps = quick ? 1 : 3;
+  const Config configs[] = {
+      {"local cpu (2 threads)", 0, 0},
+      {"1 server x 1 device (2 threads)", 1, 1},
+      {"2 servers x 2 devices (1 thread each)", 2, 2},
+  };
+  const double mem = memory_read_gbs();
+
+  std::vector<std::pair<std::string, std::string>> models;  // label, path
+  if (std::filesystem::exists(bundled_model_path())) models.push_back({"kjv-tiny (bundled)", bundled_model_path()});
+  for (DType type : {DType::q8_0, DType::q4_0}) {
+    RandomModelOptions o{.n_vocab = 32000, .n_embd = 768, .n_layer = 12, .n_head = 12, .n_head_kv = 4,
+                         .n_ff = 2048, .n_ctx = 512, .type = type, .seed = 7};
+    const std::string path = "/tmp/tensorpc_model_bench_" + std::string(name_of(type)) + ".gguf";
+    if (!std::filesystem::exists(path)) {
+      const Status s = write_random_llama(path, o);
+      if (!s.ok()) {
+        std::fprintf(stderr, "cannot write %s: %s\n", path.c_str(), s.to_string().c_str());
+        return 1;
+      }
+    }
+    models.push_back({"random 100M " + std::string(name_of(type)), path});
+  }
+
+  std::vector<Row> rows;
+  for (const auto& [label, path] : models) {
+    auto model = LlamaModel::open(path);
+    if (!model.ok()) {
+      std::fprintf(stderr, "cannot open %s: %s\n", path.c_str(), model.status().to_string().c_str());
+      return 1;
+    }
+    double local = 0;
+    for (const Config& c : configs) {
+      Row r = measure(*model.value(), c, n_predict, reps);
+      r.model = label + " (" + std::to_string(model.value()->parameter_count() / 1000000) + " M)";
+      if (c.servers == 0) local = r.tps;
+      r.ratio = local > 0 ? r.tps / local : 0;
+      std::fprintf(stderr, "%-28s %-40s %8.1f tok/s\n", r.model.c_str(), r.config.c_str(), r.tps);
+      rows.push_back(r);
+    }
+  }
+
+  std::printf("\nmemory read loop (%d threads): %.2f GB/s\n", kThreads, mem);
+  std::printf("decode, greedy, %d tokens, median of %d\n\n", n_predict, reps);
+  std::printf("%-28s %-40s %9s %8s %12s %9s %10s %12s\n", "model", "devices", "tok/s", "vs local", "weights GB/s",
+              "of mem", "RT/token", "bytes/token");
+  for (const Row& r : rows) {
+    std::printf("%-28s %-40s %9.1f %8.2f %12.2f %8.0f%% %10.1f %12s\n", r.model.c_str(), r.config.c_str(), r.tps,
+                r.ratio, r.weight_gbs, 100.0 * r.weight_gbs / mem, r.round_trips, human_bytes(r.client_bytes).c_str());
+  }
+  return 0;
+}

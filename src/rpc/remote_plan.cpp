@@ -1,0 +1,124 @@
+// RemotePlanRunner: an ExecutionPlanSpec encoded into PLAN_STORE's steps and
+// sent (or run again by id) through Connection::send_plan.
+#include "rpc/remote_plan.h"
+
+#include <algorithm>
+
+#include "rpc/graph_codec.h"
+#include "rpc/plan_codec.h"
+#include "rpc/remote_buffer.h"
+#include "rpc/remote_device.h"
+
+namespace tensorpc::rpc {
+namespace {
+
+const RemoteBuffer* remote_of(const Tensor* t) { return t ? dynamic_cast<const RemoteBuffer*>(t->buffer) : nullptr; }
+
+}  // namespace
+
+Status RemotePlanRunner::run_async(const ExecutionPlanSpec& spec) {
+  const Connection* mine = connection_.get();
+  const std::string& here = connection_->endpoint();
+  std::vector<uint64_t> handles;
+  const auto use = [&handles](uint64_t h) {
+    if (std::find(handles.begin(), handles.end(), h) == handles.end()) handles.push_back(h);
+  };
+  // The bytes of `t` as a range of a buffer of this connection (`on_me`) or
+  // of another server's (`!on_me`).
+  const auto bytes_of = [&](const Tensor* t, bool on_me, const char* what) -> StatusOr<const RemoteBuffer*> {
+    const RemoteBuffer* b = remote_of(t);
+    if (b == nullptr || (b->connection().get() == mine) != on_me) {
+      return invalid_argument(std::string("execution plan for ") + here + ": the " + what + " " +
+                              (t ? describe(*t) : std::string("(null)")) + " is not in a buffer of " +
+                              (on_me ? "this server" : "another tensorpc server"));
+    }
+    return b;
+  };
+
+  WireWriter w;
+  w.u32(static_cast<uint32_t>(spec.steps.size()));
+  for (const ExecutionPlanSpec::Step& step : spec.steps) {
+    PlanStepFields f;
+    switch (step.kind) {
+      case ExecutionPlanSpec::StepKind::compute: {
+        const auto* device = dynamic_cast<const RemoteDevice*>(step.device);
+        if (device == nullptr || device->endpoint() != here || step.graph == nullptr) {
+          return invalid_argument("execution plan for " + here + ": a compute step on a device of another server");
+        }
+        f.kind = PlanStepKind::compute;
+        f.device = device->index();
+        encode_step(w, f);
+        const Status s = encode_graph(w, *step.graph, [&](const Buffer* b) -> uint64_t {
+          const auto* remote = dynamic_cast<const RemoteBuffer*>(b);
+          if (remote == nullptr || remote->connection().get() != mine) return 0;
+          use(remote->handle());
+          return remote->handle();
+        });
+        if (!s.ok()) return s.with_context("execution plan for " + here);
+        continue;
+      }
+      case ExecutionPlanSpec::StepKind::copy: {
+        auto src = bytes_of(step.src, true, "copy source");
+        auto dst = bytes_of(step.dst, true, "copy destination");
+        if (!src.ok()) return src.status();
+        if (!dst.ok()) return dst.status();
+        if (step.src->nbytes() != step.dst->nbytes()) return invalid_argument("execution plan: copy sizes differ");
+        f.kind = PlanStepKind::copy;
+        f.src_handle = src.value()->handle();
+        f.src_offset = step.src->offset;
+        f.dst_handle = dst.value()->handle();
+        f.dst_offset = step.dst->offset;
+        f.size = step.dst->nbytes();
+        use(f.src_handle);
+        use(f.dst_handle);
+        break;
+      }
+      case ExecutionPlanSpec::StepKind::send: {
+        auto src = bytes_of(step.src, true, "send source");
+        auto dst = bytes_of(step.dst, false, "send destination");
+        if (!src.ok()) return src.status();
+        if (!dst.ok()) return dst.status();
+        const auto& to = dst.value()->connection();
+        auto token = to->standing_grant(dst.value()->handle(), step.dst->offset, step.dst->nbytes());
+        if (!token.ok()) return token.status().with_context("execution plan for " + here);
+        f.kind = PlanStepKind::send_to_peer;
+        f.src_handle = src.value()->handle();
+        f.src_offset = step.src->offset;
+        f.size = step.dst->nbytes();
+        f.endpoint = to->endpoint();
+        f.token = token.value();
+        use(f.src_handle);
+        break;
+      }
+      case ExecutionPlanSpec::StepKind::wait: {
+        auto dst = bytes_of(step.dst, true, "wait destination");
+        if (!dst.ok()) return dst.status();
+        auto token = connection_->standing_grant(dst.value()->handle(), step.dst->offset, step.dst->nbytes());
+        if (!token.ok()) return token.status().with_context("execution plan for " + here);
+        f.kind = PlanStepKind::wait_for;
+        f.token = token.value();
+        f.timeout_ms = std::min(spec.wait_timeout_ms, kMaxPlanWaitMs);
+        const RemoteBuffer* from = remote_of(step.src);
+        f.endpoint = from ? from->connection()->endpoint() : std::string("another server");
+        break;
+      }
+    }
+    encode_step(w, f);
+  }
+  return connection_->send_plan(std::move(w.bytes()), std::move(handles));
+}
+
+Status RemotePlanRunner::synchronize() {
+  const Status s = connection_->call_status_only(Command::synchronize, {});
+  // A failed plan may not be stored on the server: store plans again, and
+  // wait under new grants so that a late send of the failed run is never
+  // taken for the next run's bytes.
+  if (!s.ok()) {
+    connection_->forget_plans();
+    connection_->forget_graphs();
+    connection_->forget_standing_grants();
+  }
+  return s;
+}
+
+}  // namespace tensorpc::rpc

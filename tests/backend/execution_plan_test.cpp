@@ -1,0 +1,122 @@
+// Execution plans through the scheduler: a graph spread over two servers with
+// two devices each runs as one plan per server run, so after the first run
+// each further run costs at most one round trip per server, no tensor bytes
+// between devices of one server pass through the client, the hand-over
+// between the servers goes server to server, the plans are stored once, and
+// the results are the bits of one device — also across a decode-like loop of
+// changing inputs.
+#include "../rpc/remote_test_util.h"
+#include "scheduler_test_util.h"
+
+namespace tensorpc::test {
+namespace {
+
+constexpr int64_t kTokens = 5;
+
+struct Outputs {
+  std::vector<uint8_t> logits, ids;
+  bool operator==(const Outputs&) const = default;
+};
+
+CpuDeviceOptions two_threads(const std::string& name) { return {.name = name, .threads = 2}; }
+
+Outputs reference(uint32_t seed) {
+  CpuDevice cpu(two_threads("ref"));
+  TinyModel model({&cpu});
+  Context ctx;
+  auto step = model.build(ctx, kTokens);
+  GraphRun run(cpu, {step.logits, step.ids});
+  TinyModel::write_inputs(step, kTokens, seed);
+  run.compute();
+  return {TinyModel::bytes_of(step.logits), TinyModel::bytes_of(step.ids)};
+}
+
+// One step, its graph built anew (as a decode loop does) with inputs of `seed`.
+Outputs run_step(Scheduler& sched, const TinyModel& model, uint32_t seed) {
+  Context ctx;
+  auto step = model.build(ctx, kTokens);
+  Graph g = Graph::build({step.logits, step.ids});
+  check(sched.allocate(g), "Scheduler::allocate");
+  TinyModel::write_inputs(step, kTokens, seed);
+  check(sched.compute(g), "Scheduler::compute");
+  return {TinyModel::bytes_of(step.logits), TinyModel::bytes_of(step.ids)};
+}
+
+std::vector<std::unique_ptr<Device>> connect(const std::string& endpoint) {
+  auto devices = connect_devices(endpoint);
+  check(devices.status(), "connect_devices");
+  return std::move(devices).value();
+}
+
+class TwoServers : public ::testing::Test {
+ protected:
+  TwoServers() : a_(two_cpus()), b_(two_cpus()), ra_(connect(a_.endpoint())), rb_(connect(b_.endpoint())) {
+    devices_ = {ra_[0].get(), ra_[1].get(), rb_[0].get(), rb_[1].get()};
+  }
+  InProcessServer a_, b_;
+  std::vector<std::unique_ptr<Device>> ra_, rb_;
+  std::vector<Device*> devices_;
+};
+
+TEST_F(TwoServers, EachFurtherRunCostsOneRoundTripPerServerAndKeepsTheBits) {
+  const Outputs want = reference(7);
+  TinyModel model(devices_);
+  Scheduler sched(devices_);
+  ASSERT_TRUE(run_step(sched, model, 7) == want) << sched.describe();
+  const SchedulePlanInfo& info = *sched.last_plan();
+  ASSERT_EQ(info.server_runs.size(), 2u) << sched.describe();
+  EXPECT_EQ(sched.last_run().plans_run, 2u);
+  const uint64_t first_sent = sched.last_run().bytes_sent;
+
+  for (int run = 0; run < 3; ++run) {
+    ASSERT_TRUE(run_step(sched, model, 7) == want) << sched.describe();
+    const SchedulerCounters& c = sched.last_run();
+    EXPECT_EQ(c.plans_run, 2u);
+    EXPECT_EQ(c.copies_through_host, 0u);
+    EXPECT_GT(c.bytes_copied, 0u);
+    ASSERT_EQ(c.channels.size(), 2u);
+    for (const auto& [channel, t] : c.channels) {
+      EXPECT_LE(t.round_trips, 1u) << channel;
+      // Neither the copies between one server's devices nor the hand-over
+      // to the other server pass through here: a plan id and a synchronize.
+      EXPECT_LT(t.bytes_sent + t.bytes_received, 1024u) << channel;
+    }
+    // The plans are stored once; later runs name them.
+    EXPECT_LT(c.bytes_sent * 20, first_sent) << c.bytes_sent << " vs " << first_sent;
+  }
+}
+
+TEST_F(TwoServers, ADecodeLoopOfChangingInputsStaysBitExact) {
+  TinyModel model(devices_);
+  Scheduler sched(devices_);
+  for (uint32_t step = 0; step < 10; ++step) {
+    EXPECT_TRUE(run_step(sched, model, 100 + step) == reference(100 + step)) << "step " << step;
+    if (step > 0) {
+      for (const auto& [channel, t] : sched.last_run().channels) EXPECT_LE(t.round_trips, 1u) << channel;
+    }
+  }
+  EXPECT_EQ(sched.plans_made(), 1u);
+}
+
+TEST_F(TwoServers, PlansOffGiveTheSameBitsSplitBySplit) {
+  TinyModel model(devices_);
+  Scheduler sched(devices_, SchedulerOptions{.execution_plans = false});
+  EXPECT_TRUE(run_step(sched, model, 7) == reference(7));
+  EXPECT_EQ(sched.last_run().plans_run, 0u);
+}
+
+TEST(ExecutionPlanLocal, ALocalDeviceBetweenServersStillRunsSplitBySplit) {
+  InProcessServer a(two_cpus()), b(two_cpus());
+  auto ra = connect(a.endpoint()), rb = connect(b.endpoint());
+  CpuDevice cpu(two_threads("local"));
+  std::vector<Device*> devices = {ra[0].get(), ra[1].get(), &cpu, rb[0].get(), rb[1].get()};
+  TinyModel model(devices, [](int l) {
+    return l == 0 ? size_t{0} : l == 1 ? size_t{1} : l == 2 ? size_t{2} : size_t{3};
+  });
+  Scheduler sched(devices);
+  for (uint32_t seed = 1; seed <= 3; ++seed) EXPECT_TRUE(run_step(sched, model, seed) == reference(seed));
+  EXPECT_EQ(sched.last_run().plans_run, sched.last_plan()->server_runs.size());
+}
+
+}  // namespace
+}  // namespace tensorpc::test

@@ -1,0 +1,134 @@
+// Generation across servers equals generation on the local CPU, token for
+// token: a random llama model (f32 and q8_0, GQA, 4 layers) and, when it is
+// there, the bundled one, spread over two in-process servers with two CPU
+// devices each.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tensorpc/cpu_device.h"
+#include "tensorpc/demo.h"
+#include "tensorpc/generation.h"
+#include "tensorpc/random_model.h"
+#include "tensorpc/rpc_client.h"
+#include "tensorpc/server.h"
+
+namespace tensorpc::tools {
+namespace {
+
+// Two servers on loopback ports, two one-thread CPU devices each.
+struct TwoServers {
+  TwoServers() {
+    for (int i = 0; i < 2; ++i) {
+      ServerOptions o;
+      o.port = 0;
+      o.devices = {std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu0", .threads = 1}),
+                   std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu1", .threads = 1})};
+      servers.push_back(Server::start(o).value());
+      endpoints.push_back("127.0.0.1:" + std::to_string(servers.back()->port()));
+    }
+  }
+  std::vector<std::unique_ptr<Server>> servers;
+  std::vector<std::string> endpoints;
+};
+
+GenerateOptions greedy(int n) {
+  GenerateOptions g;
+  g.n_predict = n;
+  g.stop_at_eos = false;  // random models may well pick EOS; the comparison wants every step
+  g.sampler.temperature = 0;
+  return g;
+}
+
+// Generates on the servers' four devices (ratios 1,1,1,1) and returns the
+// tokens; also checks the table names every device.
+std::vector<int32_t> generate_remote(const LlamaModel& model, const std::vector<std::string>& endpoints,
+                                     const std::string& prompt, const GenerateOptions& g, int64_t n_ctx) {
+  auto devices = DeviceSet::connect(false, 0, endpoints);
+  EXPECT_TRUE(devices.ok()) << devices.status().to_string();
+  if (!devices.ok()) return {};
+  const std::vector<Device*> list = devices.value().devices();
+  EXPECT_EQ(list.size(), 4u);
+  auto placement = load_model(model, list, endpoints, std::vector<double>(list.size(), 1.0), n_ctx, nullptr);
+  EXPECT_TRUE(placement.ok()) << placement.status().to_string();
+  if (!placement.ok()) return {};
+  const std::string table = placement.value()->table();
+  for (Device* d : list) EXPECT_NE(table.find(d->name()), std::string::npos) << d->name() << " not in\n" << table;
+  auto r = generate(model, *placement.value(), prompt, g);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  if (!r.ok()) return {};
+  EXPECT_GT(r.value().decode.round_trips, 0u);  // the decode really went through the servers
+  return r.value().generated;
+}
+
+std::vector<int32_t> generate_local(const LlamaModel& model, const std::string& prompt, const GenerateOptions& g,
+                                    int64_t n_ctx) {
+  CpuDevice cpu({.threads = 2});
+  auto placement = load_model(model, {&cpu}, {}, {}, n_ctx, nullptr);
+  EXPECT_TRUE(placement.ok()) << placement.status().to_string();
+  if (!placement.ok()) return {};
+  auto r = generate(model, *placement.value(), prompt, g);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? r.value().generated : std::vector<int32_t>{};
+}
+
+class RandomModelGeneration : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    path = (std::filesystem::temp_directory_path() /
+            ("tensorpc_generation_test_" + std::to_string(::getpid()) + "_" + name_of(GetParam()) + ".gguf"))
+               .string();
+    RandomModelOptions o;
+    o.type = GetParam();
+    ASSERT_TRUE(write_random_llama(path, o).ok());
+    auto m = LlamaModel::open(path);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    model = std::move(m).value();
+  }
+  void TearDown() override {
+    model.reset();
+    std::filesystem::remove(path);
+  }
+  std::string path;
+  std::unique_ptr<LlamaModel> model;
+};
+
+TEST_P(RandomModelGeneration, GreedyAcrossTwoServersEqualsLocal) {
+  GenerateOptions g = greedy(40);
+  g.generator.n_batch = 4;          // the prompt takes several prefill steps
+  g.generator.kv_granularity = 16;  // and decoding crosses KV windows at 16, 32 and 48
+  const std::string prompt = "in the beginning was the word and the word was";
+  ASSERT_GT(model->tokenizer().encode(prompt).size(), 8u);
+
+  TwoServers servers;
+  const std::vector<int32_t> remote = generate_remote(*model, servers.endpoints, prompt, g, 128);
+  const std::vector<int32_t> local = generate_local(*model, prompt, g, 128);
+  ASSERT_EQ(local.size(), 40u);
+  EXPECT_EQ(remote, local);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, RandomModelGeneration, ::testing::Values(DType::f32, DType::q8_0),
+                         [](const auto& info) { return std::string(name_of(info.param)); });
+
+TEST(DeviceSet, AMissingServerIsAnErrorNamingItsEndpoint) {
+  const std::string endpoint = "127.0.0.1:1";  // privileged, never a tensorpc-server in tests
+  auto devices = DeviceSet::connect(true, 1, {endpoint});
+  ASSERT_FALSE(devices.ok());
+  EXPECT_NE(devices.status().message().find(endpoint), std::string::npos) << devices.status().to_string();
+}
+
+TEST(BundledModel, GreedyAcrossTwoServersEqualsLocal) {
+  const std::string path = bundled_model_path();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (tools/train/make_model.sh makes it)";
+  auto model = LlamaModel::open(path);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const GenerateOptions g = greedy(32);
+  TwoServers servers;
+  const std::vector<int32_t> remote = generate_remote(*model.value(), servers.endpoints, "In the beginning", g, 256);
+  const std::vector<int32_t> local = generate_local(*model.value(), "In the beginning", g, 256);
+  ASSERT_EQ(local.size(), 32u);
+  EXPECT_EQ(remote, local);
+}
+
+}  // namespace
+}  // namespace tensorpc::tools

@@ -1,0 +1,269 @@
+// Execution plans on the wire (docs/protocol.md, "Execution plans"): a plan
+// sends a tensor server to server under a standing grant and the receiving
+// plan runs on those bytes, run after run (PlanRuns); a wait whose bytes
+// never come and a send to a server that is gone fail within a bounded time,
+// naming both endpoints, and leave client and servers usable; Server::stop
+// ends a waiting plan promptly (PlanFailures); bad steps are refused when the
+// plan is stored, and forged standing-grant tokens are refused (PlanHostile).
+#include <chrono>
+#include <thread>
+
+#include "remote_test_util.h"
+#include "rpc/plan_codec.h"
+#include "rpc_test_util.h"
+
+namespace tensorpc::test {
+namespace {
+
+using rpc::Command;
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+constexpr int64_t kFloats = 256;
+
+// A tensor of kFloats f32 in a buffer of its own on `device`.
+struct Placed {
+  Placed(Context& ctx, Device& device, const std::string& name) {
+    t = ctx.new_tensor(DType::f32, {kFloats}, name);
+    auto b = device.allocate(t->nbytes());
+    check(b.status(), "allocate " + name);
+    buffer = std::move(b).value();
+    check(buffer->place(*t, 0), "place " + name);
+  }
+  Tensor* t;
+  std::unique_ptr<Buffer> buffer;
+};
+
+std::unique_ptr<PlanRunner> runner_of(Device& d) {
+  auto r = d.create_plan_runner();
+  check(r.status(), "create_plan_runner");
+  return std::move(r).value();
+}
+
+class PlanPair : public ::testing::Test {
+ protected:
+  PlanPair()
+      : da_(remote_device(a_.endpoint(), 0)),
+        db_(remote_device(b_.endpoint(), 0)),
+        src_(ctx_, *da_, "src"),
+        dst_(ctx_, *db_, "dst"),
+        out_(ctx_, *db_, "out") {}
+
+  InProcessServer a_, b_;
+  std::unique_ptr<Device> da_, db_;
+  Context ctx_;
+  Placed src_, dst_, out_;
+};
+
+TEST_F(PlanPair, APlanSendsServerToServerAndTheWaitingPlanRunsOnItsBytesRunAfterRun) {
+  auto on_a = runner_of(*da_), on_b = runner_of(*db_);
+  ExecutionPlanSpec send, receive;
+  send.send(*src_.t, *dst_.t);
+  receive.wait(*src_.t, *dst_.t);
+  // out = silu(dst), computed on B from the bytes A sent.
+  Tensor* y = ctx_.silu(dst_.t);
+  check(out_.buffer->place(*y, 0), "place y");
+  Graph g = Graph::build({y});
+  receive.compute(*db_, g);
+  for (uint32_t run = 0; run < 3; ++run) {
+    const auto values = random_floats(kFloats, 40 + run);
+    check(write_from_f32(*src_.t, values), "src");
+    const auto before = connection_stats(b_.endpoint());
+    ASSERT_TRUE(on_a->run_async(send).ok());
+    ASSERT_TRUE(on_b->run_async(receive).ok());
+    const Status sb = on_b->synchronize();
+    ASSERT_TRUE(sb.ok()) << sb.to_string();
+    const Status sa = on_a->synchronize();
+    ASSERT_TRUE(sa.ok()) << sa.to_string();
+    if (run > 0) {
+      EXPECT_EQ(connection_stats(b_.endpoint()).round_trips - before.round_trips, 1u);
+    }
+    auto got = read_as_f32(*dst_.t);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got.value(), values) << "run " << run;
+    auto out = read_as_f32(*y);
+    ASSERT_TRUE(out.ok());
+    EXPECT_FLOAT_EQ(out.value()[3], values[3] / (1.0f + std::exp(-values[3])));
+  }
+}
+
+TEST_F(PlanPair, AWaitWhoseBytesNeverComeTimesOutNamingBothEndpoints) {
+  auto on_b = runner_of(*db_);
+  ExecutionPlanSpec receive;
+  receive.wait_timeout_ms = 300;
+  receive.wait(*src_.t, *dst_.t);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(on_b->run_async(receive).ok());
+  const Status s = on_b->synchronize();
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(contains(s.message(), a_.endpoint())) << s.to_string();
+  EXPECT_TRUE(contains(s.message(), b_.endpoint())) << s.to_string();
+  EXPECT_LT(took, std::chrono::seconds(5));
+  // The session goes on: a plan without the wait runs, and so does the pair
+  // (under a new grant, so nothing of the failed run could be taken for it).
+  ExecutionPlanSpec copy;
+  copy.copy(*dst_.t, *out_.t);
+  ASSERT_TRUE(on_b->run_async(copy).ok());
+  EXPECT_TRUE(on_b->synchronize().ok());
+  auto on_a = runner_of(*da_);
+  ExecutionPlanSpec send;
+  send.send(*src_.t, *dst_.t);
+  const auto values = random_floats(kFloats, 77);
+  check(write_from_f32(*src_.t, values), "src");
+  ASSERT_TRUE(on_a->run_async(send).ok());
+  ASSERT_TRUE(on_b->run_async(receive).ok());
+  EXPECT_TRUE(on_b->synchronize().ok());
+  EXPECT_TRUE(on_a->synchronize().ok());
+  auto got = read_as_f32(*dst_.t);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got.value(), values);
+}
+
+TEST_F(PlanPair, ASendToAServerThatIsGoneFailsNamingBothAndTheClientGoesOn) {
+  auto on_a = runner_of(*da_);
+  ExecutionPlanSpec send;
+  send.send(*src_.t, *dst_.t);
+  ASSERT_TRUE(on_a->run_async(send).ok());
+  ASSERT_TRUE(on_a->synchronize().ok());
+  b_.stop();
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(on_a->run_async(send).ok());
+  const Status s = on_a->synchronize();
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(contains(s.message(), a_.endpoint())) << s.to_string();
+  EXPECT_TRUE(contains(s.message(), b_.endpoint())) << s.to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(ping(a_.endpoint()).ok());
+}
+
+TEST_F(PlanPair, StopEndsAWaitingPlanPromptly) {
+  auto on_b = runner_of(*db_);
+  ExecutionPlanSpec receive;
+  receive.wait_timeout_ms = 60000;
+  receive.wait(*src_.t, *dst_.t);
+  ASSERT_TRUE(on_b->run_async(receive).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = std::chrono::steady_clock::now();
+  b_.stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_FALSE(on_b->synchronize().ok());
+}
+
+// ---- hostile input ------------------------------------------------------------------
+
+class PlanHostile : public ::testing::Test {
+ protected:
+  PlanHostile() : server_(two_cpus()), c_(port()) {
+    check(c_.hello(), "hello");
+    handle_ = c_.alloc(256);
+  }
+  uint16_t port() const { return static_cast<uint16_t>(std::stoi(server_.endpoint().substr(10))); }
+
+  Status store(uint32_t n_steps, const std::vector<rpc::PlanStepFields>& steps, uint64_t plan_id = 1) {
+    rpc::WireWriter w;
+    rpc::encode(w, rpc::PlanStoreRequest{plan_id});
+    w.u32(n_steps);
+    for (const auto& s : steps) rpc::encode_step(w, s);
+    return c_.call_status(Command::plan_store, w);
+  }
+  rpc::PlanStepFields copy(uint64_t src, uint64_t dst, uint64_t dst_offset, uint64_t size) {
+    rpc::PlanStepFields f;
+    f.kind = rpc::PlanStepKind::copy;
+    f.src_handle = src;
+    f.dst_handle = dst;
+    f.dst_offset = dst_offset;
+    f.size = size;
+    return f;
+  }
+  StatusOr<rpc::GrantToken> grant_standing(RawClient& c, uint64_t handle, uint64_t offset, uint64_t size) {
+    rpc::WireWriter w;
+    rpc::encode(w, rpc::GrantStandingRequest{handle, offset, size});
+    auto r = c.call(Command::grant_standing, w);
+    if (!r.ok()) return r.status();
+    if (!r.value().status.ok()) return r.value().status;
+    rpc::GrantStandingReply reply;
+    rpc::WireReader in = r.value().fields();
+    TENSORPC_RETURN_IF_ERROR(rpc::decode(in, reply));
+    return reply.token;
+  }
+  Status write_granted(RawClient& c, const rpc::GrantToken& token, uint64_t size) {
+    rpc::WireWriter w;
+    rpc::encode(w, rpc::WriteGrantedRequest{token, size});
+    std::vector<uint8_t> bytes(size, 0x5a);
+    w.raw(bytes.data(), bytes.size());
+    return c.call_status(Command::write_granted, w);
+  }
+
+  InProcessServer server_;
+  RawClient c_;
+  uint64_t handle_ = 0;
+};
+
+TEST_F(PlanHostile, BadStepsAreRefusedWhenThePlanIsStored) {
+  ASSERT_NE(handle_, 0u);
+  Status s = store(1, {copy(handle_ + 100, handle_, 0, 16)});
+  EXPECT_EQ(s.code(), StatusCode::not_found) << s.to_string();
+  s = store(1, {copy(handle_, handle_, 250, 16)});
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
+  EXPECT_TRUE(contains(s.message(), "step 0 (COPY)")) << s.to_string();
+  rpc::PlanStepFields compute;
+  compute.kind = rpc::PlanStepKind::compute;
+  compute.device = 7;
+  s = store(1, {compute});
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
+  EXPECT_TRUE(contains(s.message(), "device index 7")) << s.to_string();
+  s = store(rpc::kMaxPlanSteps + 1, {copy(handle_, handle_, 0, 16)});
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
+  rpc::PlanStepFields wait;
+  wait.kind = rpc::PlanStepKind::wait_for;
+  wait.token[0] = 1;
+  wait.timeout_ms = 100;
+  s = store(1, {wait});
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
+  EXPECT_TRUE(contains(s.message(), "standing grant")) << s.to_string();
+  s = store(2, {copy(handle_, handle_, 0, 16)});  // claims two steps, holds one
+  EXPECT_EQ(s.code(), StatusCode::protocol_error) << s.to_string();
+  // Nothing was stored, and the connection goes on.
+  rpc::WireWriter run;
+  rpc::encode(run, rpc::PlanRunRequest{1});
+  EXPECT_EQ(c_.call_status(Command::plan_run, run).code(), StatusCode::not_found);
+  EXPECT_TRUE(c_.ping().ok());
+  // A good plan stores and runs.
+  EXPECT_TRUE(store(1, {copy(handle_, handle_, 128, 16)}).ok());
+  EXPECT_TRUE(c_.call_status(Command::plan_run, run).ok());
+}
+
+TEST_F(PlanHostile, AStandingGrantIsReusableUntilItsConnectionEndsAndForgedTokensAreRefused) {
+  RawClient writer(port());
+  ASSERT_TRUE(writer.hello().ok());
+  auto token = grant_standing(c_, handle_, 64, 32);
+  ASSERT_TRUE(token.ok()) << token.status().to_string();
+  EXPECT_TRUE(write_granted(writer, token.value(), 32).ok());
+  EXPECT_TRUE(write_granted(writer, token.value(), 32).ok()) << "a standing grant is used again";
+  EXPECT_FALSE(write_granted(writer, token.value(), 33).ok()) << "only the granted size";
+  rpc::GrantToken forged = token.value();
+  forged[5] ^= 1;
+  Status s = write_granted(writer, forged, 32);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(contains(s.message(), "refused")) << s.to_string();
+  // A range outside the buffer is refused at once.
+  EXPECT_FALSE(grant_standing(c_, handle_, 250, 16).ok());
+  // The plan waits for one arrival per run.
+  rpc::PlanStepFields wait;
+  wait.kind = rpc::PlanStepKind::wait_for;
+  wait.token = token.value();
+  wait.timeout_ms = 2000;
+  ASSERT_TRUE(store(1, {wait}).ok());
+  rpc::WireWriter run;
+  rpc::encode(run, rpc::PlanRunRequest{1});
+  EXPECT_TRUE(c_.call_status(Command::plan_run, run).ok()) << "bytes arrived before";
+  // The grant ends with its connection.
+  c_.socket().close();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(write_granted(writer, token.value(), 32).ok());
+  EXPECT_TRUE(writer.ping().ok());
+}
+
+}  // namespace
+}  // namespace tensorpc::test

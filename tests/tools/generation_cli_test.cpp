@@ -1,0 +1,63 @@
+// The command-line side of `tensorpc run` and `tensorpc demo`: --split
+// parsing, and the errors a user sees for a missing model or server.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "tensorpc/demo.h"
+#include "tensorpc/generation.h"
+#include "tensorpc/run.h"
+
+namespace tensorpc::tools {
+namespace {
+
+// What a command wrote to a FILE*, read back as a string.
+struct Capture {
+  Capture() : f(std::tmpfile()) {}
+  ~Capture() { std::fclose(f); }
+  std::string text() const {
+    std::fflush(f);
+    std::rewind(f);
+    std::string s;
+    char buf[512];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
+    return s;
+  }
+  std::FILE* f;
+};
+
+TEST(ParseSplit, AcceptsNonNegativeRatios) {
+  EXPECT_EQ(parse_split("1,1,2").value(), (std::vector<double>{1, 1, 2}));
+  EXPECT_EQ(parse_split("0,0.5").value(), (std::vector<double>{0, 0.5}));
+  EXPECT_EQ(parse_split("3").value(), (std::vector<double>{3}));
+}
+
+TEST(ParseSplit, RejectsWhatIsNotAListOfRatios) {
+  for (const char* bad : {"", "1,,2", "1,x", "1,-1", "0,0", "1,2,", "nan", "inf,1", "1 2", "2k"}) {
+    auto r = parse_split(bad);
+    ASSERT_FALSE(r.ok()) << "'" << bad << "'";
+    EXPECT_NE(r.status().message().find("--split"), std::string::npos) << r.status().to_string();
+  }
+}
+
+TEST(RunCommand, AMissingModelIsAnErrorNamingTheFile) {
+  RunOptions o;
+  o.model = "/nonexistent/dir/model.gguf";
+  o.prompt = "hello";
+  Capture out, err;
+  EXPECT_EQ(run_command(o, out.f, err.f), 1);
+  EXPECT_NE(err.text().find(o.model), std::string::npos) << err.text();
+}
+
+TEST(DemoCommand, AMissingModelIsAnErrorNamingTheFile) {
+  DemoOptions o;
+  o.model = "/nonexistent/dir/kjv-tiny.gguf";
+  Capture out, err;
+  EXPECT_EQ(demo_command(o, out.f, err.f), 1);
+  EXPECT_NE(err.text().find(o.model), std::string::npos) << err.text();
+  EXPECT_NE(err.text().find("missing"), std::string::npos) << err.text();
+}
+
+}  // namespace
+}  // namespace tensorpc::tools

@@ -1,0 +1,124 @@
+// `tensorpc demo` (demo.h). The servers are ServerProcess objects, so every
+// way out of demo_command — success, mismatch or error — stops and reaps
+// them. The placement is destroyed before the servers go (its buffers hold
+// the connections), and before the local run, since a model has one
+// placement at a time.
+#include "tensorpc/demo.h"
+
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "tensorpc/cpu_device.h"
+#include "tensorpc/generation.h"
+#include "tensorpc/server_process.h"
+
+#ifndef TENSORPC_BUNDLED_MODEL
+#define TENSORPC_BUNDLED_MODEL "models/kjv-tiny.gguf"
+#endif
+
+namespace tensorpc::tools {
+
+std::string bundled_model_path() { return TENSORPC_BUNDLED_MODEL; }
+
+int demo_command(const DemoOptions& o, std::FILE* out, std::FILE* err) {
+  const std::string path = o.model.empty() ? bundled_model_path() : o.model;
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) {
+    std::fprintf(err,
+                 "tensorpc demo: the model %s is missing. The bundled model is made by tools/train/make_model.sh "
+                 "(see tools/train/README.md); or pass another llama GGUF file with -m.\n",
+                 path.c_str());
+    return 1;
+  }
+  auto model = LlamaModel::open(path);
+  if (!model.ok()) {
+    std::fprintf(err, "tensorpc demo: cannot open %s: %s\n", path.c_str(), model.status().to_string().c_str());
+    return 1;
+  }
+
+  const std::string binary = o.server_binary.empty() ? executable_dir() + "/tensorpc-server" : o.server_binary;
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  std::vector<std::string> endpoints;
+  for (int i = 0; i < 2; ++i) {
+    auto s = ServerProcess::start(binary, {"--device", "cpu:1", "--device", "cpu:1"}, std::chrono::seconds(10));
+    if (!s.ok()) {
+      std::fprintf(err, "tensorpc demo: cannot start a server: %s\n", s.status().to_string().c_str());
+      return 1;
+    }
+    std::fprintf(out, "started tensorpc-server (pid %d) on %s with devices cpu0, cpu1 (one thread each)\n",
+                 static_cast<int>(s.value()->pid()), s.value()->endpoint().c_str());
+    endpoints.push_back(s.value()->endpoint());
+    servers.push_back(std::move(s).value());
+  }
+
+  GenerateOptions g;
+  g.n_predict = o.n_predict;
+  g.sampler.temperature = 0;  // greedy: the same logits must give the same text
+  auto stream_to_out = [out](std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), out);
+    std::fflush(out);
+  };
+
+  std::string distributed;
+  {
+    // The local CPU is left out of the list, so every layer runs on a server.
+    auto devices = DeviceSet::connect(/*use_local=*/false, 0, endpoints);
+    if (!devices.ok()) {
+      std::fprintf(err, "tensorpc demo: %s\n", devices.status().to_string().c_str());
+      return 1;
+    }
+    const std::vector<Device*> list = devices.value().devices();
+    std::fprintf(out, "\nmodel %s (%.2f M parameters), spread over %zu server devices:\n", path.c_str(),
+                 static_cast<double>(model.value()->parameter_count()) / 1e6, list.size());
+    auto placement = load_model(*model.value(), list, endpoints, std::vector<double>(list.size(), 1.0), 512, err);
+    if (!placement.ok()) {
+      std::fprintf(err, "tensorpc demo: %s\n", placement.status().to_string().c_str());
+      return 1;
+    }
+    std::fprintf(out, "%s\n%s", placement.value()->table().c_str(), o.prompt.c_str());
+    auto r = generate(*model.value(), *placement.value(), o.prompt, g, stream_to_out);
+    std::fprintf(out, "\n\n");
+    if (!r.ok()) {
+      std::fprintf(err, "tensorpc demo: distributed generation: %s\n", r.status().to_string().c_str());
+      return 1;
+    }
+    print_speed(r.value(), out);
+    distributed = r.value().text;
+  }
+
+  std::fprintf(out, "\nthe same on the local CPU alone:\n%s", o.prompt.c_str());
+  CpuDevice cpu;
+  auto placement = load_model(*model.value(), {&cpu}, {}, {}, 512, nullptr);
+  if (!placement.ok()) {
+    std::fprintf(err, "tensorpc demo: local placement: %s\n", placement.status().to_string().c_str());
+    return 1;
+  }
+  auto local = generate(*model.value(), *placement.value(), o.prompt, g, stream_to_out);
+  std::fprintf(out, "\n\n");
+  if (!local.ok()) {
+    std::fprintf(err, "tensorpc demo: local generation: %s\n", local.status().to_string().c_str());
+    return 1;
+  }
+  print_speed(local.value(), out);
+  if (local.value().text != distributed) {
+    std::fprintf(out, "\nMISMATCH: the text generated across the servers differs from the local one.\n");
+    return 1;
+  }
+  std::fprintf(out, "\nthe text generated across 2 servers x 2 devices equals the local CPU's, token for token.\n");
+  for (auto& s : servers) s->stop();
+  std::fprintf(out, "servers stopped.\n");
+  return 0;
+}
+
+void add_demo_command(CLI::App& app, int* exit_code) {
+  CLI::App* cmd = app.add_subcommand("demo", "run a model across two local tensorpc servers and check it against the local CPU");
+  auto o = std::make_shared<DemoOptions>();
+  cmd->add_option("-m,--model", o->model, "a llama GGUF model (default: the bundled " + bundled_model_path() + ")");
+  cmd->add_option("-p,--prompt", o->prompt, "the text to continue")->capture_default_str();
+  cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->callback([o, exit_code] { *exit_code = demo_command(*o, stdout, stderr); });
+}
+
+}  // namespace tensorpc::tools

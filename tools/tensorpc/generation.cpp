@@ -1,0 +1,207 @@
+// The shared parts of `tensorpc run` and `tensorpc demo` (generation.h).
+#include "tensorpc/generation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "tensorpc/cpu_device.h"
+#include "tensorpc/rpc_client.h"
+
+namespace tensorpc::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Counters of the steps between two snapshots of a scheduler's totals.
+SchedulerCounters difference(const SchedulerCounters& after, const SchedulerCounters& before) {
+  SchedulerCounters d;
+  d.runs = after.runs - before.runs;
+  d.splits_run = after.splits_run - before.splits_run;
+  d.copies = after.copies - before.copies;
+  d.copies_through_host = after.copies_through_host - before.copies_through_host;
+  d.bytes_copied = after.bytes_copied - before.bytes_copied;
+  d.round_trips = after.round_trips - before.round_trips;
+  d.bytes_sent = after.bytes_sent - before.bytes_sent;
+  d.bytes_received = after.bytes_received - before.bytes_received;
+  return d;
+}
+
+uint64_t bytes_sent_to(const std::vector<std::string>& endpoints) {
+  uint64_t sum = 0;
+  for (const std::string& e : endpoints) sum += connection_stats(e).bytes_sent;
+  return sum;
+}
+
+}  // namespace
+
+std::string human_bytes(double bytes) {
+  char s[32];
+  if (bytes >= 1024.0 * 1024 * 1024) {
+    std::snprintf(s, sizeof s, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  } else if (bytes >= 1024.0 * 1024) {
+    std::snprintf(s, sizeof s, "%.1f MiB", bytes / (1024.0 * 1024));
+  } else if (bytes >= 1024.0) {
+    std::snprintf(s, sizeof s, "%.1f KiB", bytes / 1024.0);
+  } else {
+    std::snprintf(s, sizeof s, "%.0f B", bytes);
+  }
+  return s;
+}
+
+StatusOr<DeviceSet> DeviceSet::connect(bool use_local, int local_threads, const std::vector<std::string>& endpoints) {
+  DeviceSet set;
+  if (use_local) set.owned_.push_back(std::make_unique<CpuDevice>(CpuDeviceOptions{.threads = local_threads}));
+  for (const std::string& endpoint : endpoints) {
+    auto remote = connect_devices(endpoint);
+    if (!remote.ok()) return remote.status().with_context("server " + endpoint);
+    if (remote.value().empty()) return not_found("server " + endpoint + " has no devices");
+    for (auto& d : remote.value()) set.owned_.push_back(std::move(d));
+    set.endpoints_.push_back(endpoint);
+  }
+  if (set.owned_.empty()) return invalid_argument("no devices: give --rpc servers or use the local CPU");
+  return set;
+}
+
+std::vector<Device*> DeviceSet::devices() const {
+  std::vector<Device*> out;
+  for (const auto& d : owned_) out.push_back(d.get());
+  return out;
+}
+
+StatusOr<std::vector<double>> parse_split(std::string_view text) {
+  auto bad = [&](const std::string& why) {
+    return invalid_argument("--split '" + std::string(text) + "': " + why + " (expected ratios such as 1,1,2)");
+  };
+  std::vector<double> out;
+  double total = 0;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item(text.substr(start, comma - start));
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      return bad("'" + item + "' is not a number");
+    }
+    if (used != item.size()) return bad("'" + item + "' is not a number");
+    if (!std::isfinite(v) || v < 0) return bad("ratios must be finite and ≥ 0");
+    out.push_back(v);
+    total += v;
+    start = comma + 1;
+  }
+  if (!(total > 0)) return bad("at least one ratio must be positive");
+  return out;
+}
+
+StatusOr<std::unique_ptr<ModelPlacement>> load_model(const LlamaModel& model, const std::vector<Device*>& devices,
+                                                     const std::vector<std::string>& endpoints,
+                                                     std::vector<double> ratios, int64_t n_ctx, std::FILE* err) {
+  // Weight bytes each remote device took, from the progress calls: the
+  // baseline against which the bytes actually sent show the cache's saving.
+  std::map<std::string, bool> is_remote;
+  for (Device* d : devices) is_remote[d->name()] = d->kind() == DeviceKind::remote;
+  uint64_t remote_weights = 0, last_done = 0;
+  const uint64_t sent_before = bytes_sent_to(endpoints);
+  const Clock::time_point start = Clock::now();
+  Clock::time_point last_print = start;
+
+  PlacementOptions options;
+  options.ratios = std::move(ratios);
+  options.n_ctx = n_ctx;
+  options.progress = [&](uint64_t done, uint64_t total, const std::string& device) {
+    if (is_remote[device]) remote_weights += done - last_done;
+    last_done = done;
+    // At most ten updates a second: a terminal redraw per tensor would cost more than small uploads.
+    if (err == nullptr || (done != total && seconds_since(last_print) < 0.1)) return;
+    last_print = Clock::now();
+    const double secs = std::max(seconds_since(start), 1e-9);
+    std::fprintf(err, "\rloading weights: %s / %s (%3.0f%%), %s/s, %-28s", human_bytes(static_cast<double>(done)).c_str(),
+                 human_bytes(static_cast<double>(total)).c_str(), total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
+                 human_bytes(static_cast<double>(done) / secs).c_str(), device.c_str());
+    std::fflush(err);
+  };
+  auto placement = ModelPlacement::create(model, devices, options);
+  if (err != nullptr && last_done > 0) std::fprintf(err, "\n");
+  if (!placement.ok()) return placement.status();
+  if (err != nullptr && remote_weights > 0) {
+    // Bytes sent include frame headers and the hashes the cache protocol sends first.
+    const uint64_t sent = bytes_sent_to(endpoints) - sent_before;
+    const double spared = remote_weights > sent ? static_cast<double>(remote_weights - sent) : 0.0;
+    std::fprintf(err, "sent %s to the servers for %s of weights on them: their weights caches spared %s (%.0f%%)\n",
+                 human_bytes(static_cast<double>(sent)).c_str(), human_bytes(static_cast<double>(remote_weights)).c_str(),
+                 human_bytes(spared).c_str(), 100.0 * spared / static_cast<double>(remote_weights));
+  }
+  return placement;
+}
+
+StatusOr<GenerateResult> generate(const LlamaModel& model, ModelPlacement& placement, std::string_view prompt,
+                                  const GenerateOptions& options, const std::function<void(std::string_view)>& on_text) {
+  auto sampler = Sampler::create(options.sampler);
+  if (!sampler.ok()) return sampler.status();
+  const Tokenizer& tok = model.tokenizer();
+  GenerateResult r;
+  r.prompt = tok.encode(prompt);
+  if (r.prompt.empty()) return invalid_argument("the prompt has no tokens");
+  for (int32_t t : r.prompt) sampler.value().accept(t);
+
+  Generator gen(model, placement, options.generator);
+  DetokenizeStream stream(tok);
+  auto emit = [&](const std::string& piece) {
+    if (piece.empty()) return;
+    r.text += piece;
+    if (on_text) on_text(piece);
+  };
+
+  Clock::time_point t0 = Clock::now();
+  auto logits = gen.eval(r.prompt);
+  if (!logits.ok()) return logits.status().with_context("prompt");
+  const SchedulerCounters before = gen.scheduler().totals();
+  Clock::time_point decode_start;
+  for (int i = 0; i < options.n_predict; ++i) {
+    if (i > 0) {
+      const int32_t last = r.generated.back();
+      logits = gen.eval(std::span<const int32_t>(&last, 1));
+      if (!logits.ok()) return logits.status().with_context("token " + std::to_string(i));
+      ++r.decode_steps;
+    }
+    const int32_t next = sampler.value().sample(logits.value());
+    if (next < 0) return internal_error("no token can be sampled: every logit is NaN or -inf");
+    sampler.value().accept(next);
+    r.generated.push_back(next);
+    if (i == 0) {
+      r.prompt_seconds = seconds_since(t0);
+      decode_start = Clock::now();
+    }
+    if (options.stop_at_eos && next == tok.eos()) break;
+    emit(stream.push(next));
+    // Stop before a step that would pass the context; the text so far stands.
+    if (gen.position() + 1 > placement.n_ctx()) break;
+  }
+  emit(stream.flush());
+  if (!r.generated.empty()) r.decode_seconds = seconds_since(decode_start);
+  r.decode = difference(gen.scheduler().totals(), before);
+  return r;
+}
+
+void print_speed(const GenerateResult& r, std::FILE* out) {
+  const double prompt_tps = r.prompt_seconds > 0 ? static_cast<double>(r.prompt.size()) / r.prompt_seconds : 0;
+  const double gen_tps = r.decode_seconds > 0 ? r.decode_steps / r.decode_seconds : 0;
+  std::fprintf(out, "prompt: %zu tokens in %.3f s (%.1f tokens/s)\n", r.prompt.size(), r.prompt_seconds, prompt_tps);
+  std::fprintf(out, "generation: %zu tokens, %d decode steps in %.3f s (%.1f tokens/s)\n", r.generated.size(),
+               r.decode_steps, r.decode_seconds, gen_tps);
+  if (r.decode_steps > 0 && r.decode.bytes_sent + r.decode.bytes_received > 0) {
+    const double steps = r.decode_steps;
+    std::fprintf(out, "client traffic per generated token: %s (%s out, %s in), %.1f round trips\n",
+                 human_bytes(static_cast<double>(r.decode.bytes_sent + r.decode.bytes_received) / steps).c_str(),
+                 human_bytes(static_cast<double>(r.decode.bytes_sent) / steps).c_str(),
+                 human_bytes(static_cast<double>(r.decode.bytes_received) / steps).c_str(),
+                 static_cast<double>(r.decode.round_trips) / steps);
+  }
+}
+
+}  // namespace tensorpc::tools

@@ -1,0 +1,39 @@
+// `tensorpc run`: generates text from a llama GGUF model on the local CPU
+// and the devices of any tensorpc servers given with --rpc.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace tensorpc::tools {
+
+struct RunOptions {
+  std::string model;
+  std::string prompt;
+  int n_predict = 64;
+  std::vector<std::string> endpoints;  // after split_endpoints
+  std::vector<double> split;           // empty: by free memory
+  int threads = 0;                     // local CPU threads, 0: every core
+  int64_t n_ctx = 0;                   // 0: the model's, at most 2048
+  float temperature = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  float repeat_penalty = 1.1f;
+  uint64_t seed = 0;
+  bool use_local = true;  // false with --no-local: only the servers' devices
+};
+
+// Runs the whole command: text to `out`, placement, progress, speed and
+// errors to `err`. Returns the exit code (0, or 1 on any failure).
+int run_command(const RunOptions& options, std::FILE* out, std::FILE* err);
+
+// Adds the `run` subcommand; when it runs, its exit code goes to *exit_code.
+void add_run_command(CLI::App& app, int* exit_code);
+
+}  // namespace tensorpc::tools

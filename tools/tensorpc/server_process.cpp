@@ -1,0 +1,158 @@
+// Child tensorpc-server processes (server_process.h).
+#include "tensorpc/server_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace tensorpc::tools {
+namespace {
+
+// A socket fd closed on every path out.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+sockaddr_in loopback(uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
+bool accepts_connections(uint16_t port) {
+  Fd s{::socket(AF_INET, SOCK_STREAM, 0)};
+  if (s.fd < 0) return false;
+  const sockaddr_in a = loopback(port);
+  return ::connect(s.fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+}
+
+}  // namespace
+
+StatusOr<uint16_t> pick_free_port() {
+  Fd s{::socket(AF_INET, SOCK_STREAM, 0)};
+  if (s.fd < 0) return io_error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in a = loopback(0);
+  if (::bind(s.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    return io_error(std::string("bind 127.0.0.1:0: ") + std::strerror(errno));
+  }
+  socklen_t len = sizeof a;
+  if (::getsockname(s.fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return io_error(std::string("getsockname: ") + std::strerror(errno));
+  }
+  return ntohs(a.sin_port);
+}
+
+std::string executable_dir() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start(const std::string& binary,
+                                                              const std::vector<std::string>& args,
+                                                              std::chrono::milliseconds timeout) {
+  if (::access(binary.c_str(), X_OK) != 0) {
+    return not_found("cannot run " + binary + ": " + std::strerror(errno) + " (build the tensorpc-server target)");
+  }
+  auto port = pick_free_port();
+  if (!port.ok()) return port.status();
+  char log_template[] = "/tmp/tensorpc-server-XXXXXX";
+  const int log_fd = ::mkstemp(log_template);
+  if (log_fd < 0) return io_error(std::string("mkstemp: ") + std::strerror(errno));
+
+  // argv is built before fork: the child only calls async-signal-safe functions.
+  std::vector<std::string> all = {binary, "-p", std::to_string(port.value())};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log_fd);
+    ::unlink(log_template);
+    return io_error(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::dup2(log_fd, STDOUT_FILENO);
+    ::dup2(log_fd, STDERR_FILENO);
+    ::execv(binary.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  // Owned from here: every return below stops and reaps the child.
+  std::unique_ptr<ServerProcess> p(new ServerProcess(pid, port.value(), log_template));
+
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!accepts_connections(p->port_)) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      p->pid_ = -1;  // reaped
+      const std::string how = WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                                                : "was killed by signal " + std::to_string(WTERMSIG(status));
+      return io_error(binary + " on port " + std::to_string(p->port_) + " " + how +
+                      " before accepting connections; its output:\n" + p->log_tail());
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return io_error(binary + " did not accept connections on " + p->endpoint() + " within " +
+                      std::to_string(timeout.count()) + " ms; its output:\n" + p->log_tail());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return p;
+}
+
+int ServerProcess::stop() {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  // A stopping server joins its session threads; a few seconds is plenty,
+  // and after that the demo must not hang on it.
+  for (int i = 0; i < 250; ++i) {
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+ServerProcess::~ServerProcess() {
+  stop();
+  ::unlink(log_.c_str());
+}
+
+std::string ServerProcess::log_tail() const {
+  std::ifstream in(log_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  if (s.size() > 2000) s = "…" + s.substr(s.size() - 2000);
+  return s;
+}
+
+}  // namespace tensorpc::tools

@@ -1,0 +1,55 @@
+// ServerProcess: a tensorpc-server child process on a loopback port, for
+// `tensorpc demo`. The destructor stops it (SIGTERM, then SIGKILL if it
+// does not exit in time) and reaps it, so no path — error paths included —
+// leaves a server running or a zombie behind.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensorpc/status.h"
+
+namespace tensorpc::tools {
+
+class ServerProcess {
+ public:
+  // Starts `binary` with `args` plus `-p PORT` on a free loopback port, and
+  // waits until the port accepts connections. Errors say why: the binary is
+  // missing, the server exited (with the end of its output), or it did not
+  // accept within `timeout`.
+  static StatusOr<std::unique_ptr<ServerProcess>> start(const std::string& binary, const std::vector<std::string>& args,
+                                                        std::chrono::milliseconds timeout);
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+  pid_t pid() const { return pid_; }
+  // SIGTERM and wait (SIGKILL after a few seconds); idempotent. Returns the
+  // exit status as waitpid gives it, or -1 when already stopped.
+  int stop();
+
+ private:
+  ServerProcess(pid_t pid, uint16_t port, std::string log) : pid_(pid), port_(port), log_(std::move(log)) {}
+  // The last lines of the server's output, for error messages.
+  std::string log_tail() const;
+
+  pid_t pid_;
+  uint16_t port_;
+  std::string log_;  // the server's stdout and stderr, removed by the destructor
+};
+
+// A port that was free a moment ago: bind 127.0.0.1:0, read the port, close.
+// Another process could take it before the server binds; the demo accepts
+// that small race rather than parse the server's output for its port.
+StatusOr<uint16_t> pick_free_port();
+
+// The directory of the running executable (/proc/self/exe), where the other
+// tools of the build sit.
+std::string executable_dir();
+
+}  // namespace tensorpc::tools
