@@ -185,6 +185,7 @@ StatusOr<GenerateResult> generate(const LlamaModel& model, ModelPlacement& place
   emit(stream.flush());
   if (!r.generated.empty()) r.decode_seconds = seconds_since(decode_start);
   r.decode = difference(gen.scheduler().totals(), before);
+  r.schedule = gen.scheduler().describe();
   return r;
 }
 

@@ -65,6 +65,7 @@ struct GenerateResult {
   double decode_seconds = 0;       // every later step, sampling included
   int decode_steps = 0;            // single-token evaluations after the prefill
   SchedulerCounters decode;        // the scheduler's counters summed over those steps
+  std::string schedule;            // the scheduler's description of the last step's plan
 };
 
 // Tokenizes `prompt`, prefills, and samples until n_predict tokens or EOS;

@@ -68,6 +68,7 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
     return 1;
   }
   print_speed(result.value(), err);
+  if (o.show_schedule) std::fprintf(err, "\n%s", result.value().schedule.c_str());
   return 0;
 }
 
@@ -107,6 +108,8 @@ void add_run_command(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
   auto* local_opt = cmd->add_flag("--local-only", *local_only, "use the local CPU only");
+  cmd->add_flag("--show-schedule", o->show_schedule,
+                "print the last step's plan (node -> device, splits, copies, bytes per boundary) after the run");
   local_opt->excludes(rpc_opt);
   cmd->add_flag("--no-local", *no_local, "use only the servers' devices, not the local CPU")
       ->needs(rpc_opt)

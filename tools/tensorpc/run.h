@@ -27,6 +27,7 @@ struct RunOptions {
   float repeat_penalty = 1.1f;
   uint64_t seed = 0;
   bool use_local = true;  // false with --no-local: only the servers' devices
+  bool show_schedule = false;  // --show-schedule: the plan (node -> device, splits, copies) after the run
 };
 
 // Runs the whole command: text to `out`, placement, progress, speed and
