@@ -341,4 +341,32 @@ Status Session::compute_on(uint32_t device, Graph& graph) {
   return stream.value()->compute(graph);
 }
 
+template <typename Request>
+Status Session::read_streamed_fields(const char* command, size_t fixed_size, Request& req) {
+  const uint64_t length = current_.payload_length;
+  if (length < fixed_size) {
+    return fail_draining(length, protocol_error(std::string(command) + " request: payload of " +
+                                                std::to_string(length) + " bytes is shorter than its fixed fields"));
+  }
+  uint8_t fixed[64];
+  if (fixed_size > sizeof fixed) return internal_error(std::string(command) + ": fixed fields too long");
+  Status s = socket_.recv_all(fixed, fixed_size);
+  if (!s.ok()) {
+    closing_ = true;
+    end_reason_ = s.message();
+    return s;
+  }
+  WireReader r(std::span<const uint8_t>(fixed, fixed_size));
+  TENSORPC_RETURN_IF_ERROR(decode(r, req));
+  const uint64_t data = length - fixed_size;
+  if (req.size != data) {
+    return fail_draining(data, invalid_argument(std::string(command) + ": size " + std::to_string(req.size) +
+                                                " but " + std::to_string(data) + " bytes of data follow"));
+  }
+  return Status();
+}
+
+template Status Session::read_streamed_fields(const char*, size_t, SetTensorRequest&);
+template Status Session::read_streamed_fields(const char*, size_t, WriteGrantedRequest&);
+
 }  // namespace tensorpc::rpc

@@ -165,6 +165,15 @@ class Session {
   // Reads and discards `n` payload bytes, then returns `why`; a failure to
   // read ends the connection.
   Status fail_draining(uint64_t n, Status why);
+  // Reads the fixed fields that lead a streamed payload (SET_TENSOR,
+  // WRITE_GRANTED) and checks exactly req.size bytes of data follow; on a
+  // mismatch the rest of the payload is drained so the next frame is found.
+  template <typename Request>
+  Status read_streamed_fields(const char* command, size_t fixed_size, Request& req);
+  // A write grant on (handle, offset, size) of this session, range-checked
+  // now; `arrivals` null for a single-use grant, set for a standing one.
+  StatusOr<GrantToken> issue_grant(uint64_t handle, uint64_t offset, uint64_t size, const char* what,
+                                   std::shared_ptr<GrantArrivals> arrivals);
   // The connection to another server, opened on first use and kept for this
   // session's life.
   StatusOr<std::shared_ptr<Connection>> peer(const std::string& endpoint);

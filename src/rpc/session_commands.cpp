@@ -137,32 +137,15 @@ Status Session::on_buffer_clear(WireReader& in, Reply&) {
 // Streams its payload: the fixed fields, then the bytes straight into the
 // buffer. An invalid request drains its bytes so the next frame is found.
 Status Session::on_set_tensor(WireReader&, Reply&) {
-  const uint64_t length = current_.payload_length;
-  if (length < kSetTensorFixedSize) {
-    return fail_draining(length, protocol_error("SET_TENSOR request: payload of " + std::to_string(length) +
-                                                " bytes is shorter than its fixed fields"));
-  }
-  uint8_t fixed[kSetTensorFixedSize];
-  Status s = socket_.recv_all(fixed, sizeof fixed);
-  if (!s.ok()) {
-    closing_ = true;
-    end_reason_ = s.message();
-    return s;
-  }
-  WireReader r(std::span<const uint8_t>(fixed, sizeof fixed));
   SetTensorRequest req;
-  TENSORPC_RETURN_IF_ERROR(decode(r, req));
-  const uint64_t data = length - kSetTensorFixedSize;
-  if (req.size != data) {
-    return fail_draining(data, invalid_argument("SET_TENSOR: size " + std::to_string(req.size) + " but " +
-                                                std::to_string(data) + " bytes of data follow"));
-  }
+  TENSORPC_RETURN_IF_ERROR(read_streamed_fields("SET_TENSOR", kSetTensorFixedSize, req));
+  const uint64_t data = req.size;
   auto entry = find_range(req.handle, req.offset, req.size, "SET_TENSOR:");
   if (!entry.ok()) return fail_draining(data, entry.status());
 
   std::optional<Sha256Hasher> hasher;
   if ((current_.flags & kFlagCache) != 0 && env_.cache != nullptr) hasher.emplace();
-  s = receive_into(*entry.value(), req.offset, req.size, hasher ? &*hasher : nullptr);
+  Status s = receive_into(*entry.value(), req.offset, req.size, hasher ? &*hasher : nullptr);
   if (!s.ok()) {
     closing_ = true;
     end_reason_ = s.message();

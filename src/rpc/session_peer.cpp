@@ -15,19 +15,24 @@
 
 namespace tensorpc::rpc {
 
+StatusOr<GrantToken> Session::issue_grant(uint64_t handle, uint64_t offset, uint64_t size, const char* what,
+                                          std::shared_ptr<GrantArrivals> arrivals) {
+  if (env_.grants == nullptr) return unsupported("this server does not take copies from other servers");
+  // Checked now, so the client learns of a bad range before any bytes move.
+  auto entry = find_range(handle, offset, size, what);
+  if (!entry.ok()) return entry.status();
+  return env_.grants->issue(WriteGrant{.session = id_,
+                                       .table = table_,
+                                       .handle = handle,
+                                       .offset = offset,
+                                       .size = size,
+                                       .arrivals = std::move(arrivals)});
+}
+
 Status Session::on_grant_write(WireReader& in, Reply& out) {
   GrantWriteRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
-  if (env_.grants == nullptr) return unsupported("this server does not take copies from other servers");
-  // Checked now, so the client learns of a bad range before any bytes move.
-  auto entry = find_range(req.handle, req.offset, req.size, "GRANT_WRITE:");
-  if (!entry.ok()) return entry.status();
-  auto token = env_.grants->issue(WriteGrant{.session = id_,
-                                             .table = table_,
-                                             .handle = req.handle,
-                                             .offset = req.offset,
-                                             .size = req.size,
-                                             .arrivals = nullptr});
+  auto token = issue_grant(req.handle, req.offset, req.size, "GRANT_WRITE:", nullptr);
   if (!token.ok()) return token.status();
   encode(out.fields, GrantWriteReply{token.value()});
   return Status();
@@ -82,26 +87,9 @@ Status Session::send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t 
 // Streams its payload like SET_TENSOR. Whatever is wrong with the token, the
 // bytes are drained (so the connection stays usable) and nothing is written.
 Status Session::on_write_granted(WireReader&, Reply&) {
-  const uint64_t length = current_.payload_length;
-  if (length < kWriteGrantedFixedSize) {
-    return fail_draining(length, protocol_error("WRITE_GRANTED request: payload of " + std::to_string(length) +
-                                                " bytes is shorter than its fixed fields"));
-  }
-  uint8_t fixed[kWriteGrantedFixedSize];
-  Status s = socket_.recv_all(fixed, sizeof fixed);
-  if (!s.ok()) {
-    closing_ = true;
-    end_reason_ = s.message();
-    return s;
-  }
-  WireReader r(std::span<const uint8_t>(fixed, sizeof fixed));
   WriteGrantedRequest req;
-  TENSORPC_RETURN_IF_ERROR(decode(r, req));
-  const uint64_t data = length - kWriteGrantedFixedSize;
-  if (req.size != data) {
-    return fail_draining(data, invalid_argument("WRITE_GRANTED: size " + std::to_string(req.size) + " but " +
-                                                std::to_string(data) + " bytes of data follow"));
-  }
+  TENSORPC_RETURN_IF_ERROR(read_streamed_fields("WRITE_GRANTED", kWriteGrantedFixedSize, req));
+  const uint64_t data = req.size;
   const std::string refused = "write refused by " + env_.endpoint + ": ";
   // Taken (so used up) on first presentation, whether or not it fits: a
   // token can be tried once, never probed.
@@ -128,7 +116,7 @@ Status Session::on_write_granted(WireReader&, Reply&) {
   if (!entry) {
     return fail_draining(data, not_found(refused + "the granted buffer was freed, or its connection has ended"));
   }
-  s = receive_into(*entry, grant->offset, req.size, nullptr);
+  Status s = receive_into(*entry, grant->offset, req.size, nullptr);
   // The table's lock orders these bytes before the granting session's next
   // use of the buffer (it looks its buffers up under the same lock).
   { std::lock_guard<std::mutex> lock(table->mutex); }

@@ -17,15 +17,7 @@ namespace tensorpc::rpc {
 Status Session::on_grant_standing(WireReader& in, Reply& out) {
   GrantStandingRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
-  if (env_.grants == nullptr) return unsupported("this server does not take copies from other servers");
-  auto entry = find_range(req.handle, req.offset, req.size, "GRANT_STANDING:");
-  if (!entry.ok()) return entry.status();
-  auto token = env_.grants->issue(WriteGrant{.session = id_,
-                                             .table = table_,
-                                             .handle = req.handle,
-                                             .offset = req.offset,
-                                             .size = req.size,
-                                             .arrivals = std::make_shared<GrantArrivals>()});
+  auto token = issue_grant(req.handle, req.offset, req.size, "GRANT_STANDING:", std::make_shared<GrantArrivals>());
   if (!token.ok()) return token.status();
   encode(out.fields, GrantStandingReply{token.value()});
   return Status();
