@@ -48,6 +48,9 @@ inline const char* name_of(DType type) { return traits(type).name; }
 inline int64_t block_size(DType type) { return traits(type).block_size; }
 inline size_t block_bytes(DType type) { return traits(type).block_bytes; }
 inline bool is_quantized(DType type) { return traits(type).is_quantized; }
+// The alignment kernels assume for a tensor's start and strides: the element
+// size for plain types, and 2 for quantized blocks (their fp16 scale).
+inline size_t storage_alignment(DType type) { return is_quantized(type) ? 2 : block_bytes(type); }
 
 // Bytes of one row of `n` elements; `n` must be a multiple of block_size.
 inline uint64_t row_bytes(DType type, int64_t n) {

@@ -51,6 +51,13 @@ Tensor* Context::view(Tensor* a, std::initializer_list<int64_t> ne, std::initial
   for (; i < kMaxDims; ++i) probe.nb[i] = probe.nb[i - 1] * static_cast<uint64_t>(probe.ne[i - 1]);
   if (probe.ne[0] % block_size(a->type) != 0) fail(op, "ne[0] is not a whole number of blocks");
   if (probe.nb[0] != block_bytes(a->type)) fail(op, "nb[0] must be the element (block) size of " + describe(*a));
+  const size_t align = storage_alignment(a->type);
+  for (uint64_t s : probe.nb) {
+    if (s % align != 0) fail(op, "stride " + std::to_string(s) + " is not a multiple of the alignment " + std::to_string(align));
+  }
+  if ((a->view_offset + offset) % align != 0) {
+    fail(op, "offset " + std::to_string(offset) + " is not a multiple of the alignment " + std::to_string(align));
+  }
   const uint64_t end = offset + probe.nbytes();
   if (end < offset || end > a->nbytes()) {
     fail(op, "a view of " + describe(*a) + " at offset " + std::to_string(offset) + " spanning " +

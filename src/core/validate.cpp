@@ -157,12 +157,11 @@ Status validate_layout(const Tensor& t) {
     return fail(tr.is_quantized ? "nb[0] must be the block size " + std::to_string(tr.block_bytes)
                                 : "nb[0] must be at least the element size " + std::to_string(tr.block_bytes));
   }
-  if (!tr.is_quantized) {
-    for (int i = 0; i < kMaxDims; ++i) {
-      if (t.nb[i] % tr.block_bytes != 0) {
-        return fail("nb[" + std::to_string(i) + "] is not a multiple of the element size " +
-                    std::to_string(tr.block_bytes));
-      }
+  const size_t align = storage_alignment(t.type);
+  for (int i = 0; i < kMaxDims; ++i) {
+    if (t.nb[i] % align != 0) {
+      return fail("nb[" + std::to_string(i) + "] is not a multiple of the " + std::string(tr.name) + " alignment " +
+                  std::to_string(align));
     }
   }
   if (empty) return Status();  // spans no bytes, whatever the strides

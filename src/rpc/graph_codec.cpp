@@ -176,11 +176,11 @@ StatusOr<DecodedGraph> decode_graph(WireReader& r, const ResolveHandle& resolve)
       return invalid_argument(tensor_label(i) + ": " + describe(t) + " has more elements than its buffer of " +
                               std::to_string(buffer->size()) + " bytes could hold");
     }
-    // Kernels load plain elements as aligned values; strides were checked
-    // by validate_layout, the start is checked here.
-    if (!is_quantized(t.type) && t.offset % block_bytes(t.type) != 0) {
+    // Kernels load elements and block scales as aligned values; strides were
+    // checked by validate_layout, the start is checked here.
+    if (t.offset % storage_alignment(t.type) != 0) {
       return invalid_argument(tensor_label(i) + ": offset " + std::to_string(t.offset) + " is not a multiple of the " +
-                              name_of(t.type) + " element size");
+                              name_of(t.type) + " alignment " + std::to_string(storage_alignment(t.type)));
     }
     t.buffer = buffer;
     t.data = buffer->host_base() ? static_cast<char*>(buffer->host_base()) + t.offset : nullptr;

@@ -197,6 +197,9 @@ TEST_F(ContextShapeRulesTest, ViewsRejectWhatTheirSourceCannotBe) {
   Tensor* q = t(DType::q8_0, {64, 2});
   EXPECT_TRUE(throws_naming([&] { ctx.view(a, {8, 2}, {4, 32}, 160); }, {"view", describe(*a)}));
   EXPECT_TRUE(throws_naming([&] { ctx.view(a, {8}, {8}, 0); }, {"view"}));
+  EXPECT_TRUE(throws_naming([&] { ctx.view(a, {4}, {4}, 2); }, {"view", "offset 2", "alignment 4"}));
+  EXPECT_TRUE(throws_naming([&] { ctx.view(q, {32}, {34}, 33); }, {"view", "offset 33", "alignment 2"}));
+  EXPECT_TRUE(throws_naming([&] { ctx.view(q, {32, 2}, {34, 35}, 0); }, {"view", "stride 35"}));
   EXPECT_TRUE(throws_naming([&] { ctx.reshape(a, {7, 7}); }, {"reshape", describe(*a)}));
   Tensor* at = ctx.transpose(a);
   EXPECT_TRUE(throws_naming([&] { ctx.reshape(at, {48}); }, {"reshape", describe(*at)}));

@@ -69,7 +69,10 @@ TEST_F(ValidateTest, LayoutRejectsElementStridesBelowTheElementSize) {
 TEST_F(ValidateTest, LayoutRejectsMisalignedStrides) {
   Tensor x = *t(DType::f32, {4, 4});
   x.nb[1] = 18;
-  EXPECT_TRUE(refused_naming(validate_layout(x), {"nb[1]", "element size 4"}));
+  EXPECT_TRUE(refused_naming(validate_layout(x), {"nb[1]", "f32 alignment 4"}));
+  Tensor q = *t(DType::q8_0, {32, 4});
+  q.nb[1] = 35;  // rows of blocks whose fp16 scales would sit at odd addresses
+  EXPECT_TRUE(refused_naming(validate_layout(q), {"nb[1]", "q8_0 alignment 2"}));
 }
 
 TEST_F(ValidateTest, LayoutRejectsSpansThatOverflow) {

@@ -313,6 +313,18 @@ TEST_F(GraphCodecHostile, RefusesMisalignedOffsets) {
   EXPECT_TRUE(refused(ts, {"graph tensor 1", "offset 66"}));
 }
 
+TEST_F(GraphCodecHostile, RefusesQuantizedBlocksAtOddOffsets) {
+  // A q8_0 block starts with its fp16 scale, which kernels load as a uint16.
+  WireTensor q;
+  q.type = 8;
+  q.ne = {64, 1, 1, 1};
+  q.nb = {34, 68, 68, 68};
+  q.offset = 35;
+  EXPECT_TRUE(refused({q}, {"graph tensor 0", "offset 35", "q8_0 alignment 2"}));
+  q.offset = 34;
+  EXPECT_TRUE(decode(encode_list({q})).ok());
+}
+
 TEST_F(GraphCodecHostile, RefusesUnknownHandles) {
   auto ts = valid_add();
   ts[1].handle = 7;
