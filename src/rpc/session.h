@@ -61,6 +61,7 @@ struct SessionEnv {
   WriteGrants* grants = nullptr;     // write grants of all sessions (server-to-server copies)
   ConnectionCache* peers = nullptr;  // connections this server opened to other servers
   std::string endpoint;              // this server's own host:port, for error messages
+  uint32_t max_plan_wait_ms = 10 * 60 * 1000;  // the longest WAIT_FOR a plan may store (≤ kMaxPlanWaitMs)
 };
 
 inline constexpr size_t kMaxStoredGraphs = 16;
