@@ -134,6 +134,9 @@ class Scheduler {
   // Runs g: allocate(g) first (cheap when g is already placed; input bytes
   // written since are kept), then each split's copies and graph. Returns when
   // every result is on its device; the caller reads them through its tensors.
+  // Called right after allocate(g) on the same graph — which the caller must
+  // not change in between, except for the bytes of its inputs — it runs the
+  // plan allocate() chose without looking at the graph again.
   Status compute(Graph& g);
 
   // The last plan: node -> device, splits, copies, bytes per boundary.
@@ -163,6 +166,12 @@ class Scheduler {
   std::vector<std::unique_ptr<sched::Plan>> plans_;             // most recently used last
   std::map<std::string, std::unique_ptr<PlanRunner>> runners_;  // per channel; null: no plans there
   sched::Plan* last_ = nullptr;
+  // The graph allocate() last planned and its plan, until the next plan_for.
+  // (The node count and last node guard against another graph at the same address.)
+  const Graph* allocated_graph_ = nullptr;
+  size_t allocated_nodes_ = 0;
+  const Tensor* allocated_last_ = nullptr;
+  sched::Plan* allocated_plan_ = nullptr;
   // Caller tensors (not views) allocate() bound, and the buffer it bound
   // them to: so a tensor still pointing at a buffer an allocator has since
   // replaced is known as ours, not taken for a weight.

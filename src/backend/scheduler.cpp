@@ -60,6 +60,7 @@ Scheduler::~Scheduler() {
 const SchedulePlanInfo* Scheduler::last_plan() const { return last_ ? &last_->info : nullptr; }
 
 StatusOr<sched::Plan*> Scheduler::plan_for(Graph& g) {
+  allocated_graph_ = nullptr;
   for (size_t i = 0; i < devices_.size(); ++i) {
     if (devices_[i] == nullptr) return invalid_argument("scheduler: device " + std::to_string(i) + " is null");
   }
@@ -155,10 +156,21 @@ Status Scheduler::place(sched::Plan& plan) {
 
 Status Scheduler::allocate(Graph& g) {
   auto plan = plan_for(g);
-  return plan.status();
+  if (!plan.ok()) return plan.status();
+  allocated_graph_ = &g;
+  allocated_nodes_ = g.n_nodes();
+  allocated_last_ = g.nodes().empty() ? nullptr : g.nodes().back();
+  allocated_plan_ = plan.value();
+  return Status();
 }
 
 Status Scheduler::compute(Graph& g) {
+  if (allocated_graph_ == &g && allocated_nodes_ == g.n_nodes() &&
+      allocated_last_ == (g.nodes().empty() ? nullptr : g.nodes().back())) {
+    sched::Plan* plan = allocated_plan_;
+    allocated_graph_ = nullptr;
+    return run(*plan);
+  }
   auto plan = plan_for(g);
   if (!plan.ok()) return plan.status();
   return run(*plan.value());
