@@ -138,6 +138,15 @@ class Scheduler {
   // not change in between, except for the bytes of its inputs — it runs the
   // plan allocate() chose without looking at the graph again.
   Status compute(Graph& g);
+  // compute(g), then reads all of t (a tensor of g) into dst. When t lies
+  // on a server that ran an execution plan, the read itself waits for that
+  // server's plans and reports their errors, and a server whose plan ends
+  // by sending its result on to that server (directly or through others
+  // that do the same) needs no wait of its own: its plan is done once the
+  // bytes it sent have been used. A pipeline over servers thus costs one
+  // round trip per run, to the server holding t. On an error every server
+  // is waited for, and the first error returned.
+  Status compute_and_read(Graph& g, const Tensor& t, void* dst);
 
   // The last plan: node -> device, splits, copies, bytes per boundary.
   std::string describe() const;
@@ -152,8 +161,10 @@ class Scheduler {
 
  private:
   StatusOr<sched::Plan*> plan_for(Graph& g);
+  Status compute_and_read(Graph& g, const Tensor* t, void* dst);
   Status place(sched::Plan& plan);
-  Status run(sched::Plan& plan);
+  // Runs the plan; then reads `read` into `read_dst` when given (see compute_and_read).
+  Status run(sched::Plan& plan, const Tensor* read = nullptr, void* read_dst = nullptr);
   StatusOr<Stream*> stream(size_t device);
   // The plan runner of a channel, made on first use from `device`; null when
   // its devices run no plans (remembered, so they are asked once).

@@ -164,16 +164,20 @@ Status Scheduler::allocate(Graph& g) {
   return Status();
 }
 
-Status Scheduler::compute(Graph& g) {
+Status Scheduler::compute(Graph& g) { return compute_and_read(g, nullptr, nullptr); }
+
+Status Scheduler::compute_and_read(Graph& g, const Tensor& t, void* dst) { return compute_and_read(g, &t, dst); }
+
+Status Scheduler::compute_and_read(Graph& g, const Tensor* t, void* dst) {
   if (allocated_graph_ == &g && allocated_nodes_ == g.n_nodes() &&
       allocated_last_ == (g.nodes().empty() ? nullptr : g.nodes().back())) {
     sched::Plan* plan = allocated_plan_;
     allocated_graph_ = nullptr;
-    return run(*plan);
+    return run(*plan, t, dst);
   }
   auto plan = plan_for(g);
   if (!plan.ok()) return plan.status();
-  return run(*plan.value());
+  return run(*plan.value(), t, dst);
 }
 
 }  // namespace tensorpc

@@ -46,10 +46,8 @@ StatusOr<std::vector<float>> Generator::eval(std::span<const int32_t> tokens) {
     TENSORPC_RETURN_IF_ERROR(step.positions->buffer->set(*step.positions, positions.data(), 0, 4 * n));
     const std::vector<float> mask = causal_mask(positions, n_kv);
     TENSORPC_RETURN_IF_ERROR(step.mask->buffer->set(*step.mask, mask.data(), 0, 4 * mask.size()));
-    TENSORPC_RETURN_IF_ERROR(scheduler_.compute(g));
-
     logits.resize(static_cast<size_t>(hp.n_vocab));
-    TENSORPC_RETURN_IF_ERROR(step.logits->buffer->get(*step.logits, logits.data(), 0, 4 * logits.size()));
+    TENSORPC_RETURN_IF_ERROR(scheduler_.compute_and_read(g, *step.logits, logits.data()));
     position_ += static_cast<int64_t>(n);
     begin += n;
   }

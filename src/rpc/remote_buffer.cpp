@@ -77,10 +77,18 @@ Status RemoteBuffer::set_cached(uint64_t server_offset, const uint8_t* src, uint
 }
 
 Status RemoteBuffer::get(const Tensor& t, void* dst, uint64_t offset, uint64_t size) const {
+  return read(t, dst, offset, size, 0);
+}
+
+Status RemoteBuffer::get_after_pending(const Tensor& t, void* dst) const {
+  return read(t, dst, 0, t.nbytes(), kFlagSync);
+}
+
+Status RemoteBuffer::read(const Tensor& t, void* dst, uint64_t offset, uint64_t size, uint16_t flags) const {
   TENSORPC_RETURN_IF_ERROR(check_range(t, offset, size, "get"));
-  if (size == 0) return Status();
+  if (size == 0 && flags == 0) return Status();
   const auto fields = encoded(GetTensorRequest{.handle = handle_, .offset = t.offset + offset, .size = size});
-  auto reply = connection_->call({.command = Command::get_tensor, .fields = fields},
+  auto reply = connection_->call({.command = Command::get_tensor, .fields = fields, .flags = flags},
                                  std::span<uint8_t>(static_cast<uint8_t*>(dst), size));
   if (!reply.ok()) return reply.status();
   if (!reply.value().empty()) {

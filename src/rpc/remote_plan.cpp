@@ -110,15 +110,34 @@ Status RemotePlanRunner::run_async(const ExecutionPlanSpec& spec) {
 
 Status RemotePlanRunner::synchronize() {
   const Status s = connection_->call_status_only(Command::synchronize, {});
-  // A failed plan may not be stored on the server: store plans again, and
-  // wait under new grants so that a late send of the failed run is never
-  // taken for the next run's bytes.
-  if (!s.ok()) {
-    connection_->forget_plans();
-    connection_->forget_graphs();
-    connection_->forget_standing_grants();
-  }
+  if (!s.ok()) start_over();
   return s;
+}
+
+Status RemotePlanRunner::synchronize_and_read(const Tensor& t, void* dst) {
+  const RemoteBuffer* b = remote_of(&t);
+  if (b == nullptr || b->connection().get() != connection_.get()) {
+    return invalid_argument("read after plans on " + connection_->endpoint() + ": " + describe(t) +
+                            " is not in a buffer of this server");
+  }
+  // A server before 1.3 ignores SYNC: wait, then read.
+  const HelloReply& server = connection_->server_hello();
+  if (server.major == 1 && server.minor < 3) {
+    TENSORPC_RETURN_IF_ERROR(synchronize());
+    return b->get(t, dst, 0, t.nbytes());
+  }
+  const Status s = b->get_after_pending(t, dst);
+  if (!s.ok()) start_over();
+  return s;
+}
+
+// A failed plan may not be stored on the server: store plans again, and wait
+// under new grants so that a late send of the failed run is never taken for
+// the next run's bytes.
+void RemotePlanRunner::start_over() {
+  connection_->forget_plans();
+  connection_->forget_graphs();
+  connection_->forget_standing_grants();
 }
 
 }  // namespace tensorpc::rpc

@@ -6,7 +6,8 @@
 // hands it to Connection::send_plan, which stores it on the server once and
 // afterwards runs it by id: one one-way frame per run. synchronize() is the
 // one round trip (SYNCHRONIZE) that waits for the plans and returns the
-// first error among them. Holds a strong reference to its connection.
+// first error among them; synchronize_and_read() folds that wait into the
+// read of a result. Holds a strong reference to its connection.
 #pragma once
 
 #include <memory>
@@ -22,8 +23,12 @@ class RemotePlanRunner final : public PlanRunner {
 
   Status run_async(const ExecutionPlanSpec& spec) override;
   Status synchronize() override;
+  // One GET_TENSOR flagged SYNC: the server's pending error, or the bytes.
+  Status synchronize_and_read(const Tensor& t, void* dst) override;
 
  private:
+  void start_over();
+
   const std::shared_ptr<Connection> connection_;
 };
 

@@ -36,6 +36,13 @@ StatusOr<Tensor> byte_span(Buffer& buf, uint64_t offset, uint64_t size) {
 
 namespace {
 constexpr uint64_t kChunk = uint64_t{8} << 20;  // bytes received (and hashed) per step
+
+// A one-way computation: skipped while an earlier one-way command's error is pending.
+bool skips_after_failure(const FrameHeader& h) {
+  if ((h.flags & kFlagNoReply) == 0) return false;
+  return h.command == Command::graph_compute || h.command == Command::graph_recompute ||
+         h.command == Command::plan_run;
+}
 }  // namespace
 
 
@@ -140,6 +147,23 @@ bool Session::serve_frame() {
     closing_ = true;
     end_reason_ = std::string(name) + " before HELLO";
     result = protocol_error(std::string(name) + " before HELLO: HELLO must be the first command on a connection");
+  } else if (!pending_.ok() && ((current_.flags & kFlagSync) != 0 || skips_after_failure(current_))) {
+    // SYNC: the pending error is the reply, and the command does not run.
+    // Without SYNC, a one-way computation after a failed one-way command
+    // does not run either: its inputs may be what failed, and a result
+    // computed from them must not pass for a good one (the pending error
+    // stands until SYNCHRONIZE).
+    if ((current_.flags & kFlagSync) != 0) {
+      result = pending_;
+      pending_ = Status();
+    }
+    if (spec.streams_payload) {
+      s = drain(current_.payload_length);
+      if (!s.ok()) {
+        end_reason_ = s.message();
+        return false;
+      }
+    }
   } else {
     WireReader in(payload_);
     bool threw = true;

@@ -130,10 +130,11 @@ class RawClient {
     return r.value().status;
   }
 
-  StatusOr<std::vector<uint8_t>> get_tensor(uint64_t handle, uint64_t offset, uint64_t size) {
+  StatusOr<std::vector<uint8_t>> get_tensor(uint64_t handle, uint64_t offset, uint64_t size, uint16_t flags = 0) {
     rpc::WireWriter w;
     rpc::encode(w, rpc::GetTensorRequest{handle, offset, size});
-    auto r = call(rpc::Command::get_tensor, w);
+    TENSORPC_RETURN_IF_ERROR(send_frame(rpc::Command::get_tensor, w, flags));
+    auto r = read_reply();
     if (!r.ok()) return r.status();
     if (!r.value().status.ok()) return r.value().status;
     if (r.value().rest.size() != size) return internal_error("GET_TENSOR reply of the wrong size");

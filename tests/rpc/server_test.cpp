@@ -453,6 +453,35 @@ TEST_F(ServerTest, AHandBuiltGraphComputes) {
   for (int i = 0; i < 16; ++i) EXPECT_EQ(y[i], 2.0f * static_cast<float>(i));
 }
 
+TEST_F(ServerTest, AfterAFailedOneWayCommandOneWayComputationsWaitAndASyncFlaggedReadReportsIt) {
+  auto c = client();
+  const uint64_t h = c->alloc(128);
+  std::vector<uint8_t> bytes(128, 0);
+  for (int i = 0; i < 16; ++i) {
+    const float v = static_cast<float>(i);
+    std::memcpy(bytes.data() + 4 * i, &v, 4);
+  }
+  ASSERT_TRUE(c->set_tensor(h, 0, bytes).ok());  // x = 0..15, y = 0
+  ASSERT_TRUE(c->set_tensor(777, 0, {1, 2, 3, 4}, rpc::kFlagNoReply).ok());  // fails: no such handle
+  // A one-way computation after it does not run: its inputs may be what failed.
+  ASSERT_TRUE(c->send_frame(Command::graph_compute, graph_frame(add_graph(h)), rpc::kFlagNoReply).ok());
+  // SYNC: the pending error instead of the bytes.
+  auto flagged = c->get_tensor(h, 64, 64, rpc::kFlagSync);
+  ASSERT_FALSE(flagged.ok());
+  EXPECT_EQ(flagged.status().code(), StatusCode::not_found) << flagged.status().to_string();
+  EXPECT_NE(flagged.status().message().find("SET_TENSOR"), std::string::npos);
+  auto y = c->get_tensor(h, 64, 64, rpc::kFlagSync);  // the error was reported once
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(y.value(), std::vector<uint8_t>(64, 0)) << "the skipped computation wrote nothing";
+  // With the error reported, computations run again.
+  ASSERT_TRUE(c->send_frame(Command::graph_compute, graph_frame(add_graph(h)), rpc::kFlagNoReply).ok());
+  y = c->get_tensor(h, 64, 64, rpc::kFlagSync);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  float y5;
+  std::memcpy(&y5, y.value().data() + 20, 4);
+  EXPECT_EQ(y5, 10.0f);
+}
+
 TEST_F(ServerTest, HostileGraphsAreRefusedAndTheConnectionGoesOn) {
   auto c = client();
   const uint64_t h = c->alloc(128);
