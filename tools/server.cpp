@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
                  "live buffer handles one client connection may hold (0: no limit)")
       ->capture_default_str();
   app.add_option("--io-timeout", io_timeout_s,
-                 "seconds a started frame or an unread reply may stall before the connection is closed (0: never)")
+                 "seconds a started frame, an unread reply or a copy to another server may stall before the "
+                 "connection is closed (0: never)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
   try {

@@ -33,9 +33,9 @@ struct ServerOptions {
   uint64_t max_session_buffers = 65536;  // live buffer handles; 0: none
   // Once a frame has begun, its remaining bytes must keep coming: a wait of
   // more than this for the next ones ends the connection (a client that
-  // stalled mid-frame). The same bounds a reply the client does not read.
-  // The wait between frames is not bounded (an idle client is fine; TCP
-  // keepalive finds a peer that vanished). 0: no limit.
+  // stalled mid-frame). The same bounds a reply the client does not read, and
+  // a copy to another server. The wait between frames is not bounded (an idle
+  // client is fine; TCP keepalive finds a peer that vanished). 0: no limit.
   std::chrono::milliseconds io_timeout = std::chrono::seconds(30);
 };
 
