@@ -16,6 +16,7 @@
 // command, the endpoint and the reason.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -47,6 +48,16 @@ struct RemoteOptions {
   // when the server does not have them. Tensors flagged kFlagInput (set again
   // before every compute) never do. UINT64_MAX turns the cache off.
   uint64_t weights_cache_threshold = uint64_t{1} << 20;
+  // The longest any call to the server waits for it: for the server to take
+  // the bytes of a request, and for each part of a reply to arrive (so a
+  // SYNCHRONIZE waits this long for the computations before it). A server
+  // that says nothing for longer (stopped, hung, or cut off without a FIN)
+  // fails the call with an error naming the endpoint, and the connection is
+  // closed; the next allocation opens a new one. Opening a connection takes
+  // at most this long too (10 s when larger, or 0). 0: no limit, for runs of
+  // unknown length; a server that dies is still noticed at once (its socket
+  // closes), and one whose host vanishes by TCP keepalive within minutes.
+  std::chrono::milliseconds reply_timeout{0};
 };
 
 // One Device per device of the server at `endpoint` (LIST_DEVICES). A server

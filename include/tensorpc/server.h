@@ -7,6 +7,7 @@
 // a closed connection, never a crash. See docs/protocol.md.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,11 +20,23 @@ namespace tensorpc {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 50052;                         // 0: the OS picks one (see Server::port)
-  std::vector<std::shared_ptr<Device>> devices;  // empty: one CPU device with every core
-  int threads = 0;                               // threads of that default CPU device (0: all)
-  std::string cache_dir;                         // weights cache on disk; empty: memory only
+  uint16_t port = 50052;                            // 0: the OS picks one (see Server::port)
+  std::vector<std::shared_ptr<Device>> devices;     // empty: one CPU device with every core
+  int threads = 0;                                  // threads of that default CPU device (0: all)
+  std::string cache_dir;                            // weights cache on disk; empty: memory only
   uint64_t cache_memory_limit = uint64_t{4} << 30;  // bytes the in-memory weights cache may hold
+
+  // Limits of one session (one client connection), so that no client can take
+  // the whole server. An allocation past either is refused with an error
+  // naming the limit; the connection stays usable.
+  uint64_t max_session_memory = 0;       // bytes in buffers across all devices; 0: none
+  uint64_t max_session_buffers = 65536;  // live buffer handles; 0: none
+  // Once a frame has begun, its remaining bytes must keep coming: a wait of
+  // more than this for the next ones ends the connection (a client that
+  // stalled mid-frame). The same bounds a reply the client does not read, and
+  // a copy to another server. The wait between frames is not bounded (an idle
+  // client is fine; TCP keepalive finds a peer that vanished). 0: no limit.
+  std::chrono::milliseconds io_timeout = std::chrono::seconds(30);
 };
 
 struct ServerStats {

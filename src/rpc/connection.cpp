@@ -28,24 +28,27 @@ uint32_t read_u32(const uint8_t* p) {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<Connection>> Connection::open(const Endpoint& endpoint) {
+StatusOr<std::shared_ptr<Connection>> Connection::open(const Endpoint& endpoint, std::chrono::milliseconds timeout) {
   const std::string name = endpoint.to_string();
-  auto socket = Socket::connect(endpoint.host, endpoint.port);
+  auto socket = Socket::connect(endpoint.host, endpoint.port, timeout);
   if (!socket.ok()) {
     const Status& s = socket.status();
     return Status(s.code(), "cannot connect to " + name + ": " + s.message());
   }
   // Not make_shared: the constructor is private.
   std::shared_ptr<Connection> c(new Connection(std::move(socket).value(), name));
-  TENSORPC_RETURN_IF_ERROR(c->hello());
+  TENSORPC_RETURN_IF_ERROR(c->hello(timeout));
   return c;
 }
 
-Status Connection::hello() {
+// Bounded even without a caller's timeout: a server that accepts but never
+// answers (stopped, or not a tensorpc server) must not hang the opener, who
+// may hold the connection cache's lock.
+Status Connection::hello(std::chrono::milliseconds timeout) {
   HelloRequest request;
   request.client = "tensorpc client " + version_string(kVersionMajor, kVersionMinor, kVersionPatch);
   HelloReply reply;
-  TENSORPC_RETURN_IF_ERROR(call(Command::hello, request, reply));
+  TENSORPC_RETURN_IF_ERROR(call(Command::hello, request, reply, timeout));
   if (reply.major != kVersionMajor) {
     std::lock_guard<std::mutex> lock(mutex_);
     return break_locked(Command::hello,
@@ -65,8 +68,9 @@ StatusOr<std::vector<uint8_t>> Connection::call(const Request& request, std::spa
   return receive_reply_locked(request.command, id, bulk_in);
 }
 
-Status Connection::call_status_only(Command command, std::span<const uint8_t> fields) {
-  auto reply = call({.command = command, .fields = fields});
+Status Connection::call_status_only(Command command, std::span<const uint8_t> fields,
+                                    std::chrono::milliseconds timeout) {
+  auto reply = call({.command = command, .fields = fields, .timeout = timeout});
   if (!reply.ok()) return reply.status();
   if (!reply.value().empty()) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -82,7 +86,8 @@ Status Connection::send_one_way(const Request& request) {
   return send_locked(request, request.flags | kFlagNoReply, next_request_id_++);
 }
 
-Status Connection::send_graph(uint32_t device, std::vector<uint8_t> graph, std::vector<uint64_t> handles) {
+Status Connection::send_graph(uint32_t device, std::vector<uint8_t> graph, std::vector<uint64_t> handles,
+                              std::chrono::milliseconds timeout) {
   const size_t hash =
       std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(graph.data()), graph.size()));
   std::lock_guard<std::mutex> lock(mutex_);
@@ -91,8 +96,8 @@ Status Connection::send_graph(uint32_t device, std::vector<uint8_t> graph, std::
     if (it->device != device || it->hash != hash || it->bytes != graph) continue;
     WireWriter w;
     encode(w, GraphRecomputeRequest{.device = device, .graph_id = it->id});
-    TENSORPC_RETURN_IF_ERROR(
-        send_locked({.command = Command::graph_recompute, .fields = w.bytes()}, kFlagNoReply, next_request_id_++));
+    TENSORPC_RETURN_IF_ERROR(send_locked({.command = Command::graph_recompute, .fields = w.bytes(), .timeout = timeout},
+                                         kFlagNoReply, next_request_id_++));
     // Most recently used last, as the server reorders on a recompute.
     StoredGraph used = std::move(*it);
     graphs_.erase(it);
@@ -104,8 +109,9 @@ Status Connection::send_graph(uint32_t device, std::vector<uint8_t> graph, std::
   const uint64_t graph_id = next_graph_id_++;
   WireWriter w;
   encode(w, GraphComputeRequest{.device = device, .graph_id = graph_id});
-  TENSORPC_RETURN_IF_ERROR(send_locked({.command = Command::graph_compute, .fields = w.bytes(), .bulk = graph},
-                                       kFlagNoReply, next_request_id_++));
+  TENSORPC_RETURN_IF_ERROR(
+      send_locked({.command = Command::graph_compute, .fields = w.bytes(), .bulk = graph, .timeout = timeout},
+                  kFlagNoReply, next_request_id_++));
   graphs_.push_back({device, graph_id, hash, std::move(graph), std::move(handles)});
   if (graphs_.size() > kStoredGraphs) graphs_.pop_front();
   return Status();
@@ -116,7 +122,8 @@ void Connection::forget_graphs() {
   graphs_.clear();
 }
 
-Status Connection::send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> handles) {
+Status Connection::send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> handles,
+                             std::chrono::milliseconds timeout) {
   const size_t hash =
       std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(steps.data()), steps.size()));
   std::lock_guard<std::mutex> lock(mutex_);
@@ -135,14 +142,16 @@ Status Connection::send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> h
     plan_id = next_plan_id_++;
     WireWriter w;
     encode(w, PlanStoreRequest{.plan_id = plan_id});
-    TENSORPC_RETURN_IF_ERROR(send_locked({.command = Command::plan_store, .fields = w.bytes(), .bulk = steps},
-                                         kFlagNoReply, next_request_id_++));
+    TENSORPC_RETURN_IF_ERROR(
+        send_locked({.command = Command::plan_store, .fields = w.bytes(), .bulk = steps, .timeout = timeout},
+                    kFlagNoReply, next_request_id_++));
     plans_.push_back({0, plan_id, hash, std::move(steps), std::move(handles)});
     if (plans_.size() > kStoredPlans) plans_.pop_front();
   }
   WireWriter w;
   encode(w, PlanRunRequest{.plan_id = plan_id});
-  return send_locked({.command = Command::plan_run, .fields = w.bytes()}, kFlagNoReply, next_request_id_++);
+  return send_locked({.command = Command::plan_run, .fields = w.bytes(), .timeout = timeout}, kFlagNoReply,
+                     next_request_id_++);
 }
 
 void Connection::forget_plans() {
@@ -150,13 +159,14 @@ void Connection::forget_plans() {
   plans_.clear();
 }
 
-StatusOr<GrantToken> Connection::standing_grant(uint64_t handle, uint64_t offset, uint64_t size) {
+StatusOr<GrantToken> Connection::standing_grant(uint64_t handle, uint64_t offset, uint64_t size,
+                                                std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> lock(grants_mutex_);
   const std::array<uint64_t, 3> key{handle, offset, size};
   if (auto it = standing_grants_.find(key); it != standing_grants_.end()) return it->second;
   GrantStandingReply reply;
-  TENSORPC_RETURN_IF_ERROR(
-      call(Command::grant_standing, GrantStandingRequest{.handle = handle, .offset = offset, .size = size}, reply));
+  TENSORPC_RETURN_IF_ERROR(call(
+      Command::grant_standing, GrantStandingRequest{.handle = handle, .offset = offset, .size = size}, reply, timeout));
   standing_grants_.emplace(key, reply.token);
   return reply.token;
 }
@@ -166,7 +176,7 @@ void Connection::forget_standing_grants() {
   standing_grants_.clear();
 }
 
-Status Connection::free_buffer(uint64_t handle) {
+Status Connection::free_buffer(uint64_t handle, std::chrono::milliseconds timeout) {
   WireWriter w;
   encode(w, BufferFreeRequest{.handle = handle});
   std::lock_guard<std::mutex> lock(mutex_);
@@ -176,7 +186,8 @@ Status Connection::free_buffer(uint64_t handle) {
   std::erase_if(graphs_, uses);
   std::erase_if(plans_, uses);
   TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::buffer_free, /*expect_silence=*/true));
-  return send_locked({.command = Command::buffer_free, .fields = w.bytes()}, kFlagNoReply, next_request_id_++);
+  return send_locked({.command = Command::buffer_free, .fields = w.bytes(), .timeout = timeout}, kFlagNoReply,
+                     next_request_id_++);
 }
 
 ConnectionStats Connection::stats() const {
@@ -185,6 +196,13 @@ ConnectionStats Connection::stats() const {
           .bytes_received = bytes_received_.load(std::memory_order_relaxed),
           .requests = requests_.load(std::memory_order_relaxed),
           .round_trips = round_trips_.load(std::memory_order_relaxed)};
+}
+
+bool Connection::defunct() {
+  if (broken()) return true;
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  return !check_usable_locked(Command::ping, /*expect_silence=*/true).ok();
 }
 
 Status Connection::check_usable_locked(Command command, bool expect_silence) {
@@ -205,6 +223,7 @@ Status Connection::check_usable_locked(Command command, bool expect_silence) {
 }
 
 Status Connection::send_locked(const Request& request, uint16_t flags, uint64_t id) {
+  socket_.set_io_timeout(request.timeout);  // also bounds the reply that follows, if any
   FrameHeader h;
   h.command = request.command;
   h.flags = flags;
@@ -293,7 +312,8 @@ Status Connection::break_locked(Command command, const Status& reason) {
 
 // ---- connection caches ------------------------------------------------------
 
-StatusOr<std::shared_ptr<Connection>> ConnectionCache::get(const std::string& endpoint) {
+StatusOr<std::shared_ptr<Connection>> ConnectionCache::get(const std::string& endpoint,
+                                                           std::chrono::milliseconds open_timeout) {
   auto parsed = parse_endpoint(endpoint);
   if (!parsed.ok()) return parsed.status();
   const std::string key = parsed.value().to_string();
@@ -303,9 +323,11 @@ StatusOr<std::shared_ptr<Connection>> ConnectionCache::get(const std::string& en
   std::lock_guard<std::mutex> lock(mutex_);
   std::erase_if(by_endpoint_, [](const auto& entry) { return entry.second.expired(); });
   if (auto it = by_endpoint_.find(key); it != by_endpoint_.end()) {
-    if (std::shared_ptr<Connection> live = it->second.lock(); live && !live->broken()) return live;
+    // One whose server hung up (say, restarted) is replaced now, so the
+    // caller's request goes to the server as it is.
+    if (std::shared_ptr<Connection> live = it->second.lock(); live && !live->defunct()) return live;
   }
-  auto opened = Connection::open(parsed.value());
+  auto opened = Connection::open(parsed.value(), open_timeout);
   if (!opened.ok()) return opened.status();
   by_endpoint_[key] = opened.value();
   return opened;
@@ -330,12 +352,14 @@ ConnectionCache& process_cache() {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint) {
-  return process_cache().get(endpoint);
+StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint,
+                                                     std::chrono::milliseconds open_timeout) {
+  return process_cache().get(endpoint, open_timeout);
 }
 
-StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint, ConnectionCache& cache) {
-  return cache.get(endpoint);
+StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint, ConnectionCache& cache,
+                                                     std::chrono::milliseconds open_timeout) {
+  return cache.get(endpoint, open_timeout);
 }
 
 std::shared_ptr<Connection> find_live_connection(const std::string& endpoint) {

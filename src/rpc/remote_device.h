@@ -56,6 +56,9 @@ class RemoteDevice final : public Device {
   const std::string& endpoint() const { return endpoint_; }
   uint32_t index() const { return index_; }
   const RemoteOptions& options() const { return options_; }
+  // Calls' timeout (RemoteOptions::reply_timeout), and the time to open a connection.
+  std::chrono::milliseconds reply_timeout() const { return options_.reply_timeout; }
+  std::chrono::milliseconds open_timeout() const;
 
  private:
   // The server's facts about this device, read once (LIST_DEVICES).
@@ -68,7 +71,8 @@ class RemoteDevice final : public Device {
   mutable std::optional<DeviceInfo> info_;  // immutable once set
 };
 
-// The server's devices (LIST_DEVICES), on the endpoint's shared connection.
-StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint);
+// The server's devices (LIST_DEVICES), on the endpoint's shared connection,
+// within options.reply_timeout.
+StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint, const RemoteOptions& options = {});
 
 }  // namespace tensorpc::rpc

@@ -79,7 +79,7 @@ Status RemotePlanRunner::run_async(const ExecutionPlanSpec& spec) {
         if (!src.ok()) return src.status();
         if (!dst.ok()) return dst.status();
         const auto& to = dst.value()->connection();
-        auto token = to->standing_grant(dst.value()->handle(), step.dst->offset, step.dst->nbytes());
+        auto token = to->standing_grant(dst.value()->handle(), step.dst->offset, step.dst->nbytes(), timeout_);
         if (!token.ok()) return token.status().with_context("execution plan for " + here);
         f.kind = PlanStepKind::send_to_peer;
         f.src_handle = src.value()->handle();
@@ -93,7 +93,7 @@ Status RemotePlanRunner::run_async(const ExecutionPlanSpec& spec) {
       case ExecutionPlanSpec::StepKind::wait: {
         auto dst = bytes_of(step.dst, true, "wait destination");
         if (!dst.ok()) return dst.status();
-        auto token = connection_->standing_grant(dst.value()->handle(), step.dst->offset, step.dst->nbytes());
+        auto token = connection_->standing_grant(dst.value()->handle(), step.dst->offset, step.dst->nbytes(), timeout_);
         if (!token.ok()) return token.status().with_context("execution plan for " + here);
         f.kind = PlanStepKind::wait_for;
         f.token = token.value();
@@ -105,11 +105,11 @@ Status RemotePlanRunner::run_async(const ExecutionPlanSpec& spec) {
     }
     encode_step(w, f);
   }
-  return connection_->send_plan(std::move(w.bytes()), std::move(handles));
+  return connection_->send_plan(std::move(w.bytes()), std::move(handles), timeout_);
 }
 
 Status RemotePlanRunner::synchronize() {
-  const Status s = connection_->call_status_only(Command::synchronize, {});
+  const Status s = connection_->call_status_only(Command::synchronize, {}, timeout_);
   if (!s.ok()) start_over();
   return s;
 }

@@ -19,7 +19,9 @@ namespace tensorpc::rpc {
 
 class RemotePlanRunner final : public PlanRunner {
  public:
-  explicit RemotePlanRunner(std::shared_ptr<Connection> connection) : connection_(std::move(connection)) {}
+  // `timeout`: each call's, as RemoteOptions::reply_timeout.
+  explicit RemotePlanRunner(std::shared_ptr<Connection> connection, std::chrono::milliseconds timeout = {})
+      : connection_(std::move(connection)), timeout_(timeout) {}
 
   Status run_async(const ExecutionPlanSpec& spec) override;
   Status synchronize() override;
@@ -30,6 +32,7 @@ class RemotePlanRunner final : public PlanRunner {
   void start_over();
 
   const std::shared_ptr<Connection> connection_;
+  const std::chrono::milliseconds timeout_;
 };
 
 }  // namespace tensorpc::rpc

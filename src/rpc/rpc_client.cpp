@@ -8,7 +8,7 @@ namespace tensorpc {
 
 StatusOr<std::vector<std::unique_ptr<Device>>> connect_devices(const std::string& endpoint,
                                                                const RemoteOptions& options) {
-  auto devices = rpc::list_devices(endpoint);
+  auto devices = rpc::list_devices(endpoint, options);
   if (!devices.ok()) return devices.status();
   std::vector<std::unique_ptr<Device>> out;
   for (size_t i = 0; i < devices.value().size(); ++i) {

@@ -383,49 +383,6 @@ TEST_F(ServerTest, NoReplyErrorSurfacesAtTheNextSynchronizeOnce) {
 
 // ---- graphs -----------------------------------------------------------------------------
 
-// One tensor as docs/protocol.md lays it out, for graphs no client would send.
-struct WireTensor {
-  uint32_t type = 0;
-  std::array<int64_t, 4> ne{1, 1, 1, 1};
-  std::array<uint64_t, 4> nb{4, 4, 4, 4};
-  uint32_t op = 0;
-  std::array<int32_t, 8> params{};
-  std::array<int32_t, 3> src{-1, -1, -1};
-  uint32_t flags = 0;
-  uint64_t handle = 0;
-  uint64_t offset = 0;
-
-  static WireTensor f32(int64_t n, uint64_t handle, uint64_t offset) {
-    WireTensor t;
-    t.ne = {n, 1, 1, 1};
-    const uint64_t row = static_cast<uint64_t>(n) * 4;
-    t.nb = {4, row, row, row};
-    t.handle = handle;
-    t.offset = offset;
-    return t;
-  }
-  void write(rpc::WireWriter& w) const {
-    w.u32(type);
-    for (int64_t v : ne) w.i64(v);
-    for (uint64_t v : nb) w.u64(v);
-    w.u32(op);
-    for (int32_t v : params) w.i32(v);
-    for (int32_t v : src) w.i32(v);
-    w.u32(flags);
-    w.u64(handle);
-    w.u64(offset);
-  }
-};
-
-rpc::WireWriter graph_frame(const std::vector<WireTensor>& tensors, uint32_t device = 0, uint64_t graph_id = 1,
-                            std::optional<uint32_t> claimed_count = {}) {
-  rpc::WireWriter w;
-  rpc::encode(w, rpc::GraphComputeRequest{device, graph_id});
-  w.u32(claimed_count.value_or(static_cast<uint32_t>(tensors.size())));
-  for (const WireTensor& t : tensors) t.write(w);
-  return w;
-}
-
 // x (leaf, 16 f32 at 0) and y = x + x (at 64), in a buffer of 128 bytes.
 std::vector<WireTensor> add_graph(uint64_t h) {
   WireTensor x = WireTensor::f32(16, h, 0);
