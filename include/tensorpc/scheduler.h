@@ -131,6 +131,12 @@ class Scheduler {
   // every tensor it needs; the caller's tensors are bound to those bytes, so
   // the caller can now write its inputs (leaves it did not place).
   Status allocate(Graph& g);
+  // allocate(g) for the graph this scheduler planned last, unchanged since
+  // (the same tensors and descriptors; only input bytes differ), as a decode
+  // loop reuses its step: nothing is planned again, and unless another
+  // graph was placed since, nothing is placed again either. For any other
+  // graph it is allocate(g).
+  Status allocate_again(Graph& g);
   // Runs g: allocate(g) first (cheap when g is already placed; input bytes
   // written since are kept), then each split's copies and graph. Returns when
   // every result is on its device; the caller reads them through its tensors.
@@ -177,6 +183,10 @@ class Scheduler {
   std::vector<std::unique_ptr<sched::Plan>> plans_;             // most recently used last
   std::map<std::string, std::unique_ptr<PlanRunner>> runners_;  // per channel; null: no plans there
   sched::Plan* last_ = nullptr;
+  // The graph plan_for() last planned, guarded as below.
+  const Graph* planned_graph_ = nullptr;
+  size_t planned_nodes_ = 0;
+  const Tensor* planned_last_ = nullptr;
   // The graph allocate() last planned and its plan, until the next plan_for.
   // (The node count and last node guard against another graph at the same address.)
   const Graph* allocated_graph_ = nullptr;

@@ -104,6 +104,7 @@ StatusOr<sched::Plan*> Scheduler::plan_for(Graph& g) {
     ++plans_made_;
     made = true;
   }
+  planned_graph_ = nullptr;
   TENSORPC_RETURN_IF_ERROR(place(*plan));
   last_ = plan;
   if (made) {
@@ -119,6 +120,9 @@ StatusOr<sched::Plan*> Scheduler::plan_for(Graph& g) {
     sched::place_at(t, *h.base, h.offset);
     if (t.view_src == nullptr) bound_[&t] = t.buffer;
   }
+  planned_graph_ = &g;
+  planned_nodes_ = g.n_nodes();
+  planned_last_ = g.nodes().empty() ? nullptr : g.nodes().back();
   return plan;
 }
 
@@ -161,6 +165,22 @@ Status Scheduler::allocate(Graph& g) {
   allocated_nodes_ = g.n_nodes();
   allocated_last_ = g.nodes().empty() ? nullptr : g.nodes().back();
   allocated_plan_ = plan.value();
+  return Status();
+}
+
+Status Scheduler::allocate_again(Graph& g) {
+  const bool same = last_ != nullptr && planned_graph_ == &g && planned_nodes_ == g.n_nodes() &&
+                    planned_last_ == (g.nodes().empty() ? nullptr : g.nodes().back());
+  bool placed = same;
+  if (same) {
+    for (const sched::DeviceMemory& m : last_->memory) placed = placed && slots_[m.device]->placed == last_;
+  }
+  // Still placed: every tensor of g is bound where the plan put it.
+  if (!placed) return allocate(g);
+  allocated_graph_ = &g;
+  allocated_nodes_ = planned_nodes_;
+  allocated_last_ = planned_last_;
+  allocated_plan_ = last_;
   return Status();
 }
 

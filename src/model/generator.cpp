@@ -28,7 +28,8 @@ StatusOr<std::vector<float>> Generator::eval(std::span<const int32_t> tokens) {
     const size_t n = std::min(tokens.size() - begin, static_cast<size_t>(std::max<int64_t>(1, options_.n_batch)));
     const int64_t n_kv = kv_window(position_ + static_cast<int64_t>(n), placement_.n_ctx(), options_.kv_granularity);
 
-    if (!built_ || built_->step.n_tokens != static_cast<int64_t>(n) || built_->step.n_kv != n_kv) {
+    const bool reuse = built_ && built_->step.n_tokens == static_cast<int64_t>(n) && built_->step.n_kv == n_kv;
+    if (!reuse) {
       built_.reset();
       auto b = std::make_unique<BuiltStep>();
       b->step = build_llama_step(b->ctx, hp, model_.weights(), placement_.cache(), static_cast<int64_t>(n), n_kv,
@@ -38,7 +39,7 @@ StatusOr<std::vector<float>> Generator::eval(std::span<const int32_t> tokens) {
     }
     const LlamaStep& step = built_->step;
     Graph& g = built_->graph;
-    TENSORPC_RETURN_IF_ERROR(scheduler_.allocate(g));
+    TENSORPC_RETURN_IF_ERROR(reuse ? scheduler_.allocate_again(g) : scheduler_.allocate(g));
 
     std::vector<int32_t> positions(n);
     for (size_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(position_ + static_cast<int64_t>(i));
