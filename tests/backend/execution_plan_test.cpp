@@ -147,6 +147,29 @@ TEST_F(TwoServers, WhenTheServerToReadFromIsGoneTheRunFailsNamingItAndTheOtherSe
   EXPECT_TRUE(ra_[0]->allocate(64).ok());
 }
 
+TEST_F(TwoServers, AGraphAllocatedAgainAfterAnotherWasPlacedIsPlacedAgain) {
+  TinyModel model(devices_);
+  Scheduler sched(devices_);
+  Context ctx_a, ctx_b;
+  auto a = model.build(ctx_a, kTokens);
+  auto b = model.build(ctx_b, kTokens - 2);  // another shape: another plan and placement
+  Graph ga = Graph::build({a.logits, a.ids});
+  Graph gb = Graph::build({b.logits, b.ids});
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    // ga again and again (as a decode loop), with gb placed in between once.
+    ASSERT_TRUE((seed == 1 ? sched.allocate(ga) : sched.allocate_again(ga)).ok());
+    TinyModel::write_inputs(a, kTokens, seed);
+    ASSERT_TRUE(sched.compute(ga).ok());
+    EXPECT_TRUE((Outputs{TinyModel::bytes_of(a.logits), TinyModel::bytes_of(a.ids)}) == reference(seed)) << seed;
+    if (seed == 2) {
+      ASSERT_TRUE(sched.allocate(gb).ok());
+      TinyModel::write_inputs(b, kTokens - 2, seed);
+      ASSERT_TRUE(sched.compute(gb).ok());
+    }
+  }
+  EXPECT_EQ(sched.plans_made(), 2u);
+}
+
 TEST_F(TwoServers, PlansOffGiveTheSameBitsSplitBySplit) {
   TinyModel model(devices_);
   Scheduler sched(devices_, SchedulerOptions{.execution_plans = false});
