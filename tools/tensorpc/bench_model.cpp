@@ -2,6 +2,7 @@
 #include "tensorpc/bench_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 
@@ -152,6 +153,18 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
                  .baseline = spread.decode_tps,
                  .baseline_name = "same on loopback"});
   traffic("2x2_link", "2 servers x 2 devices, " + link, linked, 2, one_round_trip);
+  // The client's counters miss exchanges between the servers (a peer copy's
+  // grant); the time the link adds to a token does not: in link round trips,
+  // it is every exchange on the token's critical path.
+  const double link_round_trip = 2 * std::chrono::duration<double>(o.link.one_way_delay).count();
+  if (link_round_trip > 0) {
+    const double added = std::max(0.0, 1 / linked.decode_tps - 1 / spread.decode_tps);
+    out.push_back({.id = id + "implied_round_trips_per_server_token.2x2_link",
+                   .name = name + "round trips/token/server the link's time implies, " + link,
+                   .value = added / link_round_trip / 2,
+                   .unit = "RT",
+                   .target = one_round_trip});
+  }
   return out;
 }
 

@@ -122,7 +122,7 @@ std::string format_svg(const std::vector<Figure>& figures, const std::string& ti
   }
   // Bars are drawn to 2.5× the target at most; longer ones are cut and say so.
   constexpr double kMax = 2.5;
-  constexpr int kLabel = 420, kPlot = 460, kRow = 22, kTop = 50;
+  constexpr int kLabel = 560, kPlot = 420, kRow = 22, kTop = 50;
   const int width = kLabel + kPlot + 180, height = kTop + kRow * static_cast<int>(shown.size()) + 40;
   auto x_of = [&](double v) { return kLabel + static_cast<int>(std::min(v, kMax) / kMax * kPlot); };
   std::string out;

@@ -156,6 +156,10 @@ class LinkProxy::Impl {
   ~Impl() { stop(); }
 
   uint16_t port() const { return listener_.local_port(); }
+  uint64_t connections() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return accepted_;
+  }
 
   void stop() {
     {
@@ -186,6 +190,7 @@ class LinkProxy::Impl {
       if (!target.ok()) continue;  // the client sees its connection close
       std::lock_guard<std::mutex> lock(mu_);
       if (stopped_) return;
+      ++accepted_;
       Forward& f = forwards_.emplace_back();
       f.client = std::move(client).value();
       f.target = std::move(target).value();
@@ -200,8 +205,9 @@ class LinkProxy::Impl {
   const std::string host_;
   const uint16_t port_;
   const LinkShape shape_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   bool stopped_ = false;
+  uint64_t accepted_ = 0;
   std::list<Forward> forwards_;  // a list: Directions keep the sockets' descriptors
   std::thread accept_thread_;
 };
@@ -262,6 +268,7 @@ StatusOr<std::unique_ptr<LinkProxy>> LinkProxy::start(const std::string& target_
 LinkProxy::LinkProxy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 LinkProxy::~LinkProxy() { stop(); }
 uint16_t LinkProxy::port() const { return impl_->port(); }
+uint64_t LinkProxy::connections() const { return impl_->connections(); }
 void LinkProxy::stop() { impl_->stop(); }
 
 }  // namespace tensorpc::tools

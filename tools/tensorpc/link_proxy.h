@@ -48,6 +48,8 @@ class LinkProxy {
 
   uint16_t port() const;
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port()); }
+  // Connections accepted so far (each costs a connect across the link).
+  uint64_t connections() const;
   // Stops accepting, closes every forwarded connection, joins all threads.
   // Idempotent.
   void stop();
