@@ -1,7 +1,5 @@
 // `tensorpc bench`: a small run writes every figure to its JSON file with
 // positive values, and the table, JSON and SVG say what the figures say.
-#include "tensorpc/bench.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,6 +10,7 @@
 #include <sstream>
 
 #include "rpc/log.h"
+#include "tensorpc/bench.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/random_model.h"
 
@@ -63,13 +62,26 @@ TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
   std::fclose(err);
 
   const std::string json = read_file(o.json_path);
-  for (const char* id :
-       {"rpc.round_trip", "rpc.set.1MiB", "rpc.get.1MiB", "handover.devices.time", "handover.devices.client_bytes",
-        "handover.servers.time", "handover.servers.client_bytes", "model.tiny.decode.local", "model.tiny.decode.1x1",
-        "model.tiny.decode.2x2", "model.tiny.prefill.local", "model.tiny.prefill.1x1", "model.tiny.prefill.2x2",
-        "model.tiny.bytes_per_token.1x1", "model.tiny.round_trips_per_server_token.2x2", "model.tiny.decode.2x2_link",
-        "model.tiny.round_trips_per_server_token.2x2_link",
-        "model.tiny.implied_round_trips_per_server_token.2x2_link", "load.tiny.time", "load.tiny.bytes"}) {
+  for (const char* id : {"rpc.round_trip",
+                         "rpc.set.1MiB",
+                         "rpc.get.1MiB",
+                         "handover.devices.time",
+                         "handover.devices.client_bytes",
+                         "handover.servers.time",
+                         "handover.servers.client_bytes",
+                         "model.tiny.decode.local",
+                         "model.tiny.decode.1x1",
+                         "model.tiny.decode.2x2",
+                         "model.tiny.prefill.local",
+                         "model.tiny.prefill.1x1",
+                         "model.tiny.prefill.2x2",
+                         "model.tiny.bytes_per_token.1x1",
+                         "model.tiny.round_trips_per_server_token.2x2",
+                         "model.tiny.decode.2x2_link",
+                         "model.tiny.round_trips_per_server_token.2x2_link",
+                         "model.tiny.implied_round_trips_per_server_token.2x2_link",
+                         "load.tiny.time",
+                         "load.tiny.bytes"}) {
     EXPECT_NE(json.find("\"id\": \"" + std::string(id) + "\""), std::string::npos) << id << "\n" << json;
   }
   const std::vector<double> values = numbers_of(json, "value");
@@ -87,11 +99,24 @@ TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
 
 TEST(BenchReport, TheTableShowsValueBaselineRatioAndWhetherTheTargetIsMet) {
   const std::vector<Figure> figures = {
-      {.id = "a", .name = "round trip", .value = 30, .unit = "us", .baseline = 20, .baseline_name = "raw TCP",
+      {.id = "a",
+       .name = "round trip",
+       .value = 30,
+       .unit = "us",
+       .baseline = 20,
+       .baseline_name = "raw TCP",
        .target = Target{.bound = Target::Bound::at_most, .limit = 1.5}},
-      {.id = "b", .name = "set 64 MiB", .value = 1, .unit = "GB/s", .baseline = 2, .baseline_name = "raw TCP",
+      {.id = "b",
+       .name = "set 64 MiB",
+       .value = 1,
+       .unit = "GB/s",
+       .baseline = 2,
+       .baseline_name = "raw TCP",
        .target = Target{.bound = Target::Bound::at_least, .limit = 0.8}},
-      {.id = "c", .name = "client bytes", .value = 200, .unit = "B",
+      {.id = "c",
+       .name = "client bytes",
+       .value = 200,
+       .unit = "B",
        .target = Target{.bound = Target::Bound::at_most, .limit = 1024, .on_ratio = false}},
   };
   EXPECT_TRUE(figures[0].met());

@@ -67,11 +67,10 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
     for (Figure& f : section.value()) figures.push_back(std::move(f));
     return Status();
   };
-  const RpcBenchOptions rpc{.repetitions = o.repetitions,
-                            .round_trips = o.round_trips,
-                            .sizes = o.sizes,
-                            .handover_bytes = o.handover_bytes};
-  ModelBenchOptions model{.repetitions = o.quick ? 1 : 3, .n_predict = o.n_predict, .threads = o.threads, .link = o.link};
+  const RpcBenchOptions rpc{
+      .repetitions = o.repetitions, .round_trips = o.round_trips, .sizes = o.sizes, .handover_bytes = o.handover_bytes};
+  ModelBenchOptions model{
+      .repetitions = o.quick ? 1 : 3, .n_predict = o.n_predict, .threads = o.threads, .link = o.link};
   if (o.repetitions < model.repetitions) model.repetitions = o.repetitions;
 
   say("round trip of a tiny command");
@@ -128,7 +127,8 @@ int bench_command(const BenchOptions& options, std::FILE* out, std::FILE* err) {
 }
 
 void add_bench_command(CLI::App& app, int* exit_code) {
-  CLI::App* cmd = app.add_subcommand("bench", "measure RPC, hand-over, model decode and load figures against their baselines");
+  CLI::App* cmd =
+      app.add_subcommand("bench", "measure RPC, hand-over, model decode and load figures against their baselines");
   auto o = std::make_shared<BenchOptions>();
   auto link = std::make_shared<std::string>("1ms,1gbit");
   cmd->add_flag("--quick", o->quick, "a short run: 1 and 64 MiB, the bundled model and q8_0, few tokens");

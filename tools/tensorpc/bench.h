@@ -22,18 +22,18 @@ class App;
 namespace tensorpc::tools {
 
 struct BenchOptions {
-  bool quick = false;    // a short run: fewer sizes, models, tokens and repetitions
-  int repetitions = 0;   // 0: 5 (quick: 3); the model figures use fewer (3, quick: 1)
-  int threads = 0;       // cores the model layouts share out; 0: every core
-  int n_predict = 0;     // tokens per generation; 0: 33 (quick: 9)
+  bool quick = false;                                 // a short run: fewer sizes, models, tokens and repetitions
+  int repetitions = 0;                                // 0: 5 (quick: 3); the model figures use fewer (3, quick: 1)
+  int threads = 0;                                    // cores the model layouts share out; 0: every core
+  int n_predict = 0;                                  // tokens per generation; 0: 33 (quick: 9)
   LinkShape link{std::chrono::milliseconds(1), 1e9};  // the emulated LAN link of the model figures
-  std::string json_path{};  // --json: every figure as JSON
-  std::string plot_path{};  // --plot: an SVG chart of the figures against their targets
+  std::string json_path{};                            // --json: every figure as JSON
+  std::string plot_path{};                            // --plot: an SVG chart of the figures against their targets
   // Empty: the defaults of the mode (see bench.cpp). Tests give small ones.
-  std::vector<uint64_t> sizes{};     // set/get sizes, bytes
-  uint64_t handover_bytes = 0;     // 0: 64 MiB (quick: 16 MiB)
-  int round_trips = 0;             // per repetition; 0: 5000 (quick: 2000)
-  std::vector<BenchModel> models{};  // decode figures for each
+  std::vector<uint64_t> sizes{};          // set/get sizes, bytes
+  uint64_t handover_bytes = 0;            // 0: 64 MiB (quick: 16 MiB)
+  int round_trips = 0;                    // per repetition; 0: 5000 (quick: 2000)
+  std::vector<BenchModel> models{};       // decode figures for each
   std::vector<BenchModel> load_models{};  // load figures for each
 };
 

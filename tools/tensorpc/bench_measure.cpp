@@ -74,9 +74,7 @@ void RawLoopback::serve() {
         if (s.ok()) s = server_.send_all(&ack, 1);
         break;
       }
-      case RawRequest::pull:
-        s = server_.send_all(sink_.data(), h.size);
-        break;
+      case RawRequest::pull: s = server_.send_all(sink_.data(), h.size); break;
     }
     if (!s.ok()) return;
   }

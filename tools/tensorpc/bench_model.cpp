@@ -21,21 +21,10 @@ constexpr const char* kPrompt =
     "darkness was upon the face of the deep.";
 constexpr int64_t kContext = 512;
 
-// Where a generation ran: the local CPU (no endpoints) or servers' devices.
-struct Layout {
-  std::string key, name;
-  int servers = 0;
-};
+}  // namespace
 
-struct Speed {
-  double decode_tps = 0, prefill_tps = 0;
-  double round_trips = 0, client_bytes = 0;  // per generated token
-};
-
-// Loads `model` onto the local CPU or the servers at `endpoints`, then runs
-// `repetitions` greedy generations: median tokens/s, traffic of the last.
-StatusOr<Speed> measure(const LlamaModel& model, const std::vector<std::string>& endpoints,
-                        const ModelBenchOptions& o) {
+StatusOr<GenerationSpeed> measure_generation(const LlamaModel& model, const std::vector<std::string>& endpoints,
+                                             const ModelBenchOptions& o) {
   TENSORPC_BENCH_TAKE(devices, DeviceSet::connect(endpoints.empty(), o.threads, endpoints));
   const std::vector<Device*> list = devices.devices();
   TENSORPC_BENCH_TAKE(placement,
@@ -44,7 +33,8 @@ StatusOr<Speed> measure(const LlamaModel& model, const std::vector<std::string>&
   g.n_predict = o.n_predict;
   g.stop_at_eos = false;
   g.sampler.temperature = 0;
-  Speed speed;
+  GenerationSpeed speed;
+  speed.weight_bytes = placement->weight_bytes();
   std::vector<double> prefill;
   TENSORPC_BENCH_TAKE(decode, median_of(o.repetitions, [&]() -> StatusOr<double> {
                         TENSORPC_BENCH_TAKE(r, generate(model, *placement, kPrompt, g));
@@ -60,6 +50,8 @@ StatusOr<Speed> measure(const LlamaModel& model, const std::vector<std::string>&
   speed.prefill_tps = prefill[prefill.size() / 2];
   return speed;
 }
+
+namespace {
 
 // Servers in this process, and LinkProxies in front of them when asked.
 struct Servers {
@@ -101,16 +93,16 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
   // The same cores in every layout: the local CPU has all o.threads, one
   // server one device with all of them, two servers two devices each with
   // a share (at least one thread).
-  TENSORPC_BENCH_TAKE(local, measure(*model, {}, o));
+  TENSORPC_BENCH_TAKE(local, measure_generation(*model, {}, o));
   TENSORPC_BENCH_TAKE(one, start_servers(1, 1, o.threads));
-  TENSORPC_BENCH_TAKE(single, measure(*model, one.endpoints(), o));
+  TENSORPC_BENCH_TAKE(single, measure_generation(*model, one.endpoints(), o));
   one.servers.clear();
   TENSORPC_BENCH_TAKE(two, start_servers(2, 2, std::max(1, o.threads / 4)));
-  TENSORPC_BENCH_TAKE(spread, measure(*model, two.endpoints(), o));
+  TENSORPC_BENCH_TAKE(spread, measure_generation(*model, two.endpoints(), o));
   // The same servers behind the emulated link: their weights caches have the
   // model, so only hashes cross the link while it loads.
   TENSORPC_BENCH_TAKE(linked_endpoints, two.linked_endpoints(o.link));
-  TENSORPC_BENCH_TAKE(linked, measure(*model, linked_endpoints, o));
+  TENSORPC_BENCH_TAKE(linked, measure_generation(*model, linked_endpoints, o));
 
   const Target distributed{.bound = Target::Bound::at_least, .limit = 0.9};
   const Target one_round_trip{.bound = Target::Bound::at_most, .limit = 1, .on_ratio = false};
@@ -126,7 +118,7 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
                    .baseline_name = local_tps > 0 ? "local CPU" : "",
                    .target = target});
   };
-  auto traffic = [&](const std::string& layout, const std::string& layout_name, const Speed& s, int servers,
+  auto traffic = [&](const std::string& layout, const std::string& layout_name, const GenerationSpeed& s, int servers,
                      std::optional<Target> target) {
     out.push_back({.id = id + "bytes_per_token." + layout,
                    .name = name + "client bytes/token, " + layout_name,
@@ -210,8 +202,15 @@ StatusOr<std::string> random_100m_model(DType type) {
       (std::filesystem::temp_directory_path() / ("tensorpc_bench_100m_" + std::string(name_of(type)) + ".gguf"))
           .string();
   if (std::filesystem::exists(path)) return path;
-  const RandomModelOptions o{.n_vocab = 32000, .n_embd = 768, .n_layer = 12, .n_head = 12, .n_head_kv = 4,
-                             .n_ff = 2048, .n_ctx = 512, .type = type, .seed = 7};
+  const RandomModelOptions o{.n_vocab = 32000,
+                             .n_embd = 768,
+                             .n_layer = 12,
+                             .n_head = 12,
+                             .n_head_kv = 4,
+                             .n_ff = 2048,
+                             .n_ctx = 512,
+                             .type = type,
+                             .seed = 7};
   // Written under another name first: an interrupted run leaves no half file behind the final name.
   const std::string partial = path + ".partial";
   TENSORPC_RETURN_IF_ERROR(write_random_llama(partial, o));

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "model/llama_model.h"
 #include "tensorpc/bench_report.h"
 #include "tensorpc/dtype.h"
 #include "tensorpc/link_proxy.h"
@@ -28,6 +29,18 @@ struct ModelBenchOptions {
   int threads = 2;      // cores shared out: the local CPU's threads, and the servers' in total
   LinkShape link{};     // of the emulated LAN
 };
+
+// Greedy generations of `model` on the local CPU (`endpoints` empty; with
+// options.threads threads) or on every device of the servers at `endpoints`
+// (layers split evenly): tokens/s as the median of options.repetitions
+// generations, traffic per generated token from the last.
+struct GenerationSpeed {
+  double decode_tps = 0, prefill_tps = 0;
+  double round_trips = 0, client_bytes = 0;  // per generated token
+  uint64_t weight_bytes = 0;                 // on the devices, as placed
+};
+StatusOr<GenerationSpeed> measure_generation(const LlamaModel& model, const std::vector<std::string>& endpoints,
+                                             const ModelBenchOptions& options);
 
 // Decode and prefill figures of `model`, ids "model.<key>.*".
 StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& model, const ModelBenchOptions& options);

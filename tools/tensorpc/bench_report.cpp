@@ -40,10 +40,14 @@ std::string json_number(double v) { return std::isfinite(v) ? printf_string("%.6
 std::string xml_text(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else
+      out += c;
   }
   return out;
 }
@@ -80,16 +84,16 @@ std::string format_table(const std::vector<Figure>& figures) {
   for (const Figure& f : figures) width = std::max(width, f.name.size());
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-*s  %14s  %14s  %-22s %8s  %-12s %s\n", static_cast<int>(width), "figure", "value",
-                "baseline", "(baseline is)", "ratio", "target", "");
+  std::snprintf(line, sizeof line, "%-*s  %14s  %14s  %-22s %8s  %-12s %s\n", static_cast<int>(width), "figure",
+                "value", "baseline", "(baseline is)", "ratio", "target", "");
   out += line;
   for (const Figure& f : figures) {
     const std::string baseline = f.baseline > 0 ? format_value(f.baseline, f.unit) : "";
     const std::string ratio = f.baseline > 0 ? printf_string("%.2fx", f.ratio()) : "";
     const char* verdict = !f.target ? "" : f.met() ? "met" : "MISSED";
-    std::snprintf(line, sizeof line, "%-*s  %14s  %14s  %-22s %8s  %-12s %s\n", static_cast<int>(width),
-                  f.name.c_str(), format_value(f.value, f.unit).c_str(), baseline.c_str(), f.baseline_name.c_str(),
-                  ratio.c_str(), f.target_text().c_str(), verdict);
+    std::snprintf(line, sizeof line, "%-*s  %14s  %14s  %-22s %8s  %-12s %s\n", static_cast<int>(width), f.name.c_str(),
+                  format_value(f.value, f.unit).c_str(), baseline.c_str(), f.baseline_name.c_str(), ratio.c_str(),
+                  f.target_text().c_str(), verdict);
     out += line;
   }
   return out;
@@ -130,15 +134,16 @@ std::string format_svg(const std::vector<Figure>& figures, const std::string& ti
          std::to_string(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   out += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   out += "<text x=\"10\" y=\"20\" font-size=\"15\">" + xml_text(title) + "</text>\n";
-  out += "<text x=\"10\" y=\"38\" fill=\"#555\">each bar: the figure over its target (the line at 1); green met, red "
-         "missed</text>\n";
+  out +=
+      "<text x=\"10\" y=\"38\" fill=\"#555\">each bar: the figure over its target (the line at 1); green met, red "
+      "missed</text>\n";
   for (size_t i = 0; i < shown.size(); ++i) {
     const Figure& f = *shown[i];
     const int y = kTop + kRow * static_cast<int>(i);
     const double v = f.against_target();
     const std::string colour = f.met() ? "#3a9a4a" : "#d04040";
-    out += "<text x=\"" + std::to_string(kLabel - 6) + "\" y=\"" + std::to_string(y + 14) +
-           "\" text-anchor=\"end\">" + xml_text(f.name) + "</text>\n";
+    out += "<text x=\"" + std::to_string(kLabel - 6) + "\" y=\"" + std::to_string(y + 14) + "\" text-anchor=\"end\">" +
+           xml_text(f.name) + "</text>\n";
     out += "<rect x=\"" + std::to_string(kLabel) + "\" y=\"" + std::to_string(y + 3) + "\" width=\"" +
            std::to_string(std::max(1, x_of(v) - kLabel)) + "\" height=\"" + std::to_string(kRow - 6) + "\" fill=\"" +
            colour + "\"/>\n";

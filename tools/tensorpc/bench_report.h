@@ -28,7 +28,7 @@ struct Figure {
   std::string id{};    // stable key for programs: "rpc.round_trip", "decode.q8_0.2x2"
   std::string name{};  // what a person reads: "round trip of PING"
   double value = 0;
-  std::string unit{};  // "us", "GB/s", "tok/s", "B", "ms", "RT/token"
+  std::string unit{};   // "us", "GB/s", "tok/s", "B", "ms", "RT/token"
   double baseline = 0;  // 0: the figure has no baseline
   std::string baseline_name{};
   std::optional<Target> target{};

@@ -74,8 +74,8 @@ StatusOr<std::vector<Figure>> bench_set_get(const RpcBenchOptions& o) {
   const uint64_t max_size = o.sizes.empty() ? 0 : *std::max_element(o.sizes.begin(), o.sizes.end());
   TENSORPC_BENCH_TAKE(server, start_loopback_server(0, 0));
   // The weights cache off: these figures measure moving bytes, not skipping them.
-  TENSORPC_BENCH_TAKE(devices, connect_devices(loopback_endpoint(*server),
-                                               RemoteOptions{.weights_cache_threshold = UINT64_MAX}));
+  TENSORPC_BENCH_TAKE(
+      devices, connect_devices(loopback_endpoint(*server), RemoteOptions{.weights_cache_threshold = UINT64_MAX}));
   TENSORPC_BENCH_TAKE(buffer, devices[0]->allocate(max_size));
   TENSORPC_BENCH_TAKE(raw_link, RawLoopback::start(max_size));
   std::vector<uint8_t> data = pattern(max_size), back(max_size);

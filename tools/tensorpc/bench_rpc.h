@@ -15,7 +15,7 @@ namespace tensorpc::tools {
 
 struct RpcBenchOptions {
   int repetitions = 5;
-  int round_trips = 5000;        // per repetition
+  int round_trips = 5000;         // per repetition
   std::vector<uint64_t> sizes{};  // of set and get, in bytes
   uint64_t handover_bytes = uint64_t{64} << 20;
 };

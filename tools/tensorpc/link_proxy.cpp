@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <list>
 #include <mutex>
@@ -23,7 +23,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kChunk = 64 << 10;        // read at most this much at once
+constexpr size_t kChunk = 64 << 10;       // read at most this much at once
 constexpr size_t kMaxInFlight = 4 << 20;  // bytes a direction holds before it stops reading
 
 // Splits "12.5ms" into 12.5 and "ms"; false when there is no number.
@@ -236,11 +236,16 @@ StatusOr<LinkShape> parse_link(std::string_view text) {
   std::string_view unit;
   if (!split_number(text.substr(0, comma), &delay, &unit)) return bad("the delay is not a number ≥ 0");
   double per_second = 0;
-  if (unit == "ns") per_second = 1e9;
-  else if (unit == "us") per_second = 1e6;
-  else if (unit == "ms") per_second = 1e3;
-  else if (unit == "s") per_second = 1;
-  else return bad("the delay's unit is not one of ns, us, ms, s");
+  if (unit == "ns")
+    per_second = 1e9;
+  else if (unit == "us")
+    per_second = 1e6;
+  else if (unit == "ms")
+    per_second = 1e3;
+  else if (unit == "s")
+    per_second = 1;
+  else
+    return bad("the delay's unit is not one of ns, us, ms, s");
   shape.one_way_delay = std::chrono::nanoseconds(static_cast<int64_t>(std::llround(delay / per_second * 1e9)));
 
   const std::string_view rate = text.substr(comma + 1);
@@ -248,11 +253,16 @@ StatusOr<LinkShape> parse_link(std::string_view text) {
   double value = 0;
   if (!split_number(rate, &value, &unit) || value <= 0) return bad("the rate is not a positive number or inf");
   double scale = 0;
-  if (unit == "bit") scale = 1;
-  else if (unit == "kbit") scale = 1e3;
-  else if (unit == "mbit") scale = 1e6;
-  else if (unit == "gbit") scale = 1e9;
-  else return bad("the rate's unit is not one of bit, kbit, mbit, gbit");
+  if (unit == "bit")
+    scale = 1;
+  else if (unit == "kbit")
+    scale = 1e3;
+  else if (unit == "mbit")
+    scale = 1e6;
+  else if (unit == "gbit")
+    scale = 1e9;
+  else
+    return bad("the rate's unit is not one of bit, kbit, mbit, gbit");
   shape.bits_per_second = value * scale;
   return shape;
 }
