@@ -24,6 +24,12 @@ struct RpcBenchOptions {
 StatusOr<std::vector<Figure>> bench_round_trip(const RpcBenchOptions& options);
 // "rpc.set.<N>MiB", "rpc.get.<N>MiB": GB/s; the target applies from 64 MiB.
 StatusOr<std::vector<Figure>> bench_set_get(const RpcBenchOptions& options);
+// "rpc.set_cache_hit.<N>MiB": a set of the largest size (at most 256 MiB)
+// whose bytes the server's weights cache already has — SHA-256 on the client,
+// the hash in one round trip, the server copying its cached bytes — against
+// the same set with the cache off, GB/s. No target: it pays off only where
+// the network is slower than hashing.
+StatusOr<std::vector<Figure>> bench_cache_hit(const RpcBenchOptions& options);
 // "handover.devices.time|bytes", "handover.servers.time|bytes".
 StatusOr<std::vector<Figure>> bench_handover(const RpcBenchOptions& options);
 
