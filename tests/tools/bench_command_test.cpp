@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -95,6 +96,15 @@ TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
   EXPECT_NE(svg.find("round trip of a tiny command"), std::string::npos);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+TEST(BenchCommand, ABadLinkIsRefusedBeforeAnythingRuns) {
+  CLI::App app;
+  int exit_code = -1;
+  add_bench_command(app, &exit_code);
+  // CLI11 takes a vector of arguments last first.
+  EXPECT_THROW(app.parse(std::vector<std::string>{"1ms", "--link", "bench"}), CLI::ValidationError);
+  EXPECT_EQ(exit_code, -1);
 }
 
 TEST(BenchReport, TheTableShowsValueBaselineRatioAndWhetherTheTargetIsMet) {

@@ -101,6 +101,16 @@ TEST(LinkProxy, StopClosesForwardedConnections) {
   EXPECT_FALSE(s.recv_all(&byte, 1).ok());
 }
 
+TEST(LinkProxy, CountsTheConnectionsItForwards) {
+  AckServer first;
+  auto proxy = LinkProxy::start("127.0.0.1", first.port(), parse_link("0ms,inf").value()).value();
+  {
+    auto s = rpc::Socket::connect("127.0.0.1", proxy->port()).value();
+    EXPECT_EQ(exchange(s, 5, 9), 9);
+  }
+  EXPECT_EQ(proxy->connections(), 1u);
+}
+
 TEST(ParseLink, ReadsDelayAndRate) {
   const LinkShape a = parse_link("1ms,1gbit").value();
   EXPECT_EQ(a.one_way_delay, std::chrono::milliseconds(1));

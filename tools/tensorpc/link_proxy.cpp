@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <condition_variable>
@@ -47,9 +48,17 @@ class Direction {
   ~Direction() { join(); }
 
   void start() {
-    reader_ = std::thread([this] { read_loop(); });
-    writer_ = std::thread([this] { write_loop(); });
+    reader_ = std::thread([this] {
+      read_loop();
+      ++loops_done_;
+    });
+    writer_ = std::thread([this] {
+      write_loop();
+      ++loops_done_;
+    });
   }
+  // Both loops have returned: join() will not block.
+  bool finished() const { return loops_done_ == 2; }
   void join() {
     if (reader_.joinable()) reader_.join();
     if (writer_.joinable()) writer_.join();
@@ -135,6 +144,7 @@ class Direction {
   std::deque<Chunk> queue_;
   size_t in_flight_ = 0;
   bool failed_ = false;
+  std::atomic<int> loops_done_{0};
   std::thread reader_, writer_;
 };
 
@@ -191,6 +201,9 @@ class LinkProxy::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopped_) return;
       ++accepted_;
+      // Connections both of whose ends closed are joined and dropped here,
+      // so a long-lived proxy does not pile them up.
+      forwards_.remove_if([](const Forward& f) { return f.up->finished() && f.down->finished(); });
       Forward& f = forwards_.emplace_back();
       f.client = std::move(client).value();
       f.target = std::move(target).value();
