@@ -22,11 +22,10 @@
 #include <thread>
 #include <vector>
 
-#include "tensorpc/cpu_device.h"
+#include "tensorpc/bench_measure.h"
+#include "tensorpc/bench_model.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/generation.h"
-#include "tensorpc/random_model.h"
-#include "tensorpc/server.h"
 
 namespace {
 
@@ -77,45 +76,33 @@ struct Row {
   double tps = 0, ratio = 0, weight_gbs = 0, round_trips = 0, client_bytes = 0;
 };
 
-// Median tokens/s of `reps` greedy generations; traffic from the last.
+// Decode speed and traffic of `c` (measure_generation, which `tensorpc
+// bench` uses too); an error leaves the row's figures at 0.
 Row measure(const LlamaModel& model, const Config& c, int n_predict, int reps) {
+  Row row;
+  row.config = c.name;
   std::vector<std::unique_ptr<Server>> servers;
   std::vector<std::string> endpoints;
   for (int s = 0; s < c.servers; ++s) {
-    ServerOptions o;
-    o.port = 0;
-    for (int d = 0; d < c.devices_per_server; ++d) {
-      const int threads = c.threads_per_device;
-      o.devices.push_back(
-          std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu" + std::to_string(d), .threads = threads}));
+    auto server = start_loopback_server(c.devices_per_server, c.threads_per_device);
+    if (!server.ok()) {
+      std::fprintf(stderr, "%s: %s\n", c.name, server.status().to_string().c_str());
+      return row;
     }
-    servers.push_back(Server::start(o).value());
-    endpoints.push_back("127.0.0.1:" + std::to_string(servers.back()->port()));
+    endpoints.push_back(loopback_endpoint(*server.value()));
+    servers.push_back(std::move(server).value());
   }
-  Row row;
-  row.config = c.name;
-  auto devices = DeviceSet::connect(c.servers == 0, kThreads, endpoints).value();
-  const std::vector<Device*> list = devices.devices();
-  auto placement = load_model(model, list, endpoints, std::vector<double>(list.size(), 1.0), 256, nullptr);
-  if (!placement.ok()) {
-    std::fprintf(stderr, "%s: %s\n", c.name, placement.status().to_string().c_str());
+  const ModelBenchOptions options{.repetitions = reps, .n_predict = n_predict, .threads = kThreads};
+  auto speed = measure_generation(model, endpoints, options);
+  if (!speed.ok()) {
+    std::fprintf(stderr, "%s: %s\n", c.name, speed.status().to_string().c_str());
     return row;
   }
-  GenerateOptions g;
-  g.n_predict = n_predict;
-  g.stop_at_eos = false;
-  g.sampler.temperature = 0;
-  std::vector<double> tps;
-  for (int r = 0; r < reps; ++r) {
-    auto res = generate(model, *placement.value(), "In the beginning", g).value();
-    tps.push_back(res.decode_steps / res.decode_seconds);
-    row.round_trips = static_cast<double>(res.decode.round_trips) / res.decode_steps;
-    row.client_bytes = static_cast<double>(res.decode.bytes_sent + res.decode.bytes_received) / res.decode_steps;
-  }
-  std::sort(tps.begin(), tps.end());
-  row.tps = tps[tps.size() / 2];
+  row.tps = speed->decode_tps;
+  row.round_trips = speed->round_trips;
+  row.client_bytes = speed->client_bytes;
   // Decode reads every weight once per token, except the embedding: one row.
-  const double read = static_cast<double>(placement.value()->weight_bytes() - model.embedding_bytes());
+  const double read = static_cast<double>(speed->weight_bytes - model.embedding_bytes());
   row.weight_gbs = read * row.tps / 1e9;
   return row;
 }
@@ -136,17 +123,12 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> models;  // label, path
   if (std::filesystem::exists(bundled_model_path())) models.push_back({"kjv-tiny (bundled)", bundled_model_path()});
   for (DType type : {DType::q8_0, DType::q4_0}) {
-    RandomModelOptions o{.n_vocab = 32000, .n_embd = 768, .n_layer = 12, .n_head = 12, .n_head_kv = 4,
-                         .n_ff = 2048, .n_ctx = 512, .type = type, .seed = 7};
-    const std::string path = "/tmp/tensorpc_model_bench_" + std::string(name_of(type)) + ".gguf";
-    if (!std::filesystem::exists(path)) {
-      const Status s = write_random_llama(path, o);
-      if (!s.ok()) {
-        std::fprintf(stderr, "cannot write %s: %s\n", path.c_str(), s.to_string().c_str());
-        return 1;
-      }
+    auto path = random_100m_model(type);  // the same file `tensorpc bench` uses
+    if (!path.ok()) {
+      std::fprintf(stderr, "random model: %s\n", path.status().to_string().c_str());
+      return 1;
     }
-    models.push_back({"random 100M " + std::string(name_of(type)), path});
+    models.push_back({"random 100M " + std::string(name_of(type)), path.value()});
   }
 
   std::vector<Row> rows;

@@ -1,8 +1,9 @@
 // tensorpc: the command-line tool. One subcommand per job (`devices`, `run`,
-// `demo`; `bench` is to come), each in a file of its own that adds itself to
+// `demo`, `bench`), each in a file of its own that adds itself to
 // the app.
 #include <CLI/CLI.hpp>
 
+#include "tensorpc/bench.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/devices.h"
 #include "tensorpc/run.h"
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   tensorpc::tools::add_devices_command(app, &exit_code);
   tensorpc::tools::add_run_command(app, &exit_code);
   tensorpc::tools::add_demo_command(app, &exit_code);
+  tensorpc::tools::add_bench_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,145 @@
+// `tensorpc bench`: a small run writes every figure to its JSON file with
+// positive values, and the table, JSON and SVG say what the figures say.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "rpc/log.h"
+#include "tensorpc/bench.h"
+#include "tensorpc/demo.h"
+#include "tensorpc/random_model.h"
+
+namespace tensorpc::tools {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Every number after `"key": ` in `json`.
+std::vector<double> numbers_of(const std::string& json, const std::string& key) {
+  std::vector<double> out;
+  const std::regex re("\"" + key + "\": ([-0-9.eE+]+|null)");
+  for (auto it = std::sregex_iterator(json.begin(), json.end(), re); it != std::sregex_iterator(); ++it) {
+    out.push_back((*it)[1] == "null" ? -1 : std::stod((*it)[1]));
+  }
+  return out;
+}
+
+TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
+  log::set_level(log::Level::warn);
+  const auto dir = std::filesystem::temp_directory_path() / ("tensorpc_bench_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string model = (dir / "tiny_q8_0.gguf").string();
+  ASSERT_TRUE(write_random_llama(model, RandomModelOptions{.type = DType::q8_0}).ok());
+
+  // The quick run's shape, made smaller still: one size, a tiny model.
+  BenchOptions o;
+  o.quick = true;
+  o.repetitions = 1;
+  o.threads = 2;
+  o.n_predict = 3;
+  o.link = parse_link("1ms,1gbit").value();
+  o.sizes = {uint64_t{1} << 20};
+  o.handover_bytes = uint64_t{1} << 20;
+  o.round_trips = 50;
+  o.models = {{.key = "tiny", .label = "tiny", .path = model}};
+  o.load_models = o.models;
+  o.json_path = (dir / "bench.json").string();
+  o.plot_path = (dir / "bench.svg").string();
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  ASSERT_EQ(bench_command(o, out, err), 0);
+  std::fclose(out);
+  std::fclose(err);
+
+  const std::string json = read_file(o.json_path);
+  for (const char* id : {"rpc.round_trip",
+                         "rpc.set.1MiB",
+                         "rpc.get.1MiB",
+                         "handover.devices.time",
+                         "handover.devices.client_bytes",
+                         "handover.servers.time",
+                         "handover.servers.client_bytes",
+                         "model.tiny.decode.local",
+                         "model.tiny.decode.1x1",
+                         "model.tiny.decode.2x2",
+                         "model.tiny.prefill.local",
+                         "model.tiny.prefill.1x1",
+                         "model.tiny.prefill.2x2",
+                         "model.tiny.bytes_per_token.1x1",
+                         "model.tiny.round_trips_per_server_token.2x2",
+                         "model.tiny.decode.2x2_link",
+                         "model.tiny.round_trips_per_server_token.2x2_link",
+                         "model.tiny.implied_round_trips_per_server_token.2x2_link",
+                         "load.tiny.time",
+                         "load.tiny.bytes"}) {
+    EXPECT_NE(json.find("\"id\": \"" + std::string(id) + "\""), std::string::npos) << id << "\n" << json;
+  }
+  const std::vector<double> values = numbers_of(json, "value");
+  EXPECT_GE(values.size(), 21u);
+  for (double v : values) EXPECT_GT(v, 0) << json;
+  for (double v : numbers_of(json, "baseline")) EXPECT_GT(v, 0) << json;
+  EXPECT_NE(json.find("\"link\": \"1ms,1gbit\""), std::string::npos);
+
+  const std::string svg = read_file(o.plot_path);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("round trip of a tiny command"), std::string::npos);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BenchCommand, ABadLinkIsRefusedBeforeAnythingRuns) {
+  CLI::App app;
+  int exit_code = -1;
+  add_bench_command(app, &exit_code);
+  // CLI11 takes a vector of arguments last first.
+  EXPECT_THROW(app.parse(std::vector<std::string>{"1ms", "--link", "bench"}), CLI::ValidationError);
+  EXPECT_EQ(exit_code, -1);
+}
+
+TEST(BenchReport, TheTableShowsValueBaselineRatioAndWhetherTheTargetIsMet) {
+  const std::vector<Figure> figures = {
+      {.id = "a",
+       .name = "round trip",
+       .value = 30,
+       .unit = "us",
+       .baseline = 20,
+       .baseline_name = "raw TCP",
+       .target = Target{.bound = Target::Bound::at_most, .limit = 1.5}},
+      {.id = "b",
+       .name = "set 64 MiB",
+       .value = 1,
+       .unit = "GB/s",
+       .baseline = 2,
+       .baseline_name = "raw TCP",
+       .target = Target{.bound = Target::Bound::at_least, .limit = 0.8}},
+      {.id = "c",
+       .name = "client bytes",
+       .value = 200,
+       .unit = "B",
+       .target = Target{.bound = Target::Bound::at_most, .limit = 1024, .on_ratio = false}},
+  };
+  EXPECT_TRUE(figures[0].met());
+  EXPECT_FALSE(figures[1].met());
+  EXPECT_TRUE(figures[2].met());
+  const std::string table = format_table(figures);
+  EXPECT_NE(table.find("1.50x"), std::string::npos) << table;
+  EXPECT_NE(table.find("MISSED"), std::string::npos) << table;
+  EXPECT_NE(table.find("<= 1.0 KiB"), std::string::npos) << table;
+  const std::string json = format_json(figures, {"\"quick\": true"});
+  EXPECT_NE(json.find("\"ratio\": 1.5"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"met\": false"), std::string::npos) << json;
+}
+
+}  // namespace
+}  // namespace tensorpc::tools

@@ -1,0 +1,159 @@
+// `tensorpc bench` (bench.h): the defaults of a full and a quick run, the
+// sections in order, and the outputs.
+#include "tensorpc/bench.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "rpc/log.h"
+#include "tensorpc/bench_rpc.h"
+#include "tensorpc/demo.h"
+
+namespace tensorpc::tools {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// Fills what the caller left empty with the defaults of the mode.
+Status fill_defaults(BenchOptions& o) {
+  const bool q = o.quick;
+  if (o.repetitions <= 0) o.repetitions = q ? 3 : 5;
+  if (o.threads <= 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.n_predict <= 0) o.n_predict = q ? 9 : 33;
+  if (o.handover_bytes == 0) o.handover_bytes = (q ? 16 : 64) * kMiB;
+  if (o.round_trips <= 0) o.round_trips = q ? 2000 : 5000;
+  if (o.sizes.empty()) {
+    o.sizes = q ? std::vector<uint64_t>{kMiB, 64 * kMiB}
+                : std::vector<uint64_t>{kMiB, 16 * kMiB, 64 * kMiB, 256 * kMiB, 1024 * kMiB};
+  }
+  if (o.models.empty()) {
+    if (std::filesystem::exists(bundled_model_path())) {
+      o.models.push_back({.key = "kjv_tiny", .label = "kjv-tiny", .path = bundled_model_path()});
+    }
+    for (DType type : q ? std::vector<DType>{DType::q8_0} : std::vector<DType>{DType::q8_0, DType::q4_0}) {
+      auto path = random_100m_model(type);
+      if (!path.ok()) return path.status().with_context("random model");
+      const std::string name(name_of(type));
+      o.models.push_back({.key = name, .label = "random 100M " + name, .path = path.value()});
+    }
+    // The cache matters for big weights: the bundled model's tensors are too small for it.
+    if (o.load_models.empty()) o.load_models.push_back(o.models.back());
+  }
+  return Status();
+}
+
+std::string settings_json(const BenchOptions& o) {
+  return "\"settings\": {\"quick\": " + std::string(o.quick ? "true" : "false") +
+         ", \"repetitions\": " + std::to_string(o.repetitions) + ", \"threads\": " + std::to_string(o.threads) +
+         ", \"tokens\": " + std::to_string(o.n_predict) + ", \"link\": \"" + o.link.to_string() + "\"}";
+}
+
+}  // namespace
+
+StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
+  TENSORPC_RETURN_IF_ERROR(fill_defaults(o));
+  auto say = [&](const std::string& what) {
+    if (progress == nullptr) return;
+    std::fprintf(progress, "tensorpc bench: %s\n", what.c_str());
+    std::fflush(progress);
+  };
+  std::vector<Figure> figures;
+  auto add = [&](StatusOr<std::vector<Figure>> section, const std::string& what) -> Status {
+    if (!section.ok()) return section.status().with_context(what);
+    for (Figure& f : section.value()) figures.push_back(std::move(f));
+    return Status();
+  };
+  const RpcBenchOptions rpc{
+      .repetitions = o.repetitions, .round_trips = o.round_trips, .sizes = o.sizes, .handover_bytes = o.handover_bytes};
+  ModelBenchOptions model{
+      .repetitions = o.quick ? 1 : 3, .n_predict = o.n_predict, .threads = o.threads, .link = o.link};
+  if (o.repetitions < model.repetitions) model.repetitions = o.repetitions;
+
+  say("round trip of a tiny command");
+  TENSORPC_RETURN_IF_ERROR(add(bench_round_trip(rpc), "round trip"));
+  say("set-tensor and get-tensor throughput");
+  TENSORPC_RETURN_IF_ERROR(add(bench_set_get(rpc), "set/get"));
+  say("set-tensor through the weights cache");
+  TENSORPC_RETURN_IF_ERROR(add(bench_cache_hit(rpc), "cache hit"));
+  say("hand-over between devices and between servers");
+  TENSORPC_RETURN_IF_ERROR(add(bench_handover(rpc), "hand-over"));
+  for (const BenchModel& m : o.models) {
+    say("decode and prefill, " + m.label + " (local, 1x1, 2x2, 2x2 over link " + o.link.to_string() + ")");
+    TENSORPC_RETURN_IF_ERROR(add(bench_model_decode(m, model), m.label));
+  }
+  for (const BenchModel& m : o.load_models) {
+    say("load cold and warm, " + m.label);
+    TENSORPC_RETURN_IF_ERROR(add(bench_model_load(m, model), m.label + " load"));
+  }
+  return figures;
+}
+
+int bench_command(const BenchOptions& options, std::FILE* out, std::FILE* err) {
+  BenchOptions o = options;
+  if (const Status s = fill_defaults(o); !s.ok()) {
+    std::fprintf(err, "tensorpc bench: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  auto figures = run_bench(o, err);
+  if (!figures.ok()) {
+    std::fprintf(err, "tensorpc bench: %s\n", figures.status().to_string().c_str());
+    return 1;
+  }
+  std::fprintf(out, "\n%s", format_table(figures.value()).c_str());
+  int met = 0, targets = 0;
+  for (const Figure& f : figures.value()) {
+    if (!f.target) continue;
+    ++targets;
+    met += f.met() ? 1 : 0;
+  }
+  std::fprintf(out, "\n%d of %d targets met (median of %d; %s)\n", met, targets, o.repetitions,
+               o.quick ? "quick run" : "full run");
+  if (!o.json_path.empty()) {
+    if (const Status s = write_text_file(o.json_path, format_json(figures.value(), {settings_json(o)})); !s.ok()) {
+      std::fprintf(err, "tensorpc bench: %s\n", s.to_string().c_str());
+      return 1;
+    }
+  }
+  if (!o.plot_path.empty()) {
+    const std::string title = "tensorpc bench: figures against their targets (" + o.link.to_string() + " link)";
+    if (const Status s = write_text_file(o.plot_path, format_svg(figures.value(), title)); !s.ok()) {
+      std::fprintf(err, "tensorpc bench: %s\n", s.to_string().c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+void add_bench_command(CLI::App& app, int* exit_code) {
+  CLI::App* cmd =
+      app.add_subcommand("bench", "measure RPC, hand-over, model decode and load figures against their baselines");
+  auto o = std::make_shared<BenchOptions>();
+  auto link = std::make_shared<std::string>("1ms,1gbit");
+  cmd->add_flag("--quick", o->quick, "a short run: 1 and 64 MiB, the bundled model and q8_0, few tokens");
+  cmd->add_option("--json", o->json_path, "write every figure to this JSON file");
+  cmd->add_option("--plot", o->plot_path, "write an SVG bar chart of the figures against their targets");
+  cmd->add_option("--link", *link, "the emulated LAN link: one-way delay and rate per direction")
+      ->check([](const std::string& s) {
+        auto r = parse_link(s);
+        return r.ok() ? std::string() : r.status().message();
+      })
+      ->capture_default_str();
+  cmd->add_option("-r,--repetitions", o->repetitions, "repetitions per figure, median reported (0: 5, quick 3)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-t,--threads", o->threads, "cores the model layouts share out (0: every core)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n,--tokens", o->n_predict, "tokens per generation (0: 33, quick 9)")->check(CLI::NonNegativeNumber);
+  cmd->callback([o, link, exit_code] {
+    BenchOptions options = *o;
+    options.link = parse_link(*link).value();  // checked by the option
+    // The in-process servers log each session at info: quiet unless asked.
+    if (std::getenv("TENSORPC_LOG") == nullptr) log::set_level(log::Level::warn);
+    *exit_code = bench_command(options, stdout, stderr);
+  });
+}
+
+}  // namespace tensorpc::tools

@@ -1,0 +1,52 @@
+// `tensorpc bench`: the performance report in one command. Every figure is
+// measured next to its baseline in the same run (raw TCP on loopback, the
+// local CPU, the path relayed through the client, the cold load), as the
+// median of several repetitions; see docs/performance.md for what each one
+// means and its target.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tensorpc/bench_model.h"
+#include "tensorpc/bench_report.h"
+#include "tensorpc/link_proxy.h"
+
+namespace CLI {
+class App;
+}
+
+namespace tensorpc::tools {
+
+struct BenchOptions {
+  bool quick = false;                                 // a short run: fewer sizes, models, tokens and repetitions
+  int repetitions = 0;                                // 0: 5 (quick: 3); the model figures use fewer (3, quick: 1)
+  int threads = 0;                                    // cores the model layouts share out; 0: every core
+  int n_predict = 0;                                  // tokens per generation; 0: 33 (quick: 9)
+  LinkShape link{std::chrono::milliseconds(1), 1e9};  // the emulated LAN link of the model figures
+  std::string json_path{};                            // --json: every figure as JSON
+  std::string plot_path{};                            // --plot: an SVG chart of the figures against their targets
+  // Empty: the defaults of the mode (see bench.cpp). Tests give small ones.
+  std::vector<uint64_t> sizes{};          // set/get sizes, bytes
+  uint64_t handover_bytes = 0;            // 0: 64 MiB (quick: 16 MiB)
+  int round_trips = 0;                    // per repetition; 0: 5000 (quick: 2000)
+  std::vector<BenchModel> models{};       // decode figures for each
+  std::vector<BenchModel> load_models{};  // load figures for each
+};
+
+// The defaults filled in (models written when missing), then every figure.
+// Progress lines go to `progress` (nullptr: quiet).
+StatusOr<std::vector<Figure>> run_bench(BenchOptions options, std::FILE* progress);
+
+// Runs the whole command: the table to `out`, progress and errors to
+// `err`, the JSON and SVG files when asked. Returns the exit code (0, or 1
+// on any failure; missed targets are reported, not failures).
+int bench_command(const BenchOptions& options, std::FILE* out, std::FILE* err);
+
+// Adds the `bench` subcommand; when it runs, its exit code goes to *exit_code.
+void add_bench_command(CLI::App& app, int* exit_code);
+
+}  // namespace tensorpc::tools

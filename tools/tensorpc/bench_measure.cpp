@@ -1,0 +1,116 @@
+// Timing, loopback servers and raw TCP baselines of `tensorpc bench`
+// (bench_measure.h).
+#include "tensorpc/bench_measure.h"
+
+#include <algorithm>
+
+#include "tensorpc/cpu_device.h"
+
+namespace tensorpc::tools {
+namespace {
+
+// The far end's requests: what the client wants next.
+enum class RawRequest : uint64_t { echo = 1, push = 2, pull = 3 };
+
+struct RawHeader {
+  RawRequest request;
+  uint64_t size;
+};
+
+}  // namespace
+
+StatusOr<double> median_of(int repetitions, const std::function<StatusOr<double>()>& once) {
+  std::vector<double> values;
+  for (int i = 0; i < std::max(1, repetitions); ++i) {
+    TENSORPC_BENCH_TAKE(v, once());
+    values.push_back(v);
+  }
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+StatusOr<std::unique_ptr<Server>> start_loopback_server(int devices, int threads_per_device) {
+  ServerOptions options;
+  options.port = 0;
+  for (int d = 0; d < devices; ++d) {
+    options.devices.push_back(std::make_shared<CpuDevice>(
+        CpuDeviceOptions{.name = "cpu" + std::to_string(d), .threads = threads_per_device}));
+  }
+  return Server::start(std::move(options));
+}
+
+std::string loopback_endpoint(const Server& server) { return "127.0.0.1:" + std::to_string(server.port()); }
+
+StatusOr<std::unique_ptr<RawLoopback>> RawLoopback::start(uint64_t max_size) {
+  TENSORPC_BENCH_TAKE(listener, rpc::Socket::listen("127.0.0.1", 0));
+  TENSORPC_BENCH_TAKE(client, rpc::Socket::connect("127.0.0.1", listener.local_port()));
+  TENSORPC_BENCH_TAKE(server, listener.accept());
+  return std::unique_ptr<RawLoopback>(new RawLoopback(std::move(client), std::move(server), max_size));
+}
+
+RawLoopback::RawLoopback(rpc::Socket client, rpc::Socket server, uint64_t max_size)
+    : client_(std::move(client)), server_(std::move(server)), sink_(max_size) {
+  thread_ = std::thread([this] { serve(); });
+}
+
+RawLoopback::~RawLoopback() {
+  client_.shutdown();
+  thread_.join();
+}
+
+void RawLoopback::serve() {
+  RawHeader h;
+  while (server_.recv_all(&h, sizeof h).ok()) {
+    if (h.size > sink_.size()) return;
+    Status s;
+    switch (h.request) {
+      case RawRequest::echo:
+        s = server_.recv_all(sink_.data(), h.size);
+        if (s.ok()) s = server_.send_all(sink_.data(), h.size);
+        break;
+      case RawRequest::push: {
+        s = server_.recv_all(sink_.data(), h.size);
+        const uint8_t ack = 1;
+        if (s.ok()) s = server_.send_all(&ack, 1);
+        break;
+      }
+      case RawRequest::pull: s = server_.send_all(sink_.data(), h.size); break;
+    }
+    if (!s.ok()) return;
+  }
+}
+
+StatusOr<double> RawLoopback::round_trip(size_t size, int count) {
+  // The header travels with the message: `size` counts both, as a tiny
+  // command's frame counts its header.
+  const size_t body = size > sizeof(RawHeader) ? size - sizeof(RawHeader) : 0;
+  std::vector<uint8_t> message(body);
+  const RawHeader h{RawRequest::echo, body};
+  const auto start = BenchClock::now();
+  for (int i = 0; i < count; ++i) {
+    const iovec parts[2] = {{const_cast<RawHeader*>(&h), sizeof h}, {message.data(), body}};
+    TENSORPC_RETURN_IF_ERROR(client_.send_all(parts));
+    TENSORPC_RETURN_IF_ERROR(client_.recv_all(message.data(), body));
+  }
+  return seconds_since(start) / count;
+}
+
+StatusOr<double> RawLoopback::push(const uint8_t* data, uint64_t size) {
+  const RawHeader h{RawRequest::push, size};
+  const auto start = BenchClock::now();
+  const iovec parts[2] = {{const_cast<RawHeader*>(&h), sizeof h}, {const_cast<uint8_t*>(data), size}};
+  TENSORPC_RETURN_IF_ERROR(client_.send_all(parts));
+  uint8_t ack = 0;
+  TENSORPC_RETURN_IF_ERROR(client_.recv_all(&ack, 1));
+  return seconds_since(start);
+}
+
+StatusOr<double> RawLoopback::pull(uint8_t* data, uint64_t size) {
+  const RawHeader h{RawRequest::pull, size};
+  const auto start = BenchClock::now();
+  TENSORPC_RETURN_IF_ERROR(client_.send_all(&h, sizeof h));
+  TENSORPC_RETURN_IF_ERROR(client_.recv_all(data, size));
+  return seconds_since(start);
+}
+
+}  // namespace tensorpc::tools

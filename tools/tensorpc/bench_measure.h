@@ -1,0 +1,66 @@
+// What every `tensorpc bench` measurement shares: the median of repeated
+// timings, in-process servers on loopback, and the raw TCP baselines the RPC
+// figures are held against.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rpc/socket.h"
+#include "tensorpc/server.h"
+#include "tensorpc/status.h"
+
+// Declares `name` as the value of the StatusOr `expr`, or returns its error.
+#define TENSORPC_BENCH_TAKE(name, expr)             \
+  auto name##_or_ = (expr);                         \
+  if (!name##_or_.ok()) return name##_or_.status(); \
+  auto name = std::move(name##_or_).value()
+
+namespace tensorpc::tools {
+
+using BenchClock = std::chrono::steady_clock;
+
+inline double seconds_since(BenchClock::time_point start) {
+  return std::chrono::duration<double>(BenchClock::now() - start).count();
+}
+
+// The median of `repetitions` (at least 1) calls of `once`, which returns
+// seconds (or any other measure) or an error that ends the measurement.
+StatusOr<double> median_of(int repetitions, const std::function<StatusOr<double>()>& once);
+
+// A server in this process on 127.0.0.1 (its own threads, a real TCP
+// socket) with `devices` CPU devices of `threads_per_device` threads each
+// (devices 0: the server's default, one CPU device with every core).
+StatusOr<std::unique_ptr<Server>> start_loopback_server(int devices, int threads_per_device);
+std::string loopback_endpoint(const Server& server);
+
+// Raw TCP on loopback, the baseline of the RPC figures: a connected socket
+// pair (TCP_NODELAY, as the rpc layer's) and a thread on the far end that
+// echoes fixed-size messages, or reads and writes bulk transfers.
+class RawLoopback {
+ public:
+  // `max_size`: the largest bulk transfer.
+  static StatusOr<std::unique_ptr<RawLoopback>> start(uint64_t max_size);
+  ~RawLoopback();
+
+  // Seconds of one round trip of a `size`-byte message (the mean of `count`).
+  StatusOr<double> round_trip(size_t size, int count);
+  // Seconds to send `size` bytes and get the far end's one-byte ack.
+  StatusOr<double> push(const uint8_t* data, uint64_t size);
+  // Seconds to ask for `size` bytes and receive them into `data`.
+  StatusOr<double> pull(uint8_t* data, uint64_t size);
+
+ private:
+  RawLoopback(rpc::Socket client, rpc::Socket server, uint64_t max_size);
+  void serve();
+
+  rpc::Socket client_, server_;
+  std::vector<uint8_t> sink_;
+  std::thread thread_;
+};
+
+}  // namespace tensorpc::tools

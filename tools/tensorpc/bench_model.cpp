@@ -1,0 +1,223 @@
+// Model figures of `tensorpc bench` (bench_model.h).
+#include "tensorpc/bench_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+#include "tensorpc/bench_measure.h"
+#include "tensorpc/generation.h"
+#include "tensorpc/random_model.h"
+#include "tensorpc/rpc_client.h"
+
+namespace tensorpc::tools {
+namespace {
+
+// Long enough that prefill runs as a batch, short enough that prompt and
+// generation fit the context below.
+constexpr const char* kPrompt =
+    "In the beginning God created the heaven and the earth. And the earth was without form, and void; and "
+    "darkness was upon the face of the deep.";
+constexpr int64_t kContext = 512;
+
+}  // namespace
+
+StatusOr<GenerationSpeed> measure_generation(const LlamaModel& model, const std::vector<std::string>& endpoints,
+                                             const ModelBenchOptions& o) {
+  TENSORPC_BENCH_TAKE(devices, DeviceSet::connect(endpoints.empty(), o.threads, endpoints));
+  const std::vector<Device*> list = devices.devices();
+  TENSORPC_BENCH_TAKE(placement,
+                      load_model(model, list, endpoints, std::vector<double>(list.size(), 1.0), kContext, nullptr));
+  GenerateOptions g;
+  g.n_predict = o.n_predict;
+  g.stop_at_eos = false;
+  g.sampler.temperature = 0;
+  GenerationSpeed speed;
+  speed.weight_bytes = placement->weight_bytes();
+  std::vector<double> prefill;
+  TENSORPC_BENCH_TAKE(decode, median_of(o.repetitions, [&]() -> StatusOr<double> {
+                        TENSORPC_BENCH_TAKE(r, generate(model, *placement, kPrompt, g));
+                        if (r.decode_steps == 0) return internal_error("no decode step ran");
+                        prefill.push_back(static_cast<double>(r.prompt.size()) / r.prompt_seconds);
+                        speed.round_trips = static_cast<double>(r.decode.round_trips) / r.decode_steps;
+                        speed.client_bytes =
+                            static_cast<double>(r.decode.bytes_sent + r.decode.bytes_received) / r.decode_steps;
+                        return r.decode_steps / r.decode_seconds;
+                      }));
+  std::sort(prefill.begin(), prefill.end());
+  speed.decode_tps = decode;
+  speed.prefill_tps = prefill[prefill.size() / 2];
+  return speed;
+}
+
+namespace {
+
+// Servers in this process, and LinkProxies in front of them when asked.
+struct Servers {
+  std::vector<std::unique_ptr<Server>> servers;
+  std::vector<std::unique_ptr<LinkProxy>> proxies;
+
+  std::vector<std::string> endpoints() const {
+    std::vector<std::string> out;
+    for (const auto& s : servers) out.push_back(loopback_endpoint(*s));
+    return out;
+  }
+  StatusOr<std::vector<std::string>> linked_endpoints(const LinkShape& link) {
+    std::vector<std::string> out;
+    for (const auto& s : servers) {
+      TENSORPC_BENCH_TAKE(proxy, LinkProxy::start("127.0.0.1", s->port(), link));
+      out.push_back(proxy->endpoint());
+      proxies.push_back(std::move(proxy));
+    }
+    return out;
+  }
+};
+
+StatusOr<Servers> start_servers(int count, int devices, int threads_per_device) {
+  Servers s;
+  for (int i = 0; i < count; ++i) {
+    TENSORPC_BENCH_TAKE(server, start_loopback_server(devices, threads_per_device));
+    s.servers.push_back(std::move(server));
+  }
+  return s;
+}
+
+}  // namespace
+
+StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const ModelBenchOptions& o) {
+  TENSORPC_BENCH_TAKE(model, LlamaModel::open(m.path));
+  const std::string id = "model." + m.key + ".";
+  const std::string name = m.label + ", ";
+
+  // The same cores in every layout: the local CPU has all o.threads, one
+  // server one device with all of them, two servers two devices each with
+  // a share (at least one thread).
+  TENSORPC_BENCH_TAKE(local, measure_generation(*model, {}, o));
+  TENSORPC_BENCH_TAKE(one, start_servers(1, 1, o.threads));
+  TENSORPC_BENCH_TAKE(single, measure_generation(*model, one.endpoints(), o));
+  one.servers.clear();
+  TENSORPC_BENCH_TAKE(two, start_servers(2, 2, std::max(1, o.threads / 4)));
+  TENSORPC_BENCH_TAKE(spread, measure_generation(*model, two.endpoints(), o));
+  // The same servers behind the emulated link: their weights caches have the
+  // model, so only hashes cross the link while it loads.
+  TENSORPC_BENCH_TAKE(linked_endpoints, two.linked_endpoints(o.link));
+  TENSORPC_BENCH_TAKE(linked, measure_generation(*model, linked_endpoints, o));
+
+  const Target distributed{.bound = Target::Bound::at_least, .limit = 0.9};
+  const Target one_round_trip{.bound = Target::Bound::at_most, .limit = 1, .on_ratio = false};
+  const std::string link = "link " + o.link.to_string();
+  std::vector<Figure> out;
+  auto speed = [&](const std::string& what, const std::string& layout, const std::string& layout_name, double tps,
+                   double local_tps, std::optional<Target> target) {
+    out.push_back({.id = id + what + "." + layout,
+                   .name = name + what + ", " + layout_name,
+                   .value = tps,
+                   .unit = "tok/s",
+                   .baseline = local_tps,
+                   .baseline_name = local_tps > 0 ? "local CPU" : "",
+                   .target = target});
+  };
+  auto traffic = [&](const std::string& layout, const std::string& layout_name, const GenerationSpeed& s, int servers,
+                     std::optional<Target> target) {
+    out.push_back({.id = id + "bytes_per_token." + layout,
+                   .name = name + "client bytes/token, " + layout_name,
+                   .value = s.client_bytes,
+                   .unit = "B/token"});
+    out.push_back({.id = id + "round_trips_per_server_token." + layout,
+                   .name = name + "round trips/token/server, " + layout_name,
+                   .value = s.round_trips / servers,
+                   .unit = "RT",
+                   .target = target});
+  };
+  speed("decode", "local", "local CPU", local.decode_tps, 0, std::nullopt);
+  speed("decode", "1x1", "1 server x 1 device", single.decode_tps, local.decode_tps, std::nullopt);
+  speed("decode", "2x2", "2 servers x 2 devices", spread.decode_tps, local.decode_tps, distributed);
+  speed("prefill", "local", "local CPU", local.prefill_tps, 0, std::nullopt);
+  speed("prefill", "1x1", "1 server x 1 device", single.prefill_tps, local.prefill_tps, std::nullopt);
+  speed("prefill", "2x2", "2 servers x 2 devices", spread.prefill_tps, local.prefill_tps, std::nullopt);
+  traffic("1x1", "1 server x 1 device", single, 1, std::nullopt);
+  traffic("2x2", "2 servers x 2 devices", spread, 2, std::nullopt);
+  out.push_back({.id = id + "decode.2x2_link",
+                 .name = name + "decode, 2 servers x 2 devices, " + link,
+                 .value = linked.decode_tps,
+                 .unit = "tok/s",
+                 .baseline = spread.decode_tps,
+                 .baseline_name = "same on loopback"});
+  traffic("2x2_link", "2 servers x 2 devices, " + link, linked, 2, one_round_trip);
+  // The client's counters miss exchanges between the servers (a peer copy's
+  // grant); the time the link adds to a token does not: in link round trips,
+  // it is every exchange on the token's critical path.
+  const double link_round_trip = 2 * std::chrono::duration<double>(o.link.one_way_delay).count();
+  if (link_round_trip > 0) {
+    const double added = std::max(0.0, 1 / linked.decode_tps - 1 / spread.decode_tps);
+    out.push_back({.id = id + "implied_round_trips_per_server_token.2x2_link",
+                   .name = name + "round trips/token/server the link's time implies, " + link,
+                   .value = added / link_round_trip / 2,
+                   .unit = "RT",
+                   .target = one_round_trip});
+  }
+  return out;
+}
+
+StatusOr<std::vector<Figure>> bench_model_load(const BenchModel& m, const ModelBenchOptions& o) {
+  TENSORPC_BENCH_TAKE(model, LlamaModel::open(m.path));
+  TENSORPC_BENCH_TAKE(servers, start_servers(1, 1, o.threads));
+  TENSORPC_BENCH_TAKE(endpoints, servers.linked_endpoints(o.link));
+  struct Load {
+    double seconds = 0;
+    double bytes_sent = 0;
+  };
+  // The devices and the placement go before the next load: the connection
+  // closes, and the server frees the buffers but keeps its weights cache.
+  auto load = [&]() -> StatusOr<Load> {
+    TENSORPC_BENCH_TAKE(devices, DeviceSet::connect(false, 0, endpoints));
+    const uint64_t before = connection_stats(endpoints[0]).bytes_sent;
+    const auto start = BenchClock::now();
+    TENSORPC_BENCH_TAKE(placement, load_model(*model, devices.devices(), endpoints, {}, kContext, nullptr));
+    return Load{seconds_since(start), static_cast<double>(connection_stats(endpoints[0]).bytes_sent - before)};
+  };
+  TENSORPC_BENCH_TAKE(cold, load());
+  TENSORPC_BENCH_TAKE(warm, load());
+  const std::string link = "link " + o.link.to_string();
+  return std::vector<Figure>{
+      {.id = "load." + m.key + ".time",
+       .name = m.label + ", load warm (weights cache), " + link,
+       .value = warm.seconds * 1e3,
+       .unit = "ms",
+       .baseline = cold.seconds * 1e3,
+       .baseline_name = "cold load",
+       .target = Target{.bound = Target::Bound::at_most, .limit = 0.1}},
+      {.id = "load." + m.key + ".bytes",
+       .name = m.label + ", bytes uploaded warm",
+       .value = warm.bytes_sent,
+       .unit = "B",
+       .baseline = cold.bytes_sent,
+       .baseline_name = "cold load"},
+  };
+}
+
+StatusOr<std::string> random_100m_model(DType type) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("tensorpc_bench_100m_" + std::string(name_of(type)) + ".gguf"))
+          .string();
+  if (std::filesystem::exists(path)) return path;
+  const RandomModelOptions o{.n_vocab = 32000,
+                             .n_embd = 768,
+                             .n_layer = 12,
+                             .n_head = 12,
+                             .n_head_kv = 4,
+                             .n_ff = 2048,
+                             .n_ctx = 512,
+                             .type = type,
+                             .seed = 7};
+  // Written under another name first: an interrupted run leaves no half file behind the final name.
+  const std::string partial = path + ".partial";
+  TENSORPC_RETURN_IF_ERROR(write_random_llama(partial, o));
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  if (ec) return io_error("cannot rename " + partial + ": " + ec.message());
+  return path;
+}
+
+}  // namespace tensorpc::tools

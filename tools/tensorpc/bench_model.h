@@ -1,0 +1,58 @@
+// The model figures of `tensorpc bench`: prefill and decode tokens/s of a
+// llama model on the local CPU against one server and two servers × two
+// devices on loopback, the same two servers behind an emulated LAN link
+// (LinkProxy), with the client's bytes and round trips per generated token;
+// and a model's load time cold (the server has never seen its weights)
+// against warm (its weights cache has them).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/llama_model.h"
+#include "tensorpc/bench_report.h"
+#include "tensorpc/dtype.h"
+#include "tensorpc/link_proxy.h"
+#include "tensorpc/status.h"
+
+namespace tensorpc::tools {
+
+struct BenchModel {
+  std::string key{};    // for figure ids: "kjv_tiny", "q8_0"
+  std::string label{};  // for people: "kjv-tiny"
+  std::string path{};   // a llama GGUF file
+};
+
+struct ModelBenchOptions {
+  int repetitions = 3;  // generations per layout; tokens/s is their median
+  int n_predict = 33;   // tokens per generation (the first comes from the prefill)
+  int threads = 2;      // cores shared out: the local CPU's threads, and the servers' in total
+  LinkShape link{};     // of the emulated LAN
+};
+
+// Greedy generations of `model` on the local CPU (`endpoints` empty; with
+// options.threads threads) or on every device of the servers at `endpoints`
+// (layers split evenly): tokens/s as the median of options.repetitions
+// generations, traffic per generated token from the last.
+struct GenerationSpeed {
+  double decode_tps = 0, prefill_tps = 0;
+  double round_trips = 0, client_bytes = 0;  // per generated token
+  uint64_t weight_bytes = 0;                 // on the devices, as placed
+};
+StatusOr<GenerationSpeed> measure_generation(const LlamaModel& model, const std::vector<std::string>& endpoints,
+                                             const ModelBenchOptions& options);
+
+// Decode and prefill figures of `model`, ids "model.<key>.*".
+StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& model, const ModelBenchOptions& options);
+
+// Load of `model` onto a fresh one-device server behind the emulated link,
+// then again onto the same server: "load.<key>.time" (warm against cold,
+// target ≤ 0.1×) and "load.<key>.bytes" (bytes sent each time).
+StatusOr<std::vector<Figure>> bench_model_load(const BenchModel& model, const ModelBenchOptions& options);
+
+// A random ~100 M-parameter llama model (n_embd 768, 12 layers, n_ff 2048,
+// vocabulary 32,000) with matrices of `type`, written under the system's
+// temporary directory unless already there. Returns its path.
+StatusOr<std::string> random_100m_model(DType type);
+
+}  // namespace tensorpc::tools

@@ -1,0 +1,236 @@
+// RPC figures of `tensorpc bench` (bench_rpc.h).
+#include "tensorpc/bench_rpc.h"
+
+#include <algorithm>
+
+#include "rpc/connection.h"
+#include "rpc/remote_buffer.h"
+#include "tensorpc/bench_measure.h"
+#include "tensorpc/context.h"
+#include "tensorpc/rpc_client.h"
+
+namespace tensorpc::tools {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr size_t kPingBytes = 24;  // a PING frame: header and empty fields
+
+std::vector<uint8_t> pattern(uint64_t size) {
+  std::vector<uint8_t> data(size);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 2654435761u >> 24);
+  return data;
+}
+
+// A tensor of `bytes` filling `buffer` from offset 0, flagged as an input so
+// that a set is one plain SET_TENSOR (not the weights cache's hash first).
+StatusOr<Tensor> whole(Buffer& buffer, uint64_t bytes) {
+  Tensor t;
+  t.type = DType::f32;
+  t.ne = {static_cast<int64_t>(bytes / 4), 1, 1, 1};
+  t.nb = {4, bytes, bytes, bytes};
+  t.flags = kFlagInput;
+  TENSORPC_RETURN_IF_ERROR(buffer.place(t, 0));
+  return t;
+}
+
+Status synchronize(Buffer& b) {
+  return dynamic_cast<rpc::RemoteBuffer&>(b).connection()->call_status_only(rpc::Command::synchronize, {});
+}
+
+uint64_t client_bytes(const std::vector<std::string>& endpoints) {
+  uint64_t sum = 0;
+  for (const auto& e : endpoints) sum += connection_stats(e).bytes_sent + connection_stats(e).bytes_received;
+  return sum;
+}
+
+std::string mib_text(uint64_t bytes) { return std::to_string(bytes / kMiB) + " MiB"; }
+std::string mib_id(uint64_t bytes) { return std::to_string(bytes / kMiB) + "MiB"; }
+
+}  // namespace
+
+StatusOr<std::vector<Figure>> bench_round_trip(const RpcBenchOptions& o) {
+  TENSORPC_BENCH_TAKE(server, start_loopback_server(0, 0));
+  TENSORPC_BENCH_TAKE(connection, rpc::get_connection(loopback_endpoint(*server)));
+  TENSORPC_BENCH_TAKE(raw_link, RawLoopback::start(kPingBytes));
+  TENSORPC_BENCH_TAKE(raw, median_of(o.repetitions, [&] { return raw_link->round_trip(kPingBytes, o.round_trips); }));
+  TENSORPC_BENCH_TAKE(ours, median_of(o.repetitions, [&]() -> StatusOr<double> {
+                        const auto start = BenchClock::now();
+                        for (int i = 0; i < o.round_trips; ++i) {
+                          TENSORPC_RETURN_IF_ERROR(connection->call_status_only(rpc::Command::ping, {}));
+                        }
+                        return seconds_since(start) / o.round_trips;
+                      }));
+  Figure f{.id = "rpc.round_trip",
+           .name = "round trip of a tiny command (PING)",
+           .value = ours * 1e6,
+           .unit = "us",
+           .baseline = raw * 1e6,
+           .baseline_name = "raw TCP ping-pong",
+           .target = Target{.bound = Target::Bound::at_most, .limit = 1.5}};
+  return std::vector<Figure>{f};
+}
+
+StatusOr<std::vector<Figure>> bench_set_get(const RpcBenchOptions& o) {
+  const uint64_t max_size = o.sizes.empty() ? 0 : *std::max_element(o.sizes.begin(), o.sizes.end());
+  TENSORPC_BENCH_TAKE(server, start_loopback_server(0, 0));
+  // The weights cache off: these figures measure moving bytes, not skipping them.
+  TENSORPC_BENCH_TAKE(
+      devices, connect_devices(loopback_endpoint(*server), RemoteOptions{.weights_cache_threshold = UINT64_MAX}));
+  TENSORPC_BENCH_TAKE(buffer, devices[0]->allocate(max_size));
+  TENSORPC_BENCH_TAKE(raw_link, RawLoopback::start(max_size));
+  std::vector<uint8_t> data = pattern(max_size), back(max_size);
+
+  std::vector<Figure> out;
+  for (const uint64_t size : o.sizes) {
+    TENSORPC_BENCH_TAKE(t, whole(*buffer, size));
+    TENSORPC_BENCH_TAKE(set, median_of(o.repetitions, [&]() -> StatusOr<double> {
+                          const auto start = BenchClock::now();
+                          TENSORPC_RETURN_IF_ERROR(buffer->set(t, data.data(), 0, size));
+                          TENSORPC_RETURN_IF_ERROR(synchronize(*buffer));
+                          return seconds_since(start);
+                        }));
+    TENSORPC_BENCH_TAKE(get, median_of(o.repetitions, [&]() -> StatusOr<double> {
+                          const auto start = BenchClock::now();
+                          TENSORPC_RETURN_IF_ERROR(buffer->get(t, back.data(), 0, size));
+                          return seconds_since(start);
+                        }));
+    TENSORPC_BENCH_TAKE(push, median_of(o.repetitions, [&] { return raw_link->push(data.data(), size); }));
+    TENSORPC_BENCH_TAKE(pull, median_of(o.repetitions, [&] { return raw_link->pull(back.data(), size); }));
+    std::optional<Target> target;
+    if (size >= 64 * kMiB) target = Target{.bound = Target::Bound::at_least, .limit = 0.8};
+    const double gb = static_cast<double>(size) / 1e9;
+    out.push_back({.id = "rpc.set." + mib_id(size),
+                   .name = "set-tensor " + mib_text(size),
+                   .value = gb / set,
+                   .unit = "GB/s",
+                   .baseline = gb / push,
+                   .baseline_name = "raw TCP pump",
+                   .target = target});
+    out.push_back({.id = "rpc.get." + mib_id(size),
+                   .name = "get-tensor " + mib_text(size),
+                   .value = gb / get,
+                   .unit = "GB/s",
+                   .baseline = gb / pull,
+                   .baseline_name = "raw TCP pump",
+                   .target = target});
+  }
+  return out;
+}
+
+StatusOr<std::vector<Figure>> bench_cache_hit(const RpcBenchOptions& o) {
+  const uint64_t largest = o.sizes.empty() ? kMiB : *std::max_element(o.sizes.begin(), o.sizes.end());
+  const uint64_t size = std::min(largest, 256 * kMiB);
+  TENSORPC_BENCH_TAKE(server, start_loopback_server(0, 0));
+  const std::string endpoint = loopback_endpoint(*server);
+  TENSORPC_BENCH_TAKE(plain, connect_devices(endpoint, RemoteOptions{.weights_cache_threshold = UINT64_MAX}));
+  TENSORPC_BENCH_TAKE(cached, connect_devices(endpoint, RemoteOptions{.weights_cache_threshold = size}));
+  TENSORPC_BENCH_TAKE(plain_buffer, plain[0]->allocate(size));
+  TENSORPC_BENCH_TAKE(cached_buffer, cached[0]->allocate(size));
+  TENSORPC_BENCH_TAKE(t, whole(*plain_buffer, size));
+  TENSORPC_BENCH_TAKE(w, whole(*cached_buffer, size));
+  w.flags = 0;  // a weight, not an input: its sets go through the cache
+  const std::vector<uint8_t> data = pattern(size);
+  auto set_seconds = [&](Buffer& b, const Tensor& tensor) -> StatusOr<double> {
+    const auto start = BenchClock::now();
+    TENSORPC_RETURN_IF_ERROR(b.set(tensor, data.data(), 0, size));
+    TENSORPC_RETURN_IF_ERROR(synchronize(b));
+    return seconds_since(start);
+  };
+  TENSORPC_RETURN_IF_ERROR(set_seconds(*cached_buffer, w).status());  // the miss: hash and bytes
+  TENSORPC_BENCH_TAKE(hit, median_of(o.repetitions, [&] { return set_seconds(*cached_buffer, w); }));
+  TENSORPC_BENCH_TAKE(sent, median_of(o.repetitions, [&] { return set_seconds(*plain_buffer, t); }));
+  const double gb = static_cast<double>(size) / 1e9;
+  return std::vector<Figure>{{.id = "rpc.set_cache_hit." + mib_id(size),
+                              .name = "set-tensor " + mib_text(size) + ", weights cache hit",
+                              .value = gb / hit,
+                              .unit = "GB/s",
+                              .baseline = gb / sent,
+                              .baseline_name = "cache off"}};
+}
+
+StatusOr<std::vector<Figure>> bench_handover(const RpcBenchOptions& o) {
+  const uint64_t n = o.handover_bytes;
+  TENSORPC_BENCH_TAKE(a, start_loopback_server(2, 1));
+  TENSORPC_BENCH_TAKE(b, start_loopback_server(1, 1));
+  const std::string ea = loopback_endpoint(*a), eb = loopback_endpoint(*b);
+  auto a0 = remote_device(ea, 0), a1 = remote_device(ea, 1), b0 = remote_device(eb, 0);
+  TENSORPC_BENCH_TAKE(src, a0->allocate(n));
+  TENSORPC_BENCH_TAKE(same, a1->allocate(n));
+  TENSORPC_BENCH_TAKE(other, b0->allocate(n));
+  TENSORPC_BENCH_TAKE(ts, whole(*src, n));
+  TENSORPC_BENCH_TAKE(tsame, whole(*same, n));
+  TENSORPC_BENCH_TAKE(tother, whole(*other, n));
+  std::vector<uint8_t> host = pattern(n);
+  TENSORPC_RETURN_IF_ERROR(src->set(ts, host.data(), 0, n));
+  TENSORPC_RETURN_IF_ERROR(synchronize(*src));
+
+  // Median seconds of `once`, and the client's bytes (sent + received) of one run.
+  struct Path {
+    double seconds = 0;
+    uint64_t bytes = 0;
+  };
+  auto measure = [&](const std::vector<std::string>& endpoints, const std::function<Status()>& once) -> StatusOr<Path> {
+    Path p;
+    TENSORPC_BENCH_TAKE(s, median_of(o.repetitions, [&]() -> StatusOr<double> {
+                          const uint64_t before = client_bytes(endpoints);
+                          const auto start = BenchClock::now();
+                          TENSORPC_RETURN_IF_ERROR(once());
+                          const double t = seconds_since(start);
+                          p.bytes = client_bytes(endpoints) - before;
+                          return t;
+                        }));
+    p.seconds = s;
+    return p;
+  };
+  auto relay = [&](Buffer& to, const Tensor& dst) -> Status {
+    TENSORPC_RETURN_IF_ERROR(src->get(ts, host.data(), 0, n));
+    TENSORPC_RETURN_IF_ERROR(to.set(dst, host.data(), 0, n));
+    return synchronize(to);
+  };
+  TENSORPC_BENCH_TAKE(one, measure({ea}, [&]() -> Status {
+                        TENSORPC_RETURN_IF_ERROR(same->copy(ts, tsame));
+                        return synchronize(*same);
+                      }));
+  TENSORPC_BENCH_TAKE(one_relay, measure({ea}, [&] { return relay(*same, tsame); }));
+  TENSORPC_BENCH_TAKE(two, measure({ea, eb}, [&] { return other->copy(ts, tother); }));
+  TENSORPC_BENCH_TAKE(two_relay, measure({ea, eb}, [&] { return relay(*other, tother); }));
+
+  // The bytes arrived: a hand-over to the other server leaves it the source's bytes.
+  std::vector<uint8_t> back(n);
+  TENSORPC_RETURN_IF_ERROR(other->copy(ts, tother));
+  TENSORPC_RETURN_IF_ERROR(other->get(tother, back.data(), 0, n));
+  if (back != host) return internal_error("hand-over: the other server's copy differs from the source");
+
+  const std::string size = mib_text(n);
+  const Target no_tensor_bytes{.bound = Target::Bound::at_most, .limit = 1024, .on_ratio = false};
+  return std::vector<Figure>{
+      {.id = "handover.devices.time",
+       .name = "hand-over " + size + ", 2 devices: time",
+       .value = one.seconds * 1e3,
+       .unit = "ms",
+       .baseline = one_relay.seconds * 1e3,
+       .baseline_name = "relayed via client"},
+      {.id = "handover.devices.client_bytes",
+       .name = "hand-over " + size + ", 2 devices: client bytes",
+       .value = static_cast<double>(one.bytes),
+       .unit = "B",
+       .baseline = static_cast<double>(one_relay.bytes),
+       .baseline_name = "relayed via client",
+       .target = no_tensor_bytes},
+      {.id = "handover.servers.time",
+       .name = "hand-over " + size + ", 2 servers: time",
+       .value = two.seconds * 1e3,
+       .unit = "ms",
+       .baseline = two_relay.seconds * 1e3,
+       .baseline_name = "relayed via client"},
+      {.id = "handover.servers.client_bytes",
+       .name = "hand-over " + size + ", 2 servers: client bytes",
+       .value = static_cast<double>(two.bytes),
+       .unit = "B",
+       .baseline = static_cast<double>(two_relay.bytes),
+       .baseline_name = "relayed via client",
+       .target = no_tensor_bytes},
+  };
+}
+
+}  // namespace tensorpc::tools
