@@ -19,8 +19,8 @@ std::string canonical(const std::string& endpoint) {
 
 }  // namespace
 
-StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint) {
-  auto connection = get_connection(endpoint);
+StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint, const std::optional<std::string>& key) {
+  auto connection = get_connection(endpoint, key);
   if (!connection.ok()) return connection.status();
   auto fields = connection.value()->call({.command = Command::list_devices});
   if (!fields.ok()) return fields.status();
@@ -37,7 +37,7 @@ RemoteDevice::RemoteDevice(std::string endpoint, uint32_t index, RemoteOptions o
 StatusOr<DeviceInfo> RemoteDevice::info() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (info_) return *info_;
-  auto devices = list_devices(endpoint_);
+  auto devices = list_devices(endpoint_, options_.key);
   if (!devices.ok()) return devices.status();
   if (index_ >= devices.value().size()) {
     return not_found("device " + std::to_string(index_) + " of " + endpoint_ + " does not exist (the server has " +
@@ -58,7 +58,7 @@ std::string RemoteDevice::description() const {
 }
 
 MemoryInfo RemoteDevice::memory() const {
-  auto connection = get_connection(endpoint_);
+  auto connection = get_connection(endpoint_, options_.key);
   if (!connection.ok()) return {};
   DeviceMemoryReply reply;
   if (!connection.value()->call(Command::device_memory, DeviceMemoryRequest{.device = index_}, reply).ok()) return {};
@@ -79,7 +79,7 @@ uint64_t RemoteDevice::max_allocation() const {
 bool RemoteDevice::supports(const Tensor& node) const { return static_cast<uint32_t>(node.op) < kOpCount; }
 
 StatusOr<std::unique_ptr<Buffer>> RemoteDevice::allocate(uint64_t size) {
-  auto connection = get_connection(endpoint_);
+  auto connection = get_connection(endpoint_, options_.key);
   if (!connection.ok()) return connection.status();
   BufferAllocReply reply;
   TENSORPC_RETURN_IF_ERROR(
@@ -92,13 +92,13 @@ StatusOr<std::unique_ptr<Buffer>> RemoteDevice::allocate(uint64_t size) {
 }
 
 StatusOr<std::unique_ptr<Stream>> RemoteDevice::create_stream() {
-  auto connection = get_connection(endpoint_);
+  auto connection = get_connection(endpoint_, options_.key);
   if (!connection.ok()) return connection.status();
   return std::unique_ptr<Stream>(std::make_unique<RemoteStream>(*this, std::move(connection).value()));
 }
 
 StatusOr<std::unique_ptr<PlanRunner>> RemoteDevice::create_plan_runner() {
-  auto connection = get_connection(endpoint_);
+  auto connection = get_connection(endpoint_, options_.key);
   if (!connection.ok()) return connection.status();
   return std::unique_ptr<PlanRunner>(std::make_unique<RemotePlanRunner>(std::move(connection).value()));
 }

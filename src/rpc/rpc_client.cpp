@@ -8,7 +8,7 @@ namespace tensorpc {
 
 StatusOr<std::vector<std::unique_ptr<Device>>> connect_devices(const std::string& endpoint,
                                                                const RemoteOptions& options) {
-  auto devices = rpc::list_devices(endpoint);
+  auto devices = rpc::list_devices(endpoint, options.key);
   if (!devices.ok()) return devices.status();
   std::vector<std::unique_ptr<Device>> out;
   for (size_t i = 0; i < devices.value().size(); ++i) {
@@ -27,8 +27,8 @@ ConnectionStats connection_stats(const std::string& endpoint) {
   return c ? c->stats() : ConnectionStats{};
 }
 
-Status ping(const std::string& endpoint) {
-  auto connection = rpc::get_connection(endpoint);
+Status ping(const std::string& endpoint, const RemoteOptions& options) {
+  auto connection = rpc::get_connection(endpoint, options.key);
   if (!connection.ok()) return connection.status();
   return connection.value()->call_status_only(rpc::Command::ping, {});
 }
