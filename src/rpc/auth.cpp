@@ -26,8 +26,10 @@ StatusOr<std::string> read_key_file(const std::string& path) {
     return invalid_argument("the key file " + path + " holds more than " + std::to_string(kMaxKeyBytes) +
                             " bytes; a key is a short secret (e.g. 32 random bytes, hex-encoded)");
   }
-  if (!key.empty() && key.back() == '\n') key.pop_back();
-  if (!key.empty() && key.back() == '\r') key.pop_back();
+  if (!key.empty() && key.back() == '\n') {
+    key.pop_back();
+    if (!key.empty() && key.back() == '\r') key.pop_back();
+  }
   if (key.empty()) return invalid_argument("the key file " + path + " is empty; a key must hold at least one byte");
   return key;
 }

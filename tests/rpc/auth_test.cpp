@@ -134,6 +134,7 @@ TEST(KeyFile, OneTrailingNewlineIsNotPartOfTheKey) {
   EXPECT_EQ(read_key_file(TempFile("secret\r\n").path).value(), "secret");
   EXPECT_EQ(read_key_file(TempFile("secret").path).value(), "secret");
   EXPECT_EQ(read_key_file(TempFile("secret\n\n").path).value(), "secret\n");
+  EXPECT_EQ(read_key_file(TempFile("secret\r").path).value(), "secret\r");  // a newline is "\n" or "\r\n"
   const std::string binary("\0\x01\xff key", 7);
   EXPECT_EQ(read_key_file(TempFile(binary).path).value(), binary);
 }
