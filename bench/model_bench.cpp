@@ -69,6 +69,7 @@ struct Config {
   const char* name;
   int servers;            // 0: local CPU
   int devices_per_server;
+  int threads_per_device = kThreads;
 };
 
 struct Row {
@@ -84,9 +85,7 @@ Row measure(const LlamaModel& model, const Config& c, int n_predict, int reps) {
     ServerOptions o;
     o.port = 0;
     for (int d = 0; d < c.devices_per_server; ++d) {
-      // Layers run one device after another, so each device may have every
-      // core its share allows: all of them for one device, one for four.
-      const int threads = std::max(1, kThreads / (c.servers * c.devices_per_server));
+      const int threads = c.threads_per_device;
       o.devices.push_back(
           std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu" + std::to_string(d), .threads = threads}));
     }
@@ -129,7 +128,8 @@ int main(int argc, char** argv) {
   const Config configs[] = {
       {"local cpu (2 threads)", 0, 0},
       {"1 server x 1 device (2 threads)", 1, 1},
-      {"2 servers x 2 devices (1 thread each)", 2, 2},
+      {"2 servers x 2 devices (1 thread each)", 2, 2, 1},
+      {"2 servers x 2 devices (2 threads each)", 2, 2, 2},
   };
   const double mem = memory_read_gbs();
 

@@ -10,6 +10,7 @@
 
 #include "rpc/graph_codec.h"
 #include "rpc/messages.h"
+#include "rpc/plan_codec.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/graph_allocator.h"
 
@@ -42,6 +43,43 @@ template <typename M>
 std::vector<uint8_t> bytes_of(const M& m) {
   WireWriter w;
   encode(w, m);
+  return w.bytes();
+}
+
+// A client's byte stream for session_fuzz: frames, each a header and its payload.
+class Transcript {
+ public:
+  template <typename M>
+  Transcript& add(Command command, const M& message, const std::vector<uint8_t>& tail = {}, uint16_t flags = 0) {
+    WireWriter w;
+    encode(w, message);
+    std::vector<uint8_t> payload = w.bytes();
+    payload.insert(payload.end(), tail.begin(), tail.end());
+    return frame(command, payload, flags);
+  }
+  Transcript& frame(Command command, const std::vector<uint8_t>& payload, uint16_t flags = 0) {
+    uint8_t header[kFrameHeaderSize];
+    encode_header(FrameHeader{.command = command, .flags = flags, .request_id = ++id_, .payload_length = payload.size()},
+                  header);
+    bytes_.insert(bytes_.end(), header, header + kFrameHeaderSize);
+    bytes_.insert(bytes_.end(), payload.begin(), payload.end());
+    return *this;
+  }
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+  uint64_t id_ = 0;
+};
+
+// One execution-plan step's fixed fields, and for COMPUTE its graph.
+std::vector<uint8_t> plan_steps(const std::vector<std::pair<PlanStepFields, std::vector<uint8_t>>>& steps) {
+  WireWriter w;
+  w.u32(static_cast<uint32_t>(steps.size()));
+  for (const auto& [fields, graph] : steps) {
+    encode_step(w, fields);
+    w.raw(graph.data(), graph.size());
+  }
   return w.bytes();
 }
 
@@ -123,5 +161,65 @@ int main(int argc, char** argv) {
       FrameHeader{.command = Command::set_tensor, .flags = kFlagNoReply, .request_id = 9, .payload_length = 88},
       header);
   write_file(messages / "header", std::vector<uint8_t>(header, header + kFrameHeaderSize));
+
+  // Whole connections for session_fuzz. Handles count from 1 in each session;
+  // the seed graphs name handle 1, a 4 KiB buffer on device 0.
+  const auto sessions = root / "session_fuzz";
+  std::filesystem::create_directories(sessions);
+  const std::vector<uint8_t> add_graph = encode_built(seeds[0].second);
+  const std::vector<uint8_t> q8_graph = encode_built(seeds[1].second);
+  const std::vector<uint8_t> bytes64(64, 0x3c);
+  const auto opened = [] {
+    Transcript t;
+    t.add(Command::hello, HelloRequest{.client = "fuzz"});
+    t.add(Command::buffer_alloc, BufferAllocRequest{.device = 0, .size = 4096});
+    return t;
+  };
+  {
+    Transcript t = opened();
+    t.frame(Command::list_devices, {});
+    t.add(Command::device_memory, DeviceMemoryRequest{.device = 1});
+    t.add(Command::set_tensor, SetTensorRequest{.handle = 1, .offset = 0, .size = 64}, bytes64);
+    t.add(Command::buffer_clear, BufferClearRequest{.handle = 1, .value = 0x3c});
+    t.add(Command::copy_tensor, CopyTensorRequest{1, 0, 1, 128, 64});
+    t.add(Command::graph_compute, GraphComputeRequest{.device = 0, .graph_id = 5}, add_graph);
+    t.add(Command::graph_recompute, GraphRecomputeRequest{.device = 0, .graph_id = 5}, {}, kFlagNoReply);
+    t.frame(Command::synchronize, {});
+    t.add(Command::get_tensor, GetTensorRequest{.handle = 1, .offset = 64, .size = 64});
+    t.frame(Command::ping, {});
+    t.add(Command::buffer_free, BufferFreeRequest{.handle = 1});
+    write_file(sessions / "buffers_and_graphs", t.bytes());
+  }
+  {
+    Transcript t = opened();
+    t.add(Command::buffer_alloc, BufferAllocRequest{.device = 1, .size = 4096});
+    t.add(Command::set_tensor_hash, SetTensorHashRequest{.handle = 1, .offset = 0, .size = 64});
+    t.add(Command::set_tensor, SetTensorRequest{.handle = 1, .offset = 0, .size = 64}, bytes64, kFlagCache);
+    t.add(Command::set_tensor_hash, SetTensorHashRequest{.handle = 2, .offset = 64, .size = 64});
+    t.add(Command::grant_write, GrantWriteRequest{.handle = 2, .offset = 0, .size = 64});
+    t.add(Command::copy_to_peer, CopyToPeerRequest{.src_handle = 1, .size = 64, .endpoint = "127.0.0.1:1"});
+    t.add(Command::write_granted, WriteGrantedRequest{.size = 64}, bytes64);
+    write_file(sessions / "cache_and_grants", t.bytes());
+  }
+  {
+    Transcript t = opened();
+    t.add(Command::buffer_alloc, BufferAllocRequest{.device = 1, .size = 4096});
+    t.add(Command::grant_standing, GrantStandingRequest{.handle = 2, .offset = 0, .size = 256});
+    PlanStepFields compute{.kind = PlanStepKind::compute, .device = 0};
+    PlanStepFields copy{.kind = PlanStepKind::copy, .src_handle = 1, .src_offset = 0, .dst_handle = 1,
+                        .dst_offset = 2048, .size = 256};
+    PlanStepFields send{.kind = PlanStepKind::send_to_peer, .src_handle = 1, .size = 64, .endpoint = "127.0.0.1:1"};
+    PlanStepFields wait{.kind = PlanStepKind::wait_for, .endpoint = "127.0.0.1:1", .timeout_ms = 1};
+    t.add(Command::plan_store, PlanStoreRequest{.plan_id = 3},
+          plan_steps({{compute, add_graph}, {copy, {}}, {compute, q8_graph}}));
+    t.add(Command::plan_run, PlanRunRequest{.plan_id = 3}, {}, kFlagNoReply);
+    t.add(Command::plan_run, PlanRunRequest{.plan_id = 3}, {}, kFlagNoReply);
+    t.frame(Command::synchronize, {});
+    t.add(Command::plan_store, PlanStoreRequest{.plan_id = 4}, plan_steps({{send, {}}, {wait, {}}}));
+    t.add(Command::plan_run, PlanRunRequest{.plan_id = 4});
+    t.add(Command::buffer_free, BufferFreeRequest{.handle = 1});
+    t.add(Command::plan_run, PlanRunRequest{.plan_id = 3});
+    write_file(sessions / "execution_plans", t.bytes());
+  }
   return 0;
 }

@@ -28,15 +28,18 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 echo "==> fuzz: configure and build"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
   -DTENSORPC_FUZZ=ON -DTENSORPC_BUILD_TESTS=OFF -DTENSORPC_BUILD_BENCH=OFF >/dev/null
-cmake --build build-fuzz -j "$JOBS" --target graph_decode_fuzz messages_fuzz gguf_fuzz
-FUZZ_SECONDS="${TENSORPC_FUZZ_SECONDS:-30}"
-for target in graph_decode_fuzz messages_fuzz gguf_fuzz; do
+cmake --build build-fuzz -j "$JOBS" --target graph_decode_fuzz messages_fuzz gguf_fuzz session_fuzz
+FUZZ_SECONDS="${TENSORPC_FUZZ_SECONDS:-60}"
+for target in graph_decode_fuzz messages_fuzz gguf_fuzz session_fuzz; do
   echo "==> fuzz: $target for ${FUZZ_SECONDS}s"
   work="$(mktemp -d)"  # new inputs and any crash go here; the committed corpus stays as it is
   mkdir "$work/corpus"
   if ! ./build-fuzz/fuzz/$target -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 \
       -artifact_prefix="$work/" "$work/corpus" "fuzz/corpus/$target" >"$work/log" 2>&1; then
     tail -60 "$work/log"
+    for input in "$work"/crash-* "$work"/leak-* "$work"/timeout-*; do  # the input, to replay it elsewhere
+      [ -f "$input" ] && { echo "==> $(basename "$input") (base64):"; base64 "$input"; }
+    done
     echo "==> fuzz: $target found a crash (input kept in $work)"
     exit 1
   fi

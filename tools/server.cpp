@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -25,7 +26,18 @@ using tensorpc::tools::parse_byte_count;
 
 std::string format_bytes(uint64_t b) {
   char s[32];
-  std::snprintf(s, sizeof s, "%.1f GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024));
+  const double gib = 1024.0 * 1024 * 1024;
+  if (b >= gib) {
+    std::snprintf(s, sizeof s, "%.1f GiB", static_cast<double>(b) / gib);
+  } else {
+    std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(b) / (1024.0 * 1024));
+  }
+  return s;
+}
+
+std::string format_seconds(std::chrono::milliseconds t) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%g s", static_cast<double>(t.count()) / 1000.0);
   return s;
 }
 
@@ -36,7 +48,13 @@ int main(int argc, char** argv) {
   tensorpc::ServerOptions options;
   std::string cache_memory;
   std::string key_file;
+  std::string session_memory;
+  double io_timeout_s = std::chrono::duration<double>(options.io_timeout).count();
   std::vector<std::string> device_texts;
+  const auto byte_count = [](const std::string& s) {
+    uint64_t v = 0;
+    return parse_byte_count(s, v) ? std::string() : "not a byte count: " + s + " (try 4GiB or 512MiB)";
+  };
   app.add_option("-H,--host", options.host, "address to listen on")->capture_default_str();
   app.add_option("-p,--port", options.port, "TCP port (0: the OS picks one)")->capture_default_str();
   app.add_option("--device", device_texts,
@@ -51,10 +69,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cache", options.cache_dir, "directory of the weights cache on disk (default: memory only)");
   app.add_option("--cache-memory", cache_memory, "bytes the in-memory weights cache may hold (e.g. 4GiB)")
-      ->check([](const std::string& s) {
-        uint64_t v = 0;
-        return parse_byte_count(s, v) ? std::string() : "not a byte count: " + s + " (try 4GiB or 512MiB)";
-      });
+      ->check(byte_count);
+  app.add_option("--max-session-memory", session_memory,
+                 "bytes one client connection may hold in buffers, across all devices (e.g. 8GiB; default: no "
+                 "limit beyond the devices')")
+      ->check(byte_count);
+  app.add_option("--max-session-buffers", options.max_session_buffers,
+                 "live buffer handles one client connection may hold (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--io-timeout", io_timeout_s,
+                 "seconds a started frame, an unread reply or a copy to another server may stall before the "
+                 "connection is closed (0: never)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
   app.add_option("--key-file", key_file,
                  "a file holding the cluster's pre-shared key: serve only clients that prove they hold it, and "
                  "prove it to other servers (default: no key)");
@@ -73,6 +100,8 @@ int main(int argc, char** argv) {
     }
     options.key = std::move(key).value();
   }
+  if (!session_memory.empty()) parse_byte_count(session_memory, options.max_session_memory);
+  options.io_timeout = std::chrono::milliseconds(static_cast<int64_t>(io_timeout_s * 1000 + 0.5));
   std::vector<tensorpc::tools::DeviceSpec> specs;
   for (const std::string& text : device_texts) specs.push_back(tensorpc::tools::parse_device_spec(text).value());
   if (specs.empty()) {
@@ -105,6 +134,10 @@ int main(int argc, char** argv) {
                 options.devices[i]->description().c_str(), format_bytes(mem.free).c_str(),
                 format_bytes(mem.total).c_str());
   }
+  std::printf("per session: %s in buffers, %s buffers; I/O timeout %s\n",
+              options.max_session_memory ? format_bytes(options.max_session_memory).c_str() : "no limit",
+              options.max_session_buffers ? std::to_string(options.max_session_buffers).c_str() : "no limit",
+              options.io_timeout.count() ? format_seconds(options.io_timeout).c_str() : "none");
   std::printf("weights cache: %s in memory%s%s\n", format_bytes(options.cache_memory_limit).c_str(),
               options.cache_dir.empty() ? "" : ", on disk in ", options.cache_dir.c_str());
   std::printf("key: %s\n", key_file.empty() ? "none (every client is served)"

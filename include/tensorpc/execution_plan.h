@@ -60,6 +60,10 @@ class PlanRunner {
   virtual Status run_async(const ExecutionPlanSpec& spec) = 0;
   // Waits for every plan started so far; returns the first error among them.
   virtual Status synchronize() = 0;
+  // synchronize(), then reads all of t — a tensor in a buffer of this
+  // runner's server — into dst; in one round trip where the server can. On
+  // an error nothing is read.
+  virtual Status synchronize_and_read(const Tensor& t, void* dst);
 
  protected:
   PlanRunner() = default;

@@ -19,6 +19,7 @@
 // command, the endpoint and the reason.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -56,6 +57,16 @@ struct RemoteOptions {
   // environment variable TENSORPC_KEY_FILE, or none when that is unset. An
   // empty string: no key, whatever the environment says.
   std::optional<std::string> key = std::nullopt;
+  // The longest any call to the server waits for it: for the server to take
+  // the bytes of a request, and for each part of a reply to arrive (so a
+  // SYNCHRONIZE waits this long for the computations before it). A server
+  // that says nothing for longer (stopped, hung, or cut off without a FIN)
+  // fails the call with an error naming the endpoint, and the connection is
+  // closed; the next allocation opens a new one. Opening a connection takes
+  // at most this long too (10 s when larger, or 0). 0: no limit, for runs of
+  // unknown length; a server that dies is still noticed at once (its socket
+  // closes), and one whose host vanishes by TCP keepalive within minutes.
+  std::chrono::milliseconds reply_timeout{0};
 };
 
 // One Device per device of the server at `endpoint` (LIST_DEVICES). A server
@@ -81,8 +92,8 @@ struct ConnectionStats {
 ConnectionStats connection_stats(const std::string& endpoint);
 
 // One PING round trip to `endpoint`, on the shared connection (made for the
-// call, with options.key, if none is live). For health checks and latency
-// measurements.
+// call, with options.key, if none is live), within options.reply_timeout.
+// For health checks and latency measurements.
 Status ping(const std::string& endpoint, const RemoteOptions& options = {});
 
 }  // namespace tensorpc

@@ -131,10 +131,28 @@ class Scheduler {
   // every tensor it needs; the caller's tensors are bound to those bytes, so
   // the caller can now write its inputs (leaves it did not place).
   Status allocate(Graph& g);
+  // allocate(g) for the graph this scheduler planned last, unchanged since
+  // (the same tensors and descriptors; only input bytes differ), as a decode
+  // loop reuses its step: nothing is planned again, and unless another
+  // graph was placed since, nothing is placed again either. For any other
+  // graph it is allocate(g).
+  Status allocate_again(Graph& g);
   // Runs g: allocate(g) first (cheap when g is already placed; input bytes
   // written since are kept), then each split's copies and graph. Returns when
   // every result is on its device; the caller reads them through its tensors.
+  // Called right after allocate(g) on the same graph — which the caller must
+  // not change in between, except for the bytes of its inputs — it runs the
+  // plan allocate() chose without looking at the graph again.
   Status compute(Graph& g);
+  // compute(g), then reads all of t (a tensor of g) into dst. When t lies
+  // on a server that ran an execution plan, the read itself waits for that
+  // server's plans and reports their errors, and a server whose plan ends
+  // by sending its result on to that server (directly or through others
+  // that do the same) needs no wait of its own: its plan is done once the
+  // bytes it sent have been used. A pipeline over servers thus costs one
+  // round trip per run, to the server holding t. On an error every server
+  // is waited for, and the first error returned.
+  Status compute_and_read(Graph& g, const Tensor& t, void* dst);
 
   // The last plan: node -> device, splits, copies, bytes per boundary.
   std::string describe() const;
@@ -149,8 +167,10 @@ class Scheduler {
 
  private:
   StatusOr<sched::Plan*> plan_for(Graph& g);
+  Status compute_and_read(Graph& g, const Tensor* t, void* dst);
   Status place(sched::Plan& plan);
-  Status run(sched::Plan& plan);
+  // Runs the plan; then reads `read` into `read_dst` when given (see compute_and_read).
+  Status run(sched::Plan& plan, const Tensor* read = nullptr, void* read_dst = nullptr);
   StatusOr<Stream*> stream(size_t device);
   // The plan runner of a channel, made on first use from `device`; null when
   // its devices run no plans (remembered, so they are asked once).
@@ -163,6 +183,16 @@ class Scheduler {
   std::vector<std::unique_ptr<sched::Plan>> plans_;             // most recently used last
   std::map<std::string, std::unique_ptr<PlanRunner>> runners_;  // per channel; null: no plans there
   sched::Plan* last_ = nullptr;
+  // The graph plan_for() last planned, guarded as below.
+  const Graph* planned_graph_ = nullptr;
+  size_t planned_nodes_ = 0;
+  const Tensor* planned_last_ = nullptr;
+  // The graph allocate() last planned and its plan, until the next plan_for.
+  // (The node count and last node guard against another graph at the same address.)
+  const Graph* allocated_graph_ = nullptr;
+  size_t allocated_nodes_ = 0;
+  const Tensor* allocated_last_ = nullptr;
+  sched::Plan* allocated_plan_ = nullptr;
   // Caller tensors (not views) allocate() bound, and the buffer it bound
   // them to: so a tensor still pointing at a buffer an allocator has since
   // replaced is known as ours, not taken for a weight.

@@ -8,6 +8,7 @@
 // clients that prove they hold it are served. See docs/protocol.md.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,16 +21,28 @@ namespace tensorpc {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 50052;                         // 0: the OS picks one (see Server::port)
-  std::vector<std::shared_ptr<Device>> devices;  // empty: one CPU device with every core
-  int threads = 0;                               // threads of that default CPU device (0: all)
-  std::string cache_dir;                         // weights cache on disk; empty: memory only
+  uint16_t port = 50052;                            // 0: the OS picks one (see Server::port)
+  std::vector<std::shared_ptr<Device>> devices;     // empty: one CPU device with every core
+  int threads = 0;                                  // threads of that default CPU device (0: all)
+  std::string cache_dir;                            // weights cache on disk; empty: memory only
   uint64_t cache_memory_limit = uint64_t{4} << 30;  // bytes the in-memory weights cache may hold
   // The pre-shared key (tensorpc/key.h; read_key_file reads one): when set,
   // a client is served only after proving it holds this key, and this server
   // proves it to the servers it copies to. Empty: no key, every client is
   // served. At most kMaxKeyBytes.
   std::string key;
+
+  // Limits of one session (one client connection), so that no client can take
+  // the whole server. An allocation past either is refused with an error
+  // naming the limit; the connection stays usable.
+  uint64_t max_session_memory = 0;       // bytes in buffers across all devices; 0: none
+  uint64_t max_session_buffers = 65536;  // live buffer handles; 0: none
+  // Once a frame has begun, its remaining bytes must keep coming: a wait of
+  // more than this for the next ones ends the connection (a client that
+  // stalled mid-frame). The same bounds a reply the client does not read, and
+  // a copy to another server. The wait between frames is not bounded (an idle
+  // client is fine; TCP keepalive finds a peer that vanished). 0: no limit.
+  std::chrono::milliseconds io_timeout = std::chrono::seconds(30);
 };
 
 struct ServerStats {

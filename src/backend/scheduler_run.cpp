@@ -6,6 +6,7 @@
 // other servers (a send there, a wait on the receiver) become one plan, so
 // each server costs one request per run plus one synchronize at the end.
 // Owned by the backend layer.
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -58,7 +59,7 @@ PlanRunner* Scheduler::runner(const std::string& channel, size_t device) {
   return it->second.get();
 }
 
-Status Scheduler::run(sched::Plan& plan) {
+Status Scheduler::run(sched::Plan& plan, const Tensor* read, void* read_dst) {
   SchedulerCounters c;
   c.runs = 1;
   const auto before = sched::traffic_of(devices_, channels_);
@@ -183,12 +184,64 @@ Status Scheduler::run(sched::Plan& plan) {
       failed = s.with_context("scheduler: split " + std::to_string(i) + " on " + devices_[split.device]->name());
     ++c.splits_run;
   }
+  // The read, when asked for and its server ran a plan: one round trip
+  // that waits for that server's plans and brings the bytes. Then servers
+  // whose last plan ends by sending to it (or to a server so finished) are
+  // done too: the bytes they sent were waited for and used.
+  Status read_failed;
+  bool read_done = false;
+  const auto channel_of = [&](const Tensor& t) -> const std::string* {
+    for (size_t d = 0; d < devices_.size(); ++d) {
+      if (t.buffer != nullptr && &t.buffer->device() == devices_[d]) return &channels_[d];
+    }
+    return nullptr;
+  };
+  if (read != nullptr && failed.ok()) {
+    const std::string* channel = channel_of(*read);
+    if (channel == nullptr) {
+      failed = invalid_argument("scheduler: the result to read, " + tensorpc::describe(*read) + ", is not on its devices");
+    } else if (auto it = plan_pending.find(*channel); it != plan_pending.end() && it->second) {
+      it->second = false;
+      read_failed = runners_[*channel]->synchronize_and_read(*read, read_dst);
+      if (read_failed.ok()) {
+        read_done = true;
+        std::vector<std::string> done{*channel};
+        for (bool more = true; more;) {
+          more = false;
+          for (int r = static_cast<int>(runs.size()) - 1; r >= 0; --r) {
+            const std::string& ch = runs[static_cast<size_t>(r)].channel;
+            auto p = plan_pending.find(ch);
+            if (p == plan_pending.end() || !p->second) continue;
+            bool later = false;  // only the channel's last run counts
+            for (size_t q = static_cast<size_t>(r) + 1; q < runs.size(); ++q) later = later || runs[q].channel == ch;
+            const auto& steps = specs[static_cast<size_t>(r)].steps;
+            if (later || runners[static_cast<size_t>(r)] == nullptr || steps.empty() ||
+                steps.back().kind != ExecutionPlanSpec::StepKind::send) {
+              continue;
+            }
+            const std::string* to = channel_of(*steps.back().dst);
+            if (to != nullptr && std::find(done.begin(), done.end(), *to) != done.end()) {
+              p->second = false;
+              done.push_back(ch);
+              more = true;
+            }
+          }
+        }
+      } else {
+        read_failed = read_failed.with_context("scheduler: execution plan on " + *channel);
+      }
+    }
+  }
+
   // Every result is on its device before returning, and late errors surface:
   // one synchronize per server that ran a plan, one per stream otherwise.
   for (size_t d = 0; d < devices_.size(); ++d) {
     Status s = wait(d);
     if (failed.ok()) failed = s;
   }
+  // A server's own error explains a failed read better than the read's.
+  if (failed.ok()) failed = read_failed;
+  if (failed.ok() && read != nullptr && !read_done) failed = read->buffer->get(*read, read_dst, 0, read->nbytes());
 
   const auto after = sched::traffic_of(devices_, channels_);
   for (const auto& [channel, a] : after) {

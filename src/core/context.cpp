@@ -10,18 +10,22 @@ namespace {
   throw Error(invalid_argument(std::string(name_of(op)) + ": " + what));
 }
 
-void require(bool ok, Op op, const std::string& what) {
-  if (!ok) fail(op, what);
-}
+// Fails with `what` unless `ok`. A macro, so that the message (which names
+// shapes) is built only on failure: builders run for every node of every
+// step a model computes.
+#define REQUIRE(ok, op, what) \
+  do {                        \
+    if (!(ok)) fail(op, what); \
+  } while (false)
 
 void require_type(const Tensor* t, DType type, Op op, const char* role) {
-  require(t != nullptr, op, std::string(role) + " is null");
-  require(t->type == type, op,
+  REQUIRE(t != nullptr, op, std::string(role) + " is null");
+  REQUIRE(t->type == type, op,
           std::string(role) + " " + describe(*t) + " must be " + name_of(type));
 }
 
 void require_present(const Tensor* t, Op op, const char* role) {
-  require(t != nullptr, op, std::string(role) + " is null");
+  REQUIRE(t != nullptr, op, std::string(role) + " is null");
 }
 
 // Each dim of b is 1 or equal to a's.
@@ -52,13 +56,13 @@ Tensor* Context::make(DType type, const std::array<int64_t, kMaxDims>& ne, Op op
 
 Tensor* Context::new_tensor(DType type, const int64_t* ne, int n_dims, std::string name) {
   const Op op = Op::none;
-  require(n_dims >= 1 && n_dims <= kMaxDims, op, "a tensor has 1 to 4 dims, not " + std::to_string(n_dims));
+  REQUIRE(n_dims >= 1 && n_dims <= kMaxDims, op, "a tensor has 1 to 4 dims, not " + std::to_string(n_dims));
   std::array<int64_t, kMaxDims> shape{1, 1, 1, 1};
   for (int i = 0; i < n_dims; ++i) {
-    require(ne[i] >= 0, op, "dim " + std::to_string(i) + " is negative (" + std::to_string(ne[i]) + ")");
+    REQUIRE(ne[i] >= 0, op, "dim " + std::to_string(i) + " is negative (" + std::to_string(ne[i]) + ")");
     shape[i] = ne[i];
   }
-  require(shape[0] % block_size(type) == 0, op,
+  REQUIRE(shape[0] % block_size(type) == 0, op,
           std::string(name_of(type)) + " rows need ne[0] divisible by " + std::to_string(block_size(type)) +
               ", got " + std::to_string(shape[0]));
   Tensor* t = make(type, shape, op, {});
@@ -78,7 +82,7 @@ Tensor* Context::like(const Tensor* a, std::string name) {
 Tensor* Context::binary(Op op, Tensor* a, Tensor* b) {
   require_type(a, DType::f32, op, "a");
   require_type(b, DType::f32, op, "b");
-  require(broadcasts_onto(*b, *a), op,
+  REQUIRE(broadcasts_onto(*b, *a), op,
           "b " + describe(*b) + " does not broadcast onto a " + describe(*a) +
               " (each dim of b must be 1 or equal to a's)");
   return make(DType::f32, a->ne, op, {a, b});
@@ -106,7 +110,7 @@ Tensor* Context::swiglu(Tensor* a, Tensor* b) {
   const Op op = Op::swiglu;
   require_type(a, DType::f32, op, "a");
   require_type(b, DType::f32, op, "b");
-  require(same_shape(*a, *b), op, "a " + describe(*a) + " and b " + describe(*b) + " must have the same shape");
+  REQUIRE(same_shape(*a, *b), op, "a " + describe(*a) + " and b " + describe(*b) + " must have the same shape");
   return make(DType::f32, a->ne, op, {a, b});
 }
 
@@ -114,14 +118,14 @@ Tensor* Context::mul_mat(Tensor* a, Tensor* b) {
   const Op op = Op::mul_mat;
   require_present(a, op, "a");
   require_present(b, op, "b");
-  const std::string shapes = "a " + describe(*a) + " and b " + describe(*b);
-  require(a->type != DType::i32 && a->type != DType::bf16, op,
-          shapes + ": weights must be f32, f16, q8_0 or q4_0");
-  require(b->type == DType::f32, op, shapes + ": b must be f32");
-  require(a->ne[0] == b->ne[0], op, shapes + ": ne[0] (K) must match");
-  require(a->ne[2] > 0 && a->ne[3] > 0 && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0, op,
-          shapes + ": dims 2 and 3 of b must be multiples of a's (a broadcasts over b)");
-  require(a->rows_are_contiguous(), op, shapes + ": rows of a must be contiguous");
+  const auto shapes = [&] { return "a " + describe(*a) + " and b " + describe(*b); };
+  REQUIRE(a->type != DType::i32 && a->type != DType::bf16, op,
+          shapes() + ": weights must be f32, f16, q8_0 or q4_0");
+  REQUIRE(b->type == DType::f32, op, shapes() + ": b must be f32");
+  REQUIRE(a->ne[0] == b->ne[0], op, shapes() + ": ne[0] (K) must match");
+  REQUIRE(a->ne[2] > 0 && a->ne[3] > 0 && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0, op,
+          shapes() + ": dims 2 and 3 of b must be multiples of a's (a broadcasts over b)");
+  REQUIRE(a->rows_are_contiguous(), op, shapes() + ": rows of a must be contiguous");
   return make(DType::f32, {a->ne[1], b->ne[1], b->ne[2], b->ne[3]}, op, {a, b});
 }
 
@@ -129,18 +133,18 @@ Tensor* Context::get_rows(Tensor* a, Tensor* rows) {
   const Op op = Op::get_rows;
   require_present(a, op, "a");
   require_type(rows, DType::i32, op, "rows");
-  const std::string shapes = "a " + describe(*a) + " and rows " + describe(*rows);
-  require(is_float_type(a->type), op, shapes + ": a must be a float or quantized type");
-  require(rows->ne[2] == 1 && rows->ne[3] == 1 && a->ne[3] == 1, op, shapes + ": a is [K,R,B], rows [n,B]");
-  require(rows->ne[1] == a->ne[2] || rows->ne[1] == 1, op, shapes + ": rows.ne[1] must be 1 or a.ne[2]");
-  require(a->rows_are_contiguous(), op, shapes + ": rows of a must be contiguous");
+  const auto shapes = [&] { return "a " + describe(*a) + " and rows " + describe(*rows); };
+  REQUIRE(is_float_type(a->type), op, shapes() + ": a must be a float or quantized type");
+  REQUIRE(rows->ne[2] == 1 && rows->ne[3] == 1 && a->ne[3] == 1, op, shapes() + ": a is [K,R,B], rows [n,B]");
+  REQUIRE(rows->ne[1] == a->ne[2] || rows->ne[1] == 1, op, shapes() + ": rows.ne[1] must be 1 or a.ne[2]");
+  REQUIRE(a->rows_are_contiguous(), op, shapes() + ": rows of a must be contiguous");
   return make(DType::f32, {a->ne[0], rows->ne[0], a->ne[2], 1}, op, {a, rows});
 }
 
 Tensor* Context::argmax(Tensor* a) {
   const Op op = Op::argmax;
   require_type(a, DType::f32, op, "a");
-  require(a->ne[0] > 0, op, "a " + describe(*a) + " has empty rows");
+  REQUIRE(a->ne[0] > 0, op, "a " + describe(*a) + " has empty rows");
   return make(DType::i32, {a->ne[1], a->ne[2], a->ne[3], 1}, op, {a});
 }
 
@@ -160,14 +164,14 @@ Tensor* Context::rope(Tensor* x, Tensor* positions, int n_dims, int mode, float 
   const Op op = Op::rope;
   require_type(x, DType::f32, op, "x");
   require_type(positions, DType::i32, op, "positions");
-  const std::string shapes = "x " + describe(*x) + " and positions " + describe(*positions);
-  require(x->ne[3] == 1, op, shapes + ": x must be [head_dim, heads, tokens, 1]");
-  require(positions->nelements() == x->ne[2] && positions->ne[0] == x->ne[2], op,
-          shapes + ": one position per token (positions.ne[0] == x.ne[2])");
-  require(n_dims > 0 && n_dims % 2 == 0 && n_dims <= x->ne[0], op,
-          shapes + ": n_dims " + std::to_string(n_dims) + " must be even and in (0, head_dim]");
-  require(mode == kRopeNormal || mode == kRopeNeox, op, "mode " + std::to_string(mode) + " is neither normal (0) nor neox (2)");
-  require(freq_base > 0.0f && freq_scale > 0.0f, op, "freq_base and freq_scale must be positive");
+  const auto shapes = [&] { return "x " + describe(*x) + " and positions " + describe(*positions); };
+  REQUIRE(x->ne[3] == 1, op, shapes() + ": x must be [head_dim, heads, tokens, 1]");
+  REQUIRE(positions->nelements() == x->ne[2] && positions->ne[0] == x->ne[2], op,
+          shapes() + ": one position per token (positions.ne[0] == x.ne[2])");
+  REQUIRE(n_dims > 0 && n_dims % 2 == 0 && n_dims <= x->ne[0], op,
+          shapes() + ": n_dims " + std::to_string(n_dims) + " must be even and in (0, head_dim]");
+  REQUIRE(mode == kRopeNormal || mode == kRopeNeox, op, "mode " + std::to_string(mode) + " is neither normal (0) nor neox (2)");
+  REQUIRE(freq_base > 0.0f && freq_scale > 0.0f, op, "freq_base and freq_scale must be positive");
   Tensor* t = make(DType::f32, x->ne, op, {x, positions});
   t->set_param(0, static_cast<int32_t>(n_dims));
   t->set_param(1, static_cast<int32_t>(mode));
@@ -182,7 +186,7 @@ Tensor* Context::soft_max(Tensor* a, Tensor* mask, float scale) {
   Tensor* t = nullptr;
   if (mask) {
     require_type(mask, DType::f32, op, "mask");
-    require(mask->ne[0] == a->ne[0] && mask->ne[1] >= a->ne[1] && mask->ne[2] == 1 && mask->ne[3] == 1, op,
+    REQUIRE(mask->ne[0] == a->ne[0] && mask->ne[1] >= a->ne[1] && mask->ne[2] == 1 && mask->ne[3] == 1, op,
             "a " + describe(*a) + " and mask " + describe(*mask) + ": mask must be [a.ne[0], >= a.ne[1]]");
     t = make(DType::f32, a->ne, op, {a, mask});
   } else {
@@ -194,7 +198,7 @@ Tensor* Context::soft_max(Tensor* a, Tensor* mask, float scale) {
 
 Tensor* Context::diag_mask_inf(Tensor* a, int n_past) {
   const Op op = Op::diag_mask_inf;
-  require(n_past >= 0, op, "n_past " + std::to_string(n_past) + " is negative");
+  REQUIRE(n_past >= 0, op, "n_past " + std::to_string(n_past) + " is negative");
   Tensor* t = unary(op, a);
   t->set_param(0, static_cast<int32_t>(n_past));
   return t;
@@ -204,17 +208,17 @@ Tensor* Context::cpy(Tensor* a, Tensor* b) {
   const Op op = Op::cpy;
   require_present(a, op, "a");
   require_present(b, op, "b");
-  const std::string shapes = "a " + describe(*a) + " into b " + describe(*b);
-  require(a->nelements() == b->nelements(), op, shapes + ": element counts differ");
-  require((a->type == DType::i32) == (b->type == DType::i32), op, shapes + ": i32 copies only to i32");
-  require(!is_quantized(b->type) || b->rows_are_contiguous(), op, shapes + ": quantized rows must be contiguous");
-  require(!is_quantized(a->type) || a->rows_are_contiguous(), op, shapes + ": quantized rows must be contiguous");
-  require(!is_quantized(a->type) || !is_quantized(b->type) || a->ne[0] == b->ne[0], op,
-          shapes + ": quantized to quantized copies keep the row length");
-  require(!is_quantized(a->type) || is_quantized(b->type) || a->ne[0] == b->ne[0] || b->is_contiguous(), op,
-          shapes + ": a quantized source needs the same row length or a contiguous destination");
-  require(!is_quantized(b->type) || is_quantized(a->type) || a->ne[0] == b->ne[0] || a->is_contiguous(), op,
-          shapes + ": a quantized destination needs the same row length or a contiguous source");
+  const auto shapes = [&] { return "a " + describe(*a) + " into b " + describe(*b); };
+  REQUIRE(a->nelements() == b->nelements(), op, shapes() + ": element counts differ");
+  REQUIRE((a->type == DType::i32) == (b->type == DType::i32), op, shapes() + ": i32 copies only to i32");
+  REQUIRE(!is_quantized(b->type) || b->rows_are_contiguous(), op, shapes() + ": quantized rows must be contiguous");
+  REQUIRE(!is_quantized(a->type) || a->rows_are_contiguous(), op, shapes() + ": quantized rows must be contiguous");
+  REQUIRE(!is_quantized(a->type) || !is_quantized(b->type) || a->ne[0] == b->ne[0], op,
+          shapes() + ": quantized to quantized copies keep the row length");
+  REQUIRE(!is_quantized(a->type) || is_quantized(b->type) || a->ne[0] == b->ne[0] || b->is_contiguous(), op,
+          shapes() + ": a quantized source needs the same row length or a contiguous destination");
+  REQUIRE(!is_quantized(b->type) || is_quantized(a->type) || a->ne[0] == b->ne[0] || a->is_contiguous(), op,
+          shapes() + ": a quantized destination needs the same row length or a contiguous source");
   Tensor* t = make_view(b, op);
   t->src[0] = a;
   t->src[1] = nullptr;
@@ -229,11 +233,11 @@ Tensor* Context::cont(Tensor* a) {
 Tensor* Context::cast(Tensor* a, DType type) {
   const Op op = Op::cpy;
   require_present(a, op, "a");
-  require(a->ne[0] % block_size(type) == 0, op,
+  REQUIRE(a->ne[0] % block_size(type) == 0, op,
           "a " + describe(*a) + " cannot become " + name_of(type) + ": ne[0] must be divisible by " +
               std::to_string(block_size(type)));
-  require((a->type == DType::i32) == (type == DType::i32), op, "a " + describe(*a) + ": i32 converts only to i32");
-  require(!is_quantized(a->type) || a->rows_are_contiguous(), op, "a " + describe(*a) + ": quantized rows must be contiguous");
+  REQUIRE((a->type == DType::i32) == (type == DType::i32), op, "a " + describe(*a) + ": i32 converts only to i32");
+  REQUIRE(!is_quantized(a->type) || a->rows_are_contiguous(), op, "a " + describe(*a) + ": quantized rows must be contiguous");
   return make(type, a->ne, op, {a});
 }
 
@@ -242,13 +246,13 @@ Tensor* Context::set_rows(Tensor* dst, Tensor* src, Tensor* rows) {
   require_present(dst, op, "dst");
   require_type(src, DType::f32, op, "src");
   require_type(rows, DType::i32, op, "rows");
-  const std::string shapes = "dst " + describe(*dst) + ", src " + describe(*src) + " and rows " + describe(*rows);
-  require(dst->type != DType::i32, op, shapes + ": dst must be a float or quantized type");
-  require(dst->ne[2] == 1 && dst->ne[3] == 1 && src->ne[2] == 1 && src->ne[3] == 1, op,
-          shapes + ": dst is [K, R] and src [K, n]");
-  require(src->ne[0] == dst->ne[0], op, shapes + ": rows must have the same length");
-  require(rows->ne[0] == src->ne[1] && rows->nelements() == rows->ne[0], op, shapes + ": one row index per src row");
-  require(dst->rows_are_contiguous(), op, shapes + ": rows of dst must be contiguous");
+  const auto shapes = [&] { return "dst " + describe(*dst) + ", src " + describe(*src) + " and rows " + describe(*rows); };
+  REQUIRE(dst->type != DType::i32, op, shapes() + ": dst must be a float or quantized type");
+  REQUIRE(dst->ne[2] == 1 && dst->ne[3] == 1 && src->ne[2] == 1 && src->ne[3] == 1, op,
+          shapes() + ": dst is [K, R] and src [K, n]");
+  REQUIRE(src->ne[0] == dst->ne[0], op, shapes() + ": rows must have the same length");
+  REQUIRE(rows->ne[0] == src->ne[1] && rows->nelements() == rows->ne[0], op, shapes() + ": one row index per src row");
+  REQUIRE(dst->rows_are_contiguous(), op, shapes() + ": rows of dst must be contiguous");
   Tensor* t = make_view(dst, op);
   t->src[0] = src;
   t->src[1] = rows;
@@ -259,18 +263,20 @@ Tensor* Context::concat(Tensor* a, Tensor* b, int dim) {
   const Op op = Op::concat;
   require_present(a, op, "a");
   require_present(b, op, "b");
-  const std::string shapes = "a " + describe(*a) + " and b " + describe(*b);
-  require(dim >= 0 && dim < kMaxDims, op, "dim " + std::to_string(dim) + " is not in [0, 4)");
-  require(a->type == b->type && (a->type == DType::f32 || a->type == DType::i32), op,
-          shapes + ": both must be f32 or both i32");
+  const auto shapes = [&] { return "a " + describe(*a) + " and b " + describe(*b); };
+  REQUIRE(dim >= 0 && dim < kMaxDims, op, "dim " + std::to_string(dim) + " is not in [0, 4)");
+  REQUIRE(a->type == b->type && (a->type == DType::f32 || a->type == DType::i32), op,
+          shapes() + ": both must be f32 or both i32");
   std::array<int64_t, kMaxDims> ne = a->ne;
   for (int i = 0; i < kMaxDims; ++i) {
-    if (i != dim) require(a->ne[i] == b->ne[i], op, shapes + ": dims other than " + std::to_string(dim) + " must match");
+    if (i != dim) REQUIRE(a->ne[i] == b->ne[i], op, shapes() + ": dims other than " + std::to_string(dim) + " must match");
   }
   ne[dim] += b->ne[dim];
   Tensor* t = make(a->type, ne, op, {a, b});
   t->set_param(0, static_cast<int32_t>(dim));
   return t;
 }
+
+#undef REQUIRE
 
 }  // namespace tensorpc

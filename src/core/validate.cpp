@@ -8,6 +8,7 @@
 // builder call, a node's own layout, overflow — is checked here.
 #include "core/validate.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -142,10 +143,8 @@ Status validate_layout(const Tensor& t) {
   // forms (nelements, nrows, ne[2] * ne[3], in any order), so none of them
   // overflows even for an empty tensor with huge other dims.
   int64_t nonzero_product = 1;
-  bool empty = false;
   for (int i = 0; i < kMaxDims; ++i) {
     if (t.ne[i] < 0) return fail("ne[" + std::to_string(i) + "] is negative");
-    empty = empty || t.ne[i] == 0;
     if (t.ne[i] != 0 && __builtin_mul_overflow(nonzero_product, t.ne[i], &nonzero_product)) {
       return fail("the element count overflows");
     }
@@ -164,17 +163,28 @@ Status validate_layout(const Tensor& t) {
                   std::to_string(align));
     }
   }
-  if (empty) return Status();  // spans no bytes, whatever the strides
-  // The same sum as Tensor::nbytes(), each step checked.
+  // The same sum as Tensor::nbytes(), each step checked. An empty tensor
+  // spans no bytes, but kernels still form row addresses along its other
+  // dims, so those must not overflow either.
   uint64_t bytes = tr.block_bytes;
   for (int i = 0; i < kMaxDims; ++i) {
-    const auto steps = static_cast<uint64_t>(i == 0 ? t.ne[0] / tr.block_size - 1 : t.ne[i] - 1);
+    const int64_t count = i == 0 ? t.ne[0] / tr.block_size : t.ne[i];
+    const auto steps = static_cast<uint64_t>(std::max<int64_t>(count - 1, 0));
     uint64_t span;
     if (__builtin_mul_overflow(steps, t.nb[i], &span) || __builtin_add_overflow(bytes, span, &bytes)) {
       return fail("the byte span overflows");
     }
   }
   return Status();
+}
+
+uint64_t address_span(const Tensor& t) {
+  uint64_t bytes = block_bytes(t.type);
+  for (int i = 0; i < kMaxDims; ++i) {
+    const int64_t count = i == 0 ? t.ne[0] / block_size(t.type) : t.ne[i];
+    bytes += static_cast<uint64_t>(std::max<int64_t>(count - 1, 0)) * t.nb[i];
+  }
+  return bytes;
 }
 
 bool elements_do_not_overlap(const Tensor& t) {

@@ -7,7 +7,7 @@
 // rules Context applies when it builds the node (context.cpp), so a node that
 // passes is one Context could have built and a kernel can run. Neither looks
 // at buffers or offsets: whoever places the tensor range-checks
-// [offset, offset + nbytes()) against its buffer.
+// [offset, offset + address_span()) against its buffer.
 #pragma once
 
 #include "tensorpc/status.h"
@@ -21,6 +21,12 @@ namespace tensorpc {
 // types are multiples of the element size (kernels load elements aligned);
 // nelements() and nbytes() are computed without overflow.
 Status validate_layout(const Tensor& t);
+
+// Bytes from t's first element to the end of the last address a kernel may
+// form from it: nbytes() for a tensor with elements, and for an empty one
+// the reach of its strides along the dims it has (kernels still form row
+// addresses). Call only after validate_layout accepted t.
+uint64_t address_span(const Tensor& t);
 
 // node (op, params, src[] and layout set; view_src not needed) satisfies its
 // op's rule: the sources it needs and no others, params in range, and the

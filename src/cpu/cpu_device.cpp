@@ -260,7 +260,7 @@ Status CpuDevice::compute(Graph& g) {
     for (size_t i = 0; i < g.nodes().size(); ++i) {
       Tensor* n = g.nodes()[i];
       const cpu::OpEntry& entry = cpu::op_entry(n->op);
-      if (entry.kernel == nullptr) continue;
+      if (entry.kernel == nullptr || n->nelements() == 0) continue;  // an empty result has nothing to write
       params.next_chunk = &chunk_counters[i];
       entry.kernel(params, *n);
       barrier.wait();

@@ -40,7 +40,17 @@ void copy_run(char* d, uint64_t dnb0, const char* s, uint64_t snb0, int64_t n, D
     std::memcpy(d, s, row_bytes(type, n));
     return;
   }
-  for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * dnb0, s + i * snb0, es);
+  // Strided elements (a transposed view): a fixed-size copy per element
+  // compiles to one load and one store, where memcpy(.., es) is a call.
+  const auto strided = [&]<size_t kSize>() {
+    for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * dnb0, s + i * snb0, kSize);
+  };
+  switch (es) {
+    case 2: strided.template operator()<2>(); break;
+    case 4: strided.template operator()<4>(); break;
+    default:
+      for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * dnb0, s + i * snb0, es);
+  }
 }
 
 // Converts n elements of a plain-typed row with element stride nb0 to f32.

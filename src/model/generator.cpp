@@ -28,11 +28,18 @@ StatusOr<std::vector<float>> Generator::eval(std::span<const int32_t> tokens) {
     const size_t n = std::min(tokens.size() - begin, static_cast<size_t>(std::max<int64_t>(1, options_.n_batch)));
     const int64_t n_kv = kv_window(position_ + static_cast<int64_t>(n), placement_.n_ctx(), options_.kv_granularity);
 
-    Context ctx;
-    LlamaStep step = build_llama_step(ctx, hp, model_.weights(), placement_.cache(), static_cast<int64_t>(n), n_kv,
-                                      /*all_logits=*/false);
-    Graph g = Graph::build({step.logits});
-    TENSORPC_RETURN_IF_ERROR(scheduler_.allocate(g));
+    const bool reuse = built_ && built_->step.n_tokens == static_cast<int64_t>(n) && built_->step.n_kv == n_kv;
+    if (!reuse) {
+      built_.reset();
+      auto b = std::make_unique<BuiltStep>();
+      b->step = build_llama_step(b->ctx, hp, model_.weights(), placement_.cache(), static_cast<int64_t>(n), n_kv,
+                                 /*all_logits=*/false);
+      b->graph = Graph::build({b->step.logits});
+      built_ = std::move(b);
+    }
+    const LlamaStep& step = built_->step;
+    Graph& g = built_->graph;
+    TENSORPC_RETURN_IF_ERROR(reuse ? scheduler_.allocate_again(g) : scheduler_.allocate(g));
 
     std::vector<int32_t> positions(n);
     for (size_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(position_ + static_cast<int64_t>(i));
@@ -40,10 +47,8 @@ StatusOr<std::vector<float>> Generator::eval(std::span<const int32_t> tokens) {
     TENSORPC_RETURN_IF_ERROR(step.positions->buffer->set(*step.positions, positions.data(), 0, 4 * n));
     const std::vector<float> mask = causal_mask(positions, n_kv);
     TENSORPC_RETURN_IF_ERROR(step.mask->buffer->set(*step.mask, mask.data(), 0, 4 * mask.size()));
-    TENSORPC_RETURN_IF_ERROR(scheduler_.compute(g));
-
     logits.resize(static_cast<size_t>(hp.n_vocab));
-    TENSORPC_RETURN_IF_ERROR(step.logits->buffer->get(*step.logits, logits.data(), 0, 4 * logits.size()));
+    TENSORPC_RETURN_IF_ERROR(scheduler_.compute_and_read(g, *step.logits, logits.data()));
     position_ += static_cast<int64_t>(n);
     begin += n;
   }

@@ -2,10 +2,11 @@
 // then one token at a time — across its devices through a Scheduler.
 //
 // Each step builds the forward graph for its tokens (llama.h), lets the
-// scheduler place and run it over the placement's devices (reusing the plan
-// while the step's shape is unchanged: every decode step inside one KV
-// window is the same graph), and returns the logits of the step's last
-// token. The sequence's position advances with every token fed.
+// scheduler place and run it over the placement's devices, and returns the
+// logits of the step's last token. A step of the same shape as the one
+// before (every decode step inside one KV window) reuses that step's graph
+// and the scheduler's plan for it: only the inputs change. The sequence's
+// position advances with every token fed.
 //
 // Ownership: the generator owns its scheduler; the model, the placement and
 // their devices must outlive it. One thread uses a generator at a time.
@@ -45,6 +46,14 @@ class Generator {
   GeneratorOptions options_;
   Scheduler scheduler_;
   int64_t position_ = 0;
+
+  // The last step's graph, kept for the next step of the same shape.
+  struct BuiltStep {
+    Context ctx;
+    LlamaStep step;
+    Graph graph;
+  };
+  std::unique_ptr<BuiltStep> built_;
 };
 
 }  // namespace tensorpc

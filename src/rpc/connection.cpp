@@ -31,25 +31,29 @@ uint32_t read_u32(const uint8_t* p) {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<Connection>> Connection::open(const Endpoint& endpoint, const std::string& key) {
+StatusOr<std::shared_ptr<Connection>> Connection::open(const Endpoint& endpoint, const std::string& key,
+                                                       std::chrono::milliseconds timeout) {
   const std::string name = endpoint.to_string();
-  auto socket = Socket::connect(endpoint.host, endpoint.port);
+  auto socket = Socket::connect(endpoint.host, endpoint.port, timeout);
   if (!socket.ok()) {
     const Status& s = socket.status();
     return Status(s.code(), "cannot connect to " + name + ": " + s.message());
   }
   // Not make_shared: the constructor is private.
   std::shared_ptr<Connection> c(new Connection(std::move(socket).value(), name));
-  TENSORPC_RETURN_IF_ERROR(c->hello(key));
+  TENSORPC_RETURN_IF_ERROR(c->hello(key, timeout));
   return c;
 }
 
-Status Connection::hello(const std::string& key) {
+// Bounded even without a caller's timeout: a server that accepts but never
+// answers (stopped, or not a tensorpc server) must not hang the opener, who
+// may hold the connection cache's lock.
+Status Connection::hello(const std::string& key, std::chrono::milliseconds timeout) {
   HelloRequest request;
   request.client = "tensorpc client " + version_string(kVersionMajor, kVersionMinor, kVersionPatch);
   if (!key.empty()) request.features |= kFeatureKey;
   HelloReply reply;
-  TENSORPC_RETURN_IF_ERROR(call(Command::hello, request, reply));
+  TENSORPC_RETURN_IF_ERROR(call(Command::hello, request, reply, timeout));
   if (reply.major != kVersionMajor) {
     std::lock_guard<std::mutex> lock(mutex_);
     return break_locked(Command::hello,
@@ -66,17 +70,19 @@ Status Connection::hello(const std::string& key) {
   const AuthNonce server_nonce = reply.server_nonce;
   hello_ = std::move(reply);
   if (key.empty()) return Status();
-  return authenticate(key, server_nonce);
+  return authenticate(key, server_nonce, timeout);
 }
 
-Status Connection::authenticate(const std::string& key, const AuthNonce& server_nonce) {
+Status Connection::authenticate(const std::string& key, const AuthNonce& server_nonce,
+                                std::chrono::milliseconds timeout) {
   auto client_nonce = fresh_nonce();
   if (!client_nonce.ok()) return fail(Command::auth, client_nonce.status());
   auto proof = auth_proof(key, AuthRole::client, client_nonce.value(), server_nonce);
   if (!proof.ok()) return fail(Command::auth, proof.status());
   AuthReply reply;
   TENSORPC_RETURN_IF_ERROR(
-      call(Command::auth, AuthRequest{.client_nonce = client_nonce.value(), .client_proof = proof.value()}, reply));
+      call(Command::auth, AuthRequest{.client_nonce = client_nonce.value(), .client_proof = proof.value()}, reply,
+           timeout));
   // The server answered, so it took our proof; now it must prove the key too.
   auto expected = auth_proof(key, AuthRole::server, client_nonce.value(), server_nonce);
   if (!expected.ok()) return fail(Command::auth, expected.status());
@@ -97,8 +103,9 @@ StatusOr<std::vector<uint8_t>> Connection::call(const Request& request, std::spa
   return receive_reply_locked(request.command, id, bulk_in);
 }
 
-Status Connection::call_status_only(Command command, std::span<const uint8_t> fields) {
-  auto reply = call({.command = command, .fields = fields});
+Status Connection::call_status_only(Command command, std::span<const uint8_t> fields,
+                                    std::chrono::milliseconds timeout) {
+  auto reply = call({.command = command, .fields = fields, .timeout = timeout});
   if (!reply.ok()) return reply.status();
   if (!reply.value().empty()) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -114,7 +121,8 @@ Status Connection::send_one_way(const Request& request) {
   return send_locked(request, request.flags | kFlagNoReply, next_request_id_++);
 }
 
-Status Connection::send_graph(uint32_t device, std::vector<uint8_t> graph, std::vector<uint64_t> handles) {
+Status Connection::send_graph(uint32_t device, std::vector<uint8_t> graph, std::vector<uint64_t> handles,
+                              std::chrono::milliseconds timeout) {
   const size_t hash =
       std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(graph.data()), graph.size()));
   std::lock_guard<std::mutex> lock(mutex_);
@@ -123,8 +131,8 @@ Status Connection::send_graph(uint32_t device, std::vector<uint8_t> graph, std::
     if (it->device != device || it->hash != hash || it->bytes != graph) continue;
     WireWriter w;
     encode(w, GraphRecomputeRequest{.device = device, .graph_id = it->id});
-    TENSORPC_RETURN_IF_ERROR(
-        send_locked({.command = Command::graph_recompute, .fields = w.bytes()}, kFlagNoReply, next_request_id_++));
+    TENSORPC_RETURN_IF_ERROR(send_locked({.command = Command::graph_recompute, .fields = w.bytes(), .timeout = timeout},
+                                         kFlagNoReply, next_request_id_++));
     // Most recently used last, as the server reorders on a recompute.
     StoredGraph used = std::move(*it);
     graphs_.erase(it);
@@ -136,8 +144,9 @@ Status Connection::send_graph(uint32_t device, std::vector<uint8_t> graph, std::
   const uint64_t graph_id = next_graph_id_++;
   WireWriter w;
   encode(w, GraphComputeRequest{.device = device, .graph_id = graph_id});
-  TENSORPC_RETURN_IF_ERROR(send_locked({.command = Command::graph_compute, .fields = w.bytes(), .bulk = graph},
-                                       kFlagNoReply, next_request_id_++));
+  TENSORPC_RETURN_IF_ERROR(
+      send_locked({.command = Command::graph_compute, .fields = w.bytes(), .bulk = graph, .timeout = timeout},
+                  kFlagNoReply, next_request_id_++));
   graphs_.push_back({device, graph_id, hash, std::move(graph), std::move(handles)});
   if (graphs_.size() > kStoredGraphs) graphs_.pop_front();
   return Status();
@@ -148,7 +157,8 @@ void Connection::forget_graphs() {
   graphs_.clear();
 }
 
-Status Connection::send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> handles) {
+Status Connection::send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> handles,
+                             std::chrono::milliseconds timeout) {
   const size_t hash =
       std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(steps.data()), steps.size()));
   std::lock_guard<std::mutex> lock(mutex_);
@@ -167,14 +177,16 @@ Status Connection::send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> h
     plan_id = next_plan_id_++;
     WireWriter w;
     encode(w, PlanStoreRequest{.plan_id = plan_id});
-    TENSORPC_RETURN_IF_ERROR(send_locked({.command = Command::plan_store, .fields = w.bytes(), .bulk = steps},
-                                         kFlagNoReply, next_request_id_++));
+    TENSORPC_RETURN_IF_ERROR(
+        send_locked({.command = Command::plan_store, .fields = w.bytes(), .bulk = steps, .timeout = timeout},
+                    kFlagNoReply, next_request_id_++));
     plans_.push_back({0, plan_id, hash, std::move(steps), std::move(handles)});
     if (plans_.size() > kStoredPlans) plans_.pop_front();
   }
   WireWriter w;
   encode(w, PlanRunRequest{.plan_id = plan_id});
-  return send_locked({.command = Command::plan_run, .fields = w.bytes()}, kFlagNoReply, next_request_id_++);
+  return send_locked({.command = Command::plan_run, .fields = w.bytes(), .timeout = timeout}, kFlagNoReply,
+                     next_request_id_++);
 }
 
 void Connection::forget_plans() {
@@ -182,13 +194,14 @@ void Connection::forget_plans() {
   plans_.clear();
 }
 
-StatusOr<GrantToken> Connection::standing_grant(uint64_t handle, uint64_t offset, uint64_t size) {
+StatusOr<GrantToken> Connection::standing_grant(uint64_t handle, uint64_t offset, uint64_t size,
+                                                std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> lock(grants_mutex_);
   const std::array<uint64_t, 3> key{handle, offset, size};
   if (auto it = standing_grants_.find(key); it != standing_grants_.end()) return it->second;
   GrantStandingReply reply;
-  TENSORPC_RETURN_IF_ERROR(
-      call(Command::grant_standing, GrantStandingRequest{.handle = handle, .offset = offset, .size = size}, reply));
+  TENSORPC_RETURN_IF_ERROR(call(
+      Command::grant_standing, GrantStandingRequest{.handle = handle, .offset = offset, .size = size}, reply, timeout));
   standing_grants_.emplace(key, reply.token);
   return reply.token;
 }
@@ -198,7 +211,7 @@ void Connection::forget_standing_grants() {
   standing_grants_.clear();
 }
 
-Status Connection::free_buffer(uint64_t handle) {
+Status Connection::free_buffer(uint64_t handle, std::chrono::milliseconds timeout) {
   WireWriter w;
   encode(w, BufferFreeRequest{.handle = handle});
   std::lock_guard<std::mutex> lock(mutex_);
@@ -208,7 +221,8 @@ Status Connection::free_buffer(uint64_t handle) {
   std::erase_if(graphs_, uses);
   std::erase_if(plans_, uses);
   TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::buffer_free, /*expect_silence=*/true));
-  return send_locked({.command = Command::buffer_free, .fields = w.bytes()}, kFlagNoReply, next_request_id_++);
+  return send_locked({.command = Command::buffer_free, .fields = w.bytes(), .timeout = timeout}, kFlagNoReply,
+                     next_request_id_++);
 }
 
 ConnectionStats Connection::stats() const {
@@ -217,6 +231,13 @@ ConnectionStats Connection::stats() const {
           .bytes_received = bytes_received_.load(std::memory_order_relaxed),
           .requests = requests_.load(std::memory_order_relaxed),
           .round_trips = round_trips_.load(std::memory_order_relaxed)};
+}
+
+bool Connection::defunct() {
+  if (broken()) return true;
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  return !check_usable_locked(Command::ping, /*expect_silence=*/true).ok();
 }
 
 Status Connection::check_usable_locked(Command command, bool expect_silence) {
@@ -237,6 +258,7 @@ Status Connection::check_usable_locked(Command command, bool expect_silence) {
 }
 
 Status Connection::send_locked(const Request& request, uint16_t flags, uint64_t id) {
+  socket_.set_io_timeout(request.timeout);  // also bounds the reply that follows, if any
   FrameHeader h;
   h.command = request.command;
   h.flags = flags;
@@ -326,7 +348,8 @@ Status Connection::break_locked(Command command, const Status& reason) {
 // ---- connection caches ------------------------------------------------------
 
 StatusOr<std::shared_ptr<Connection>> ConnectionCache::get(const std::string& endpoint,
-                                                           const std::optional<std::string>& key) {
+                                                           const std::optional<std::string>& key,
+                                                           std::chrono::milliseconds open_timeout) {
   auto parsed = parse_endpoint(endpoint);
   if (!parsed.ok()) return parsed.status();
   const std::string name = parsed.value().to_string();
@@ -336,11 +359,13 @@ StatusOr<std::shared_ptr<Connection>> ConnectionCache::get(const std::string& en
   std::lock_guard<std::mutex> lock(mutex_);
   std::erase_if(by_endpoint_, [](const auto& entry) { return entry.second.connection.expired(); });
   if (auto it = by_endpoint_.find(name); it != by_endpoint_.end() && it->second.key == key) {
-    if (std::shared_ptr<Connection> live = it->second.connection.lock(); live && !live->broken()) return live;
+    // One whose server hung up (say, restarted) is replaced now, so the
+    // caller's request goes to the server as it is.
+    if (std::shared_ptr<Connection> live = it->second.connection.lock(); live && !live->defunct()) return live;
   }
   auto secret = client_key(key);
   if (!secret.ok()) return secret.status().with_context("cannot connect to " + name);
-  auto opened = Connection::open(parsed.value(), secret.value());
+  auto opened = Connection::open(parsed.value(), secret.value(), open_timeout);
   if (!opened.ok()) return opened.status();
   by_endpoint_[name] = Entry{opened.value(), key};
   return opened;
@@ -366,8 +391,9 @@ ConnectionCache& process_cache() {
 }  // namespace
 
 StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint,
-                                                     const std::optional<std::string>& key) {
-  return process_cache().get(endpoint, key);
+                                                     const std::optional<std::string>& key,
+                                                     std::chrono::milliseconds open_timeout) {
+  return process_cache().get(endpoint, key, open_timeout);
 }
 
 std::shared_ptr<Connection> find_live_connection(const std::string& endpoint) {

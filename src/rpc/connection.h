@@ -13,11 +13,19 @@
 // references; the process-wide cache behind get_connection() holds only weak
 // ones, so the socket closes when the last buffer and stream go. A transport
 // or protocol failure marks the connection broken: its later requests fail
-// at once, and get_connection() makes a new one.
+// at once, and get_connection() makes a new one; so does a connection whose
+// server hung up while it sat idle (a server that restarted).
+//
+// Timeouts: opening (connect and HELLO) is bounded by its timeout. Each
+// exchange may carry one too (Request::timeout, the last argument of the
+// helpers): the longest it waits for the server to take its bytes or to send
+// the next bytes of its reply. One that passes breaks the connection, since
+// a reply may still come; its error names the command and the endpoint.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -36,6 +44,9 @@
 
 namespace tensorpc::rpc {
 
+// Connecting and HELLO, each, when the caller names no shorter time.
+inline constexpr std::chrono::milliseconds kOpenTimeout = std::chrono::seconds(10);
+
 class Connection {
  public:
   // One request: its encoded fixed fields and, after them, bulk bytes sent
@@ -45,14 +56,17 @@ class Connection {
     std::span<const uint8_t> fields = {};
     std::span<const uint8_t> bulk = {};
     uint16_t flags = 0;  // kFlagCache where wanted; kFlagNoReply is added by send_one_way
+    // The longest the exchange waits for progress (see the top); 0: no limit.
+    std::chrono::milliseconds timeout{0};
   };
 
-  // Connects to `endpoint` and says HELLO; a server of another major version
-  // is an error naming both versions. With a `key` (non-empty), proves it to
-  // the server and has the server prove it back (AUTH). A server that has a
-  // key when this side has none, or the other way round, or another key, is
-  // an error saying which.
-  static StatusOr<std::shared_ptr<Connection>> open(const Endpoint& endpoint, const std::string& key = {});
+  // Connects to `endpoint` and says HELLO, each within `timeout`; a server of
+  // another major version is an error naming both versions. With a `key`
+  // (non-empty), proves it to the server and has the server prove it back
+  // (AUTH), within `timeout` too. A server that has a key when this side has
+  // none, or the other way round, or another key, is an error saying which.
+  static StatusOr<std::shared_ptr<Connection>> open(const Endpoint& endpoint, const std::string& key = {},
+                                                    std::chrono::milliseconds timeout = kOpenTimeout);
   ~Connection() = default;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -68,10 +82,10 @@ class Connection {
 
   // A call whose request and reply are messages of messages.h.
   template <typename Req, typename Reply>
-  Status call(Command command, const Req& req, Reply& reply) {
+  Status call(Command command, const Req& req, Reply& reply, std::chrono::milliseconds timeout = {}) {
     WireWriter w;
     encode(w, req);
-    auto fields = call({.command = command, .fields = w.bytes()});
+    auto fields = call({.command = command, .fields = w.bytes(), .timeout = timeout});
     if (!fields.ok()) return fields.status();
     WireReader r(fields.value());
     const Status s = decode(r, reply);
@@ -80,18 +94,19 @@ class Connection {
   }
   // A call whose reply is only a status.
   template <typename Req>
-  Status call(Command command, const Req& req) {
+  Status call(Command command, const Req& req, std::chrono::milliseconds timeout = {}) {
     WireWriter w;
     encode(w, req);
-    return call_status_only(command, w.bytes());
+    return call_status_only(command, w.bytes(), timeout);
   }
-  Status call_status_only(Command command, std::span<const uint8_t> fields);
+  Status call_status_only(Command command, std::span<const uint8_t> fields, std::chrono::milliseconds timeout = {});
 
   // Runs a graph (encoded by encode_graph; `handles`: the buffers it names)
   // on `device`. A graph with the same encoding for the same device that the
   // server still holds is run again by id (GRAPH_RECOMPUTE); anything else is
   // sent whole (GRAPH_COMPUTE) under a new id. Both are one-way.
-  Status send_graph(uint32_t device, std::vector<uint8_t> graph, std::vector<uint64_t> handles);
+  Status send_graph(uint32_t device, std::vector<uint8_t> graph, std::vector<uint64_t> handles,
+                    std::chrono::milliseconds timeout = {});
   // Forgets which graphs the server holds, so the next ones are sent whole
   // (after an error, the server may not have stored one we think it has).
   void forget_graphs();
@@ -99,38 +114,44 @@ class Connection {
   // the buffers they name): one the server still holds under the same
   // encoding is run by id (PLAN_RUN); anything else is stored first under a
   // new id (PLAN_STORE, then PLAN_RUN). All one-way.
-  Status send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> handles);
+  Status send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> handles, std::chrono::milliseconds timeout = {});
   // Forgets which plans the server holds (after an error), so they are
   // stored again.
   void forget_plans();
   // A standing grant for exactly (handle, offset, size) of this connection's
   // buffers: asked for once (GRANT_STANDING, a round trip), then remembered
   // for the life of the connection, so every plan naming that range agrees.
-  StatusOr<GrantToken> standing_grant(uint64_t handle, uint64_t offset, uint64_t size);
+  StatusOr<GrantToken> standing_grant(uint64_t handle, uint64_t offset, uint64_t size,
+                                      std::chrono::milliseconds timeout = {});
   // Forgets the standing grants asked for so far, so later plans ask for new
   // ones (after a failed run, bytes of that run may still arrive under the
   // old tokens; the next run must not take them for its own).
   void forget_standing_grants();
   // BUFFER_FREE, one-way. The server then drops every stored graph that
   // names the buffer, and so does this connection's record of them.
-  Status free_buffer(uint64_t handle);
+  Status free_buffer(uint64_t handle, std::chrono::milliseconds timeout = {});
 
   const std::string& endpoint() const { return endpoint_; }
   const HelloReply& server_hello() const { return hello_; }
   bool broken() const { return broken_.load(std::memory_order_acquire); }
+  // True when broken, or when idle and its server has hung up (marking it
+  // broken). Never waits: a connection in the middle of an exchange counts as
+  // alive.
+  bool defunct();
   ConnectionStats stats() const;
 
  private:
   Connection(Socket socket, std::string endpoint) : socket_(std::move(socket)), endpoint_(std::move(endpoint)) {}
 
   // The steps of one exchange; the caller holds mutex_.
+  // Sends with `timeout` (Request::timeout) in force for this exchange.
   Status send_locked(const Request& request, uint16_t flags, uint64_t id);
   StatusOr<std::vector<uint8_t>> receive_reply_locked(Command command, uint64_t id, std::span<uint8_t> bulk_in);
   // Fails when broken; for a one-way request also when the peer hung up.
   Status check_usable_locked(Command command, bool expect_silence);
-  Status hello(const std::string& key);
+  Status hello(const std::string& key, std::chrono::milliseconds timeout);
   // The AUTH exchange, after a HELLO reply that carried the server's nonce.
-  Status authenticate(const std::string& key, const AuthNonce& server_nonce);
+  Status authenticate(const std::string& key, const AuthNonce& server_nonce, std::chrono::milliseconds timeout);
 
   // `reason` prefixed with "<COMMAND> to <endpoint>: ", keeping its code.
   Status fail(Command command, const Status& reason) const;
@@ -185,10 +206,12 @@ class ConnectionCache {
  public:
   // The live connection to `endpoint` (text form as parse_endpoint reads it)
   // that was opened with the same `key`, shared when one exists, else a new
-  // one (which then is the endpoint's entry). `key` as RemoteOptions::key:
-  // unset means the key of TENSORPC_KEY_FILE, read when a connection opens.
+  // one (which then is the endpoint's entry), opened within `open_timeout`.
+  // `key` as RemoteOptions::key: unset means the key of TENSORPC_KEY_FILE,
+  // read when a connection opens.
   StatusOr<std::shared_ptr<Connection>> get(const std::string& endpoint,
-                                            const std::optional<std::string>& key = std::nullopt);
+                                            const std::optional<std::string>& key = std::nullopt,
+                                            std::chrono::milliseconds open_timeout = kOpenTimeout);
   // The endpoint's live connection if one exists; never connects.
   std::shared_ptr<Connection> find_live(const std::string& endpoint);
 
@@ -204,7 +227,8 @@ class ConnectionCache {
 // get_connection and find_live_connection use the process-wide cache, the rpc
 // layer's only mutable global.
 StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint,
-                                                     const std::optional<std::string>& key = std::nullopt);
+                                                     const std::optional<std::string>& key = std::nullopt,
+                                                     std::chrono::milliseconds open_timeout = kOpenTimeout);
 std::shared_ptr<Connection> find_live_connection(const std::string& endpoint);
 
 }  // namespace tensorpc::rpc

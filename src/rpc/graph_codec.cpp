@@ -160,7 +160,7 @@ StatusOr<DecodedGraph> decode_graph(WireReader& r, const ResolveHandle& resolve)
       return not_found(tensor_label(i) + ": buffer handle " + std::to_string(handle) + ": " +
                        (why.empty() ? std::string("unknown") : why));
     }
-    const uint64_t span = t.nbytes();  // validate_layout made sure it does not overflow
+    const uint64_t span = address_span(t);  // validate_layout made sure it does not overflow
     if (t.offset > buffer->size() || span > buffer->size() - t.offset) {
       return invalid_argument(tensor_label(i) + ": " + describe(t) + " spans " + std::to_string(span) +
                               " bytes at offset " + std::to_string(t.offset) + ", past the end of its buffer of " +

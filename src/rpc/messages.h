@@ -21,7 +21,8 @@
 namespace tensorpc::rpc {
 
 inline constexpr uint32_t kVersionMajor = 1;
-inline constexpr uint32_t kVersionMinor = 3;  // 1.1: server-to-server copies; 1.2: execution plans; 1.3: keys
+// 1.1: server-to-server copies; 1.2: execution plans; 1.3: keys, the SYNC flag
+inline constexpr uint32_t kVersionMinor = 3;
 inline constexpr uint32_t kVersionPatch = 0;
 inline constexpr uint32_t kFrameMagic = 0x43505254;  // "TRPC"
 inline constexpr size_t kFrameHeaderSize = 24;
@@ -56,6 +57,10 @@ enum FrameFlag : uint16_t {
   kFlagReply = 1u << 0,
   kFlagNoReply = 1u << 1,
   kFlagCache = 1u << 2,
+  // 1.3: before the command runs, the connection's pending error (the first
+  // failed NO_REPLY command since the last SYNCHRONIZE) is reported instead,
+  // and the command does not run: a SYNCHRONIZE and a request in one frame.
+  kFlagSync = 1u << 3,
 };
 
 struct FrameHeader {

@@ -37,7 +37,7 @@ RemoteBuffer::~RemoteBuffer() {
   // One-way, errors ignored: if it fails the connection is broken, and the
   // server frees everything a connection owns when it ends anyway.
   if (connection_->broken()) return;
-  (void)connection_->free_buffer(handle_);
+  (void)connection_->free_buffer(handle_, device_.reply_timeout());
 }
 
 Device& RemoteBuffer::device() const { return device_; }
@@ -54,8 +54,10 @@ Status RemoteBuffer::set(const Tensor& t, const void* src, uint64_t offset, uint
   for (uint64_t done = 0; done < size;) {
     const uint64_t n = std::min(size - done, kMaxSetFrame);
     const auto fields = encoded(SetTensorRequest{.handle = handle_, .offset = server_offset + done, .size = n});
-    TENSORPC_RETURN_IF_ERROR(connection_->send_one_way(
-        {.command = Command::set_tensor, .fields = fields, .bulk = std::span<const uint8_t>(bytes + done, n)}));
+    TENSORPC_RETURN_IF_ERROR(connection_->send_one_way({.command = Command::set_tensor,
+                                                        .fields = fields,
+                                                        .bulk = std::span<const uint8_t>(bytes + done, n),
+                                                        .timeout = device_.reply_timeout()}));
     done += n;
   }
   return Status();
@@ -65,7 +67,7 @@ Status RemoteBuffer::set_cached(uint64_t server_offset, const uint8_t* src, uint
   SetTensorHashRequest request{.handle = handle_, .offset = server_offset, .size = size};
   TENSORPC_RETURN_IF_ERROR(sha256(src, size, request.sha256));
   SetTensorHashReply reply;
-  TENSORPC_RETURN_IF_ERROR(connection_->call(Command::set_tensor_hash, request, reply));
+  TENSORPC_RETURN_IF_ERROR(connection_->call(Command::set_tensor_hash, request, reply, device_.reply_timeout()));
   if (reply.found) return Status();
   // One frame whatever the size, so the server can hash exactly the bytes the
   // client hashed (the server raises its frame limit for large buffers).
@@ -73,14 +75,24 @@ Status RemoteBuffer::set_cached(uint64_t server_offset, const uint8_t* src, uint
   return connection_->send_one_way({.command = Command::set_tensor,
                                     .fields = fields,
                                     .bulk = std::span<const uint8_t>(src, size),
-                                    .flags = kFlagCache});
+                                    .flags = kFlagCache,
+                                    .timeout = device_.reply_timeout()});
 }
 
 Status RemoteBuffer::get(const Tensor& t, void* dst, uint64_t offset, uint64_t size) const {
+  return read(t, dst, offset, size, 0);
+}
+
+Status RemoteBuffer::get_after_pending(const Tensor& t, void* dst) const {
+  return read(t, dst, 0, t.nbytes(), kFlagSync);
+}
+
+Status RemoteBuffer::read(const Tensor& t, void* dst, uint64_t offset, uint64_t size, uint16_t flags) const {
   TENSORPC_RETURN_IF_ERROR(check_range(t, offset, size, "get"));
-  if (size == 0) return Status();
+  if (size == 0 && flags == 0) return Status();
   const auto fields = encoded(GetTensorRequest{.handle = handle_, .offset = t.offset + offset, .size = size});
-  auto reply = connection_->call({.command = Command::get_tensor, .fields = fields},
+  auto reply = connection_->call(
+      {.command = Command::get_tensor, .fields = fields, .flags = flags, .timeout = device_.reply_timeout()},
                                  std::span<uint8_t>(static_cast<uint8_t*>(dst), size));
   if (!reply.ok()) return reply.status();
   if (!reply.value().empty()) {
@@ -91,7 +103,8 @@ Status RemoteBuffer::get(const Tensor& t, void* dst, uint64_t offset, uint64_t s
 }
 
 Status RemoteBuffer::clear(uint8_t value) {
-  return connection_->call(Command::buffer_clear, BufferClearRequest{.handle = handle_, .value = value});
+  return connection_->call(Command::buffer_clear, BufferClearRequest{.handle = handle_, .value = value},
+                           device_.reply_timeout());
 }
 
 // Picks the path that keeps the bytes off this client: on the server when
@@ -110,7 +123,8 @@ Status RemoteBuffer::copy(const Tensor& src, const Tensor& dst) {
                                                   .dst_handle = handle_,
                                                   .dst_offset = dst.offset,
                                                   .size = dst.nbytes()});
-    return connection_->send_one_way({.command = Command::copy_tensor, .fields = fields});
+    return connection_->send_one_way(
+        {.command = Command::copy_tensor, .fields = fields, .timeout = device_.reply_timeout()});
   }
   if (remote != nullptr) {
     TENSORPC_RETURN_IF_ERROR(remote->check_range(src, 0, src.nbytes(), "copy"));
@@ -126,14 +140,17 @@ Status RemoteBuffer::copy_from_peer(const RemoteBuffer& src, uint64_t src_offset
   // The grant is a round trip on this connection, so every write sent here
   // before it is done when the source's bytes arrive after it.
   GrantWriteReply grant;
-  Status s = connection_->call(Command::grant_write,
-                               GrantWriteRequest{.handle = handle_, .offset = dst_offset, .size = size}, grant);
+  Status s =
+      connection_->call(Command::grant_write, GrantWriteRequest{.handle = handle_, .offset = dst_offset, .size = size},
+                        grant, device_.reply_timeout());
   if (!s.ok()) return Status(s.code(), route + s.message());
-  s = src.connection_->call(Command::copy_to_peer, CopyToPeerRequest{.src_handle = src.handle_,
-                                                                     .src_offset = src_offset,
-                                                                     .size = size,
-                                                                     .endpoint = connection_->endpoint(),
-                                                                     .token = grant.token});
+  s = src.connection_->call(Command::copy_to_peer,
+                            CopyToPeerRequest{.src_handle = src.handle_,
+                                              .src_offset = src_offset,
+                                              .size = size,
+                                              .endpoint = connection_->endpoint(),
+                                              .token = grant.token},
+                            src.device_.reply_timeout());
   if (!s.ok()) return Status(s.code(), route + s.message());
   return Status();
 }

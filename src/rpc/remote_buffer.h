@@ -28,6 +28,8 @@ class RemoteBuffer final : public Buffer {
 
   Status set(const Tensor& t, const void* src, uint64_t offset, uint64_t size) override;
   Status get(const Tensor& t, void* dst, uint64_t offset, uint64_t size) const override;
+  // All of t, flagged SYNC: the connection's pending error instead, if any.
+  Status get_after_pending(const Tensor& t, void* dst) const;
   Status clear(uint8_t value) override;
   // From a RemoteBuffer on the same connection: on the server (COPY_TENSOR,
   // one-way). From a RemoteBuffer of another server: server to server (a
@@ -40,6 +42,8 @@ class RemoteBuffer final : public Buffer {
   const std::shared_ptr<Connection>& connection() const { return connection_; }
 
  private:
+  // GET_TENSOR of [offset, +size) of t with these frame flags.
+  Status read(const Tensor& t, void* dst, uint64_t offset, uint64_t size, uint16_t flags) const;
   // Sends [server_offset, +size) through the weights cache: the hash, then the
   // bytes only if the server lacks them.
   Status set_cached(uint64_t server_offset, const uint8_t* src, uint64_t size);

@@ -19,10 +19,15 @@ std::string canonical(const std::string& endpoint) {
 
 }  // namespace
 
-StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint, const std::optional<std::string>& key) {
-  auto connection = get_connection(endpoint, key);
+std::chrono::milliseconds open_timeout_of(const RemoteOptions& options) {
+  const auto t = options.reply_timeout;
+  return t.count() > 0 && t < kOpenTimeout ? t : kOpenTimeout;
+}
+
+StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint, const RemoteOptions& options) {
+  auto connection = get_connection(endpoint, options.key, open_timeout_of(options));
   if (!connection.ok()) return connection.status();
-  auto fields = connection.value()->call({.command = Command::list_devices});
+  auto fields = connection.value()->call({.command = Command::list_devices, .timeout = options.reply_timeout});
   if (!fields.ok()) return fields.status();
   WireReader r(fields.value());
   ListDevicesReply reply;
@@ -34,10 +39,12 @@ StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint, cons
 RemoteDevice::RemoteDevice(std::string endpoint, uint32_t index, RemoteOptions options, std::optional<DeviceInfo> known)
     : endpoint_(canonical(endpoint)), index_(index), options_(options), info_(std::move(known)) {}
 
+std::chrono::milliseconds RemoteDevice::open_timeout() const { return open_timeout_of(options_); }
+
 StatusOr<DeviceInfo> RemoteDevice::info() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (info_) return *info_;
-  auto devices = list_devices(endpoint_, options_.key);
+  auto devices = list_devices(endpoint_, options_);
   if (!devices.ok()) return devices.status();
   if (index_ >= devices.value().size()) {
     return not_found("device " + std::to_string(index_) + " of " + endpoint_ + " does not exist (the server has " +
@@ -58,10 +65,12 @@ std::string RemoteDevice::description() const {
 }
 
 MemoryInfo RemoteDevice::memory() const {
-  auto connection = get_connection(endpoint_, options_.key);
+  auto connection = get_connection(endpoint_, options_.key, open_timeout());
   if (!connection.ok()) return {};
   DeviceMemoryReply reply;
-  if (!connection.value()->call(Command::device_memory, DeviceMemoryRequest{.device = index_}, reply).ok()) return {};
+  const Status s =
+      connection.value()->call(Command::device_memory, DeviceMemoryRequest{.device = index_}, reply, reply_timeout());
+  if (!s.ok()) return {};
   return {.free = reply.free, .total = reply.total};
 }
 
@@ -79,11 +88,11 @@ uint64_t RemoteDevice::max_allocation() const {
 bool RemoteDevice::supports(const Tensor& node) const { return static_cast<uint32_t>(node.op) < kOpCount; }
 
 StatusOr<std::unique_ptr<Buffer>> RemoteDevice::allocate(uint64_t size) {
-  auto connection = get_connection(endpoint_, options_.key);
+  auto connection = get_connection(endpoint_, options_.key, open_timeout());
   if (!connection.ok()) return connection.status();
   BufferAllocReply reply;
-  TENSORPC_RETURN_IF_ERROR(
-      connection.value()->call(Command::buffer_alloc, BufferAllocRequest{.device = index_, .size = size}, reply));
+  TENSORPC_RETURN_IF_ERROR(connection.value()->call(
+      Command::buffer_alloc, BufferAllocRequest{.device = index_, .size = size}, reply, reply_timeout()));
   if (reply.handle == 0) {
     return Status(StatusCode::protocol_error, "BUFFER_ALLOC to " + endpoint_ + ": the server issued handle 0");
   }
@@ -92,15 +101,16 @@ StatusOr<std::unique_ptr<Buffer>> RemoteDevice::allocate(uint64_t size) {
 }
 
 StatusOr<std::unique_ptr<Stream>> RemoteDevice::create_stream() {
-  auto connection = get_connection(endpoint_, options_.key);
+  auto connection = get_connection(endpoint_, options_.key, open_timeout());
   if (!connection.ok()) return connection.status();
   return std::unique_ptr<Stream>(std::make_unique<RemoteStream>(*this, std::move(connection).value()));
 }
 
 StatusOr<std::unique_ptr<PlanRunner>> RemoteDevice::create_plan_runner() {
-  auto connection = get_connection(endpoint_, options_.key);
+  auto connection = get_connection(endpoint_, options_.key, open_timeout());
   if (!connection.ok()) return connection.status();
-  return std::unique_ptr<PlanRunner>(std::make_unique<RemotePlanRunner>(std::move(connection).value()));
+  return std::unique_ptr<PlanRunner>(
+      std::make_unique<RemotePlanRunner>(std::move(connection).value(), options_.reply_timeout));
 }
 
 DeviceTraffic RemoteDevice::traffic() const {

@@ -56,6 +56,9 @@ class RemoteDevice final : public Device {
   const std::string& endpoint() const { return endpoint_; }
   uint32_t index() const { return index_; }
   const RemoteOptions& options() const { return options_; }
+  // Calls' timeout (RemoteOptions::reply_timeout), and the time to open a connection.
+  std::chrono::milliseconds reply_timeout() const { return options_.reply_timeout; }
+  std::chrono::milliseconds open_timeout() const;
 
  private:
   // The server's facts about this device, read once (LIST_DEVICES).
@@ -69,8 +72,11 @@ class RemoteDevice final : public Device {
 };
 
 // The server's devices (LIST_DEVICES), on the endpoint's shared connection
-// (opened with `key` as RemoteOptions::key says).
-StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint,
-                                               const std::optional<std::string>& key = std::nullopt);
+// (opened with options.key), within options.reply_timeout.
+StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint, const RemoteOptions& options = {});
+
+// The time to open a connection under `options`: reply_timeout when shorter
+// than kOpenTimeout and not 0, else kOpenTimeout.
+std::chrono::milliseconds open_timeout_of(const RemoteOptions& options);
 
 }  // namespace tensorpc::rpc

@@ -79,7 +79,7 @@ Status RemotePlanRunner::run_async(const ExecutionPlanSpec& spec) {
         if (!src.ok()) return src.status();
         if (!dst.ok()) return dst.status();
         const auto& to = dst.value()->connection();
-        auto token = to->standing_grant(dst.value()->handle(), step.dst->offset, step.dst->nbytes());
+        auto token = to->standing_grant(dst.value()->handle(), step.dst->offset, step.dst->nbytes(), timeout_);
         if (!token.ok()) return token.status().with_context("execution plan for " + here);
         f.kind = PlanStepKind::send_to_peer;
         f.src_handle = src.value()->handle();
@@ -93,7 +93,7 @@ Status RemotePlanRunner::run_async(const ExecutionPlanSpec& spec) {
       case ExecutionPlanSpec::StepKind::wait: {
         auto dst = bytes_of(step.dst, true, "wait destination");
         if (!dst.ok()) return dst.status();
-        auto token = connection_->standing_grant(dst.value()->handle(), step.dst->offset, step.dst->nbytes());
+        auto token = connection_->standing_grant(dst.value()->handle(), step.dst->offset, step.dst->nbytes(), timeout_);
         if (!token.ok()) return token.status().with_context("execution plan for " + here);
         f.kind = PlanStepKind::wait_for;
         f.token = token.value();
@@ -105,20 +105,39 @@ Status RemotePlanRunner::run_async(const ExecutionPlanSpec& spec) {
     }
     encode_step(w, f);
   }
-  return connection_->send_plan(std::move(w.bytes()), std::move(handles));
+  return connection_->send_plan(std::move(w.bytes()), std::move(handles), timeout_);
 }
 
 Status RemotePlanRunner::synchronize() {
-  const Status s = connection_->call_status_only(Command::synchronize, {});
-  // A failed plan may not be stored on the server: store plans again, and
-  // wait under new grants so that a late send of the failed run is never
-  // taken for the next run's bytes.
-  if (!s.ok()) {
-    connection_->forget_plans();
-    connection_->forget_graphs();
-    connection_->forget_standing_grants();
-  }
+  const Status s = connection_->call_status_only(Command::synchronize, {}, timeout_);
+  if (!s.ok()) start_over();
   return s;
+}
+
+Status RemotePlanRunner::synchronize_and_read(const Tensor& t, void* dst) {
+  const RemoteBuffer* b = remote_of(&t);
+  if (b == nullptr || b->connection().get() != connection_.get()) {
+    return invalid_argument("read after plans on " + connection_->endpoint() + ": " + describe(t) +
+                            " is not in a buffer of this server");
+  }
+  // A server before 1.3 ignores SYNC: wait, then read.
+  const HelloReply& server = connection_->server_hello();
+  if (server.major == 1 && server.minor < 3) {
+    TENSORPC_RETURN_IF_ERROR(synchronize());
+    return b->get(t, dst, 0, t.nbytes());
+  }
+  const Status s = b->get_after_pending(t, dst);
+  if (!s.ok()) start_over();
+  return s;
+}
+
+// A failed plan may not be stored on the server: store plans again, and wait
+// under new grants so that a late send of the failed run is never taken for
+// the next run's bytes.
+void RemotePlanRunner::start_over() {
+  connection_->forget_plans();
+  connection_->forget_graphs();
+  connection_->forget_standing_grants();
 }
 
 }  // namespace tensorpc::rpc

@@ -8,7 +8,7 @@ namespace tensorpc {
 
 StatusOr<std::vector<std::unique_ptr<Device>>> connect_devices(const std::string& endpoint,
                                                                const RemoteOptions& options) {
-  auto devices = rpc::list_devices(endpoint, options.key);
+  auto devices = rpc::list_devices(endpoint, options);
   if (!devices.ok()) return devices.status();
   std::vector<std::unique_ptr<Device>> out;
   for (size_t i = 0; i < devices.value().size(); ++i) {
@@ -28,9 +28,9 @@ ConnectionStats connection_stats(const std::string& endpoint) {
 }
 
 Status ping(const std::string& endpoint, const RemoteOptions& options) {
-  auto connection = rpc::get_connection(endpoint, options.key);
+  auto connection = rpc::get_connection(endpoint, options.key, rpc::open_timeout_of(options));
   if (!connection.ok()) return connection.status();
-  return connection.value()->call_status_only(rpc::Command::ping, {});
+  return connection.value()->call_status_only(rpc::Command::ping, {}, options.reply_timeout);
 }
 
 }  // namespace tensorpc

@@ -173,6 +173,10 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
     return invalid_argument("Server::start: the key is " + std::to_string(options.key.size()) +
                             " bytes long, more than the limit of " + std::to_string(kMaxKeyBytes));
   }
+  if (options.io_timeout.count() < 0) {
+    return invalid_argument("Server::start: io_timeout of " + std::to_string(options.io_timeout.count()) +
+                            " ms is negative");
+  }
   auto cache = rpc::WeightsCache::open(options.cache_memory_limit, options.cache_dir);
   if (!cache.ok()) return cache.status();
   auto listener = Socket::listen(options.host, options.port);
@@ -184,6 +188,9 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
   env.cache = cache.value().get();
   env.counters = counters.get();
   env.key = options.key;
+  env.max_session_memory = options.max_session_memory;
+  env.max_session_buffers = options.max_session_buffers;
+  env.io_timeout = options.io_timeout;
   auto server = std::make_unique<TcpServer>(std::move(listener).value(), std::move(env), std::move(cache).value(),
                                             std::move(counters), options.host);
   log::info("listening on " + options.host + ":" + std::to_string(server->port()) + " with " +

@@ -36,11 +36,21 @@ StatusOr<Tensor> byte_span(Buffer& buf, uint64_t offset, uint64_t size) {
 
 namespace {
 constexpr uint64_t kChunk = uint64_t{8} << 20;  // bytes received (and hashed) per step
+
+// A one-way computation: skipped while an earlier one-way command's error is pending.
+bool skips_after_failure(const FrameHeader& h) {
+  if ((h.flags & kFlagNoReply) == 0) return false;
+  return h.command == Command::graph_compute || h.command == Command::graph_recompute ||
+         h.command == Command::plan_run;
+}
 }  // namespace
 
 Session::Session(Socket socket, const SessionEnv& env, uint64_t id)
     : socket_(std::move(socket)), env_(env), id_(id), peer_(socket_.peer_name()) {
   streams_.resize(env_.devices.size());
+  // Bounds every wait inside a frame and on a reply; the wait for the next
+  // frame is not bounded (an idle client is fine; keepalive finds a dead one).
+  socket_.set_io_timeout(env_.io_timeout);
 }
 
 Session::~Session() { release_all(); }
@@ -95,6 +105,7 @@ void Session::release_all() {
     env_.counters->live_buffers -= 1;
     env_.counters->buffer_bytes -= entry->buffer->size();
   }
+  held_bytes_ = 0;
   // Freed outside the lock; a granted write still running holds its own
   // reference and frees its buffer when done.
   entries.clear();
@@ -105,7 +116,8 @@ void Session::release_all() {
 
 bool Session::serve_frame() {
   uint8_t raw[kFrameHeaderSize];
-  Status s = socket_.recv_all(raw, sizeof raw);
+  Status s = socket_.wait_readable();
+  if (s.ok()) s = socket_.recv_all(raw, sizeof raw);
   if (!s.ok()) {
     end_reason_ = s.message();
     return false;
@@ -144,6 +156,23 @@ bool Session::serve_frame() {
     if (spec.streams_payload) (void)drain(current_.payload_length);
     if (phase_ == Phase::awaiting_auth) {
       log::warn("session " + std::to_string(id_) + ": " + peer_ + ": " + end_reason_ + "; closing");
+    }
+  } else if (!pending_.ok() && ((current_.flags & kFlagSync) != 0 || skips_after_failure(current_))) {
+    // SYNC: the pending error is the reply, and the command does not run.
+    // Without SYNC, a one-way computation after a failed one-way command
+    // does not run either: its inputs may be what failed, and a result
+    // computed from them must not pass for a good one (the pending error
+    // stands until SYNCHRONIZE).
+    if ((current_.flags & kFlagSync) != 0) {
+      result = pending_;
+      pending_ = Status();
+    }
+    if (spec.streams_payload) {
+      s = drain(current_.payload_length);
+      if (!s.ok()) {
+        end_reason_ = s.message();
+        return false;
+      }
     }
   } else {
     WireReader in(payload_);
@@ -281,6 +310,30 @@ Status Session::check_device(uint32_t device) const {
   return Status();
 }
 
+Status Session::check_session_limits(uint64_t size) const {
+  size_t live = 0;
+  {
+    std::lock_guard<std::mutex> lock(table_->mutex);
+    live = table_->entries.size();
+  }
+  if (env_.max_session_buffers != 0 && live >= env_.max_session_buffers) {
+    return out_of_memory("this connection already holds " + std::to_string(live) +
+                         " buffers, the most one session may hold (the server's --max-session-buffers " +
+                         std::to_string(env_.max_session_buffers) + "); free some first");
+  }
+  const uint64_t limit = env_.max_session_memory;
+  if (limit == 0) return Status();
+  const std::string named =
+      "the session memory limit of " + std::to_string(limit) + " bytes (the server's --max-session-memory)";
+  if (size > limit) return out_of_memory("a buffer of " + std::to_string(size) + " bytes exceeds " + named);
+  // held_bytes_ never exceeds the limit, so held_bytes_ + size cannot overflow.
+  if (held_bytes_ + size > limit) {
+    return out_of_memory("allocating " + std::to_string(size) + " bytes would bring this connection's buffers to " +
+                         std::to_string(held_bytes_ + size) + " bytes, over " + named + "; free some first");
+  }
+  return Status();
+}
+
 Status Session::write_bytes(BufferEntry& entry, uint64_t offset, const uint8_t* src, uint64_t size) {
   if (size == 0) return Status();
   Buffer& buf = *entry.buffer;
@@ -369,8 +422,8 @@ Status Session::read_streamed_fields(const char* command, size_t fixed_size, Req
   TENSORPC_RETURN_IF_ERROR(decode(r, req));
   const uint64_t data = length - fixed_size;
   if (req.size != data) {
-    return fail_draining(data, invalid_argument(std::string(command) + ": size " + std::to_string(req.size) +
-                                                " but " + std::to_string(data) + " bytes of data follow"));
+    return fail_draining(data, invalid_argument(std::string(command) + ": size " + std::to_string(req.size) + " but " +
+                                                std::to_string(data) + " bytes of data follow"));
   }
   return Status();
 }

@@ -17,12 +17,17 @@
 // A server with a key serves a session only once its client has proven the
 // key (session_handshake.cpp): HELLO, then AUTH, then everything else.
 //
+// What a session may take is bounded (SessionEnv): bytes in buffers and live
+// handles, refused at BUFFER_ALLOC; and a frame that stalls part-way, or a
+// reply left unread, for longer than io_timeout ends the connection.
+//
 // Execution plans (session_plan.cpp) are stored steps — graphs on the
 // session's devices, copies between its buffers, sends to other servers and
 // waits for their bytes — run in order by PLAN_RUN (docs/protocol.md).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -67,6 +72,13 @@ struct SessionEnv {
   // The pre-shared key clients must prove (auth.h), and this server proves
   // to its peers; empty: none, and every client is served.
   std::string key;
+  uint32_t max_plan_wait_ms = 10 * 60 * 1000;  // the longest WAIT_FOR a plan may store (≤ kMaxPlanWaitMs)
+  // Limits of one session (ServerOptions); 0: none.
+  uint64_t max_session_memory = 0;   // bytes in buffers across all devices
+  uint64_t max_session_buffers = 0;  // live buffer handles
+  // The longest a started frame, a reply or a call to another server waits
+  // for progress (Socket::set_io_timeout); 0: no limit.
+  std::chrono::milliseconds io_timeout{0};
 };
 
 inline constexpr size_t kMaxStoredGraphs = 16;
@@ -157,6 +169,8 @@ class Session {
   // The buffer of handle, checked to hold bytes [offset, offset + size).
   StatusOr<BufferEntry*> find_range(uint64_t handle, uint64_t offset, uint64_t size, const char* what);
   Status check_device(uint32_t device) const;
+  // The session's limits (SessionEnv) allow one more buffer of `size` bytes.
+  Status check_session_limits(uint64_t size) const;
   Status receive_into(BufferEntry& entry, uint64_t offset, uint64_t size, Sha256Hasher* hasher);
   Status write_bytes(BufferEntry& entry, uint64_t offset, const uint8_t* src, uint64_t size);
   Status read_bytes(BufferEntry& entry, uint64_t offset, uint8_t* dst, uint64_t size);
@@ -212,6 +226,7 @@ class Session {
   std::unordered_map<std::string, std::shared_ptr<Connection>> peers_;  // by endpoint
   uint64_t next_handle_ = 1;
   uint64_t largest_buffer_ = 0;                   // bounds SET_TENSOR payloads
+  uint64_t held_bytes_ = 0;                       // bytes of the buffers in table_
   std::deque<StoredGraph> graphs_;                // most recently stored first
   std::deque<StoredPlan> plans_;                  // most recently stored first
   std::atomic<bool> stopping_{false};             // shutdown() was called: waits end

@@ -61,6 +61,8 @@ Status Session::on_buffer_alloc(WireReader& in, Reply& out) {
   BufferAllocRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
   TENSORPC_RETURN_IF_ERROR(check_device(req.device));
+  // Checked before the device is asked, so a refused request costs no memory.
+  TENSORPC_RETURN_IF_ERROR(check_session_limits(req.size));
   Device& dev = *env_.devices[req.device];
   if (req.size > dev.max_allocation()) {
     return out_of_memory(dev.name() + ": " + std::to_string(req.size) + " bytes exceed the largest allocation of " +
@@ -76,6 +78,7 @@ Status Session::on_buffer_alloc(WireReader& in, Reply& out) {
     table_->entries.emplace(handle, std::move(entry));
   }
   largest_buffer_ = std::max(largest_buffer_, size);
+  held_bytes_ += size;
   env_.counters->live_buffers += 1;
   env_.counters->buffer_bytes += size;
   encode(out.fields, BufferAllocReply{handle});
@@ -89,6 +92,7 @@ Status Session::on_buffer_free(WireReader& in, Reply&) {
   if (!entry.ok()) return entry.status();
   // A stored graph or plan that points into this buffer could never run safely again.
   forget_users_of(req.handle);
+  held_bytes_ -= entry.value()->buffer->size();
   env_.counters->live_buffers -= 1;
   env_.counters->buffer_bytes -= entry.value()->buffer->size();
   std::shared_ptr<BufferEntry> freed;  // destroyed after the lock is released

@@ -8,6 +8,7 @@
 //                  the bytes, received straight into the granted buffer.
 // The bytes thus go from server to server; each client learns only that the
 // copy is done (or why it failed).
+#include <algorithm>
 #include <cstring>
 
 #include "rpc/log.h"
@@ -42,7 +43,8 @@ StatusOr<std::shared_ptr<Connection>> Session::peer(const std::string& endpoint)
   if (auto it = peers_.find(endpoint); it != peers_.end() && !it->second->broken()) return it->second;
   if (env_.peers == nullptr) return unsupported("this server does not copy to other servers");
   // All servers of a cluster share one key: this server proves its own.
-  auto connection = env_.peers->get(endpoint, env_.key);
+  const auto open_timeout = env_.io_timeout.count() > 0 ? std::min(env_.io_timeout, kOpenTimeout) : kOpenTimeout;
+  auto connection = env_.peers->get(endpoint, env_.key, open_timeout);
   if (!connection.ok()) return connection.status();
   peers_[endpoint] = connection.value();
   return connection;
@@ -76,7 +78,9 @@ Status Session::send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t 
   WireWriter fields;
   encode(fields, WriteGrantedRequest{.token = token, .size = size});
   // Waits for the destination's status: the client's reply means "written".
-  auto reply = connection.value()->call({.command = Command::write_granted, .fields = fields.bytes(), .bulk = bytes});
+  // io_timeout bounds the wait: a destination that stalls must not hold this session.
+  auto reply = connection.value()->call(
+      {.command = Command::write_granted, .fields = fields.bytes(), .bulk = bytes, .timeout = env_.io_timeout});
   if (!reply.ok()) return Status(reply.status().code(), route + reply.status().message());
   if (!reply.value().empty()) {
     return protocol_error(route + "the WRITE_GRANTED reply has " + std::to_string(reply.value().size()) +

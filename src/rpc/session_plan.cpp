@@ -83,9 +83,9 @@ Status Session::on_plan_store(WireReader& in, Reply&) {
         if (env_.grants == nullptr || !env_.grants->find_standing(f.token, id_)) {
           return refuse(invalid_argument("the token is not a standing grant of this connection"));
         }
-        if (f.timeout_ms > kMaxPlanWaitMs) {
+        if (const uint32_t limit = std::min(env_.max_plan_wait_ms, kMaxPlanWaitMs); f.timeout_ms > limit) {
           return refuse(invalid_argument("timeout of " + std::to_string(f.timeout_ms) + " ms is over the limit of " +
-                                         std::to_string(kMaxPlanWaitMs)));
+                                         std::to_string(limit)));
         }
         break;
       }

@@ -111,6 +111,7 @@ Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
     close();
     fd_ = other.release();
+    io_timeout_ = other.io_timeout_;
   }
   return *this;
 }
@@ -182,14 +183,21 @@ Status Socket::send_all(std::span<const iovec> parts) {
   iov.reserve(parts.size());
   for (const iovec& p : parts)
     if (p.iov_len > 0) iov.push_back(p);
+  // With a timeout each call is non-blocking, and a full send buffer is
+  // waited on by poll, which can give up.
+  const bool timed = io_timeout_.count() > 0;
   size_t first = 0;
   while (first < iov.size()) {
     msghdr msg{};
     msg.msg_iov = iov.data() + first;
     msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
-    const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | (timed ? MSG_DONTWAIT : 0));
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (timed && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        TENSORPC_RETURN_IF_ERROR(wait_for(POLLOUT, "send"));
+        continue;
+      }
       return os_error("send", errno);
     }
     auto sent = static_cast<size_t>(n);
@@ -212,10 +220,15 @@ Status Socket::send_all(const void* data, size_t size) {
 
 Status Socket::recv_all(void* data, size_t size) {
   auto* p = static_cast<char*>(data);
+  const bool timed = io_timeout_.count() > 0;
   while (size > 0) {
-    const ssize_t n = ::recv(fd_, p, size, 0);
+    const ssize_t n = ::recv(fd_, p, size, timed ? MSG_DONTWAIT : 0);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (timed && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        TENSORPC_RETURN_IF_ERROR(wait_for(POLLIN, "recv"));
+        continue;
+      }
       return os_error("recv", errno);
     }
     if (n == 0) return io_error("connection closed by peer");
@@ -223,6 +236,31 @@ Status Socket::recv_all(void* data, size_t size) {
     size -= static_cast<size_t>(n);
   }
   return Status();
+}
+
+Status Socket::wait_readable() {
+  for (;;) {
+    pollfd p{fd_, POLLIN, 0};
+    const int rc = ::poll(&p, 1, -1);
+    if (rc > 0) return Status();  // readable, hung up or failed: the next recv says which
+    if (rc < 0 && errno != EINTR) return os_error("poll", errno);
+  }
+}
+
+Status Socket::wait_for(short events, const char* what) const {
+  const auto deadline = std::chrono::steady_clock::now() + io_timeout_;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return io_error(std::string(what) + ": timed out: no progress for " + std::to_string(io_timeout_.count()) +
+                      " ms");
+    }
+    pollfd p{fd_, events, 0};
+    const int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30)));
+    if (rc > 0) return Status();  // ready, hung up or failed: the next call says which
+    if (rc < 0 && errno != EINTR) return os_error(std::string(what) + ": poll", errno);
+  }
 }
 
 // On Linux shutdown() of a listening socket makes a blocked accept() return

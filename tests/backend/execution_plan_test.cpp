@@ -5,6 +5,8 @@
 // between the servers goes server to server, the plans are stored once, and
 // the results are the bits of one device — also across a decode-like loop of
 // changing inputs.
+#include <chrono>
+
 #include "../rpc/remote_test_util.h"
 #include "scheduler_test_util.h"
 
@@ -96,6 +98,76 @@ TEST_F(TwoServers, ADecodeLoopOfChangingInputsStaysBitExact) {
     }
   }
   EXPECT_EQ(sched.plans_made(), 1u);
+}
+
+// One step whose logits come back through Scheduler::compute_and_read.
+StatusOr<Outputs> run_step_reading(Scheduler& sched, const TinyModel& model, uint32_t seed) {
+  Context ctx;
+  auto step = model.build(ctx, kTokens);
+  Graph g = Graph::build({step.logits, step.ids});
+  check(sched.allocate(g), "Scheduler::allocate");
+  TinyModel::write_inputs(step, kTokens, seed);
+  Outputs out;
+  out.logits.resize(step.logits->nbytes());
+  TENSORPC_RETURN_IF_ERROR(sched.compute_and_read(g, *step.logits, out.logits.data()));
+  out.ids = TinyModel::bytes_of(step.ids);
+  return out;
+}
+
+TEST_F(TwoServers, AReadAfterAPipelineIsTheRunsOnlyRoundTrip) {
+  TinyModel model(devices_);
+  Scheduler sched(devices_);
+  for (uint32_t step = 0; step < 4; ++step) {
+    auto got = run_step_reading(sched, model, 50 + step);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_TRUE(got.value() == reference(50 + step)) << "step " << step;
+    if (step == 0) continue;  // the first run stores the plans and asks for grants
+    const SchedulerCounters& c = sched.last_run();
+    ASSERT_EQ(c.plans_run, 2u) << sched.describe();
+    // The first server's plan ends by sending to the second, whose reply
+    // to the read brings the logits: one round trip for the whole run.
+    EXPECT_EQ(c.round_trips, 1u) << sched.describe();
+    EXPECT_EQ(c.channels.at(a_.endpoint()).round_trips, 0u);
+    EXPECT_EQ(c.channels.at(b_.endpoint()).round_trips, 1u);
+  }
+}
+
+TEST_F(TwoServers, WhenTheServerToReadFromIsGoneTheRunFailsNamingItAndTheOtherServerGoesOn) {
+  TinyModel model(devices_);
+  Scheduler sched(devices_, SchedulerOptions{.plan_wait_timeout_ms = 500});
+  ASSERT_TRUE(run_step_reading(sched, model, 1).ok());
+  b_.stop();
+  const auto start = std::chrono::steady_clock::now();
+  auto got = run_step_reading(sched, model, 2);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find(b_.endpoint()), std::string::npos) << got.status().to_string();
+  EXPECT_LT(seconds, 10.0);
+  // The first server was waited for (its send failed) and is fine.
+  EXPECT_TRUE(ra_[0]->allocate(64).ok());
+}
+
+TEST_F(TwoServers, AGraphAllocatedAgainAfterAnotherWasPlacedIsPlacedAgain) {
+  TinyModel model(devices_);
+  Scheduler sched(devices_);
+  Context ctx_a, ctx_b;
+  auto a = model.build(ctx_a, kTokens);
+  auto b = model.build(ctx_b, kTokens - 2);  // another shape: another plan and placement
+  Graph ga = Graph::build({a.logits, a.ids});
+  Graph gb = Graph::build({b.logits, b.ids});
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    // ga again and again (as a decode loop), with gb placed in between once.
+    ASSERT_TRUE((seed == 1 ? sched.allocate(ga) : sched.allocate_again(ga)).ok());
+    TinyModel::write_inputs(a, kTokens, seed);
+    ASSERT_TRUE(sched.compute(ga).ok());
+    EXPECT_TRUE((Outputs{TinyModel::bytes_of(a.logits), TinyModel::bytes_of(a.ids)}) == reference(seed)) << seed;
+    if (seed == 2) {
+      ASSERT_TRUE(sched.allocate(gb).ok());
+      TinyModel::write_inputs(b, kTokens - 2, seed);
+      ASSERT_TRUE(sched.compute(gb).ok());
+    }
+  }
+  EXPECT_EQ(sched.plans_made(), 2u);
 }
 
 TEST_F(TwoServers, PlansOffGiveTheSameBitsSplitBySplit) {

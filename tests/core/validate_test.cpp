@@ -85,6 +85,21 @@ TEST_F(ValidateTest, LayoutRejectsSpansThatOverflow) {
   y.ne = {0, 1ll << 40, 1ll << 40, 1};  // empty, but nrows() would still wrap
   y.nb = {4, 0, 0, 0};
   EXPECT_TRUE(refused_naming(validate_layout(y), {"element count overflows"}));
+  // Empty (no elements per row), yet kernels form each row's address: a
+  // stride that wraps the address space is refused all the same.
+  Tensor z = *t(DType::f32, {0, 2, 2});
+  z.nb[1] = z.nb[2] = uint64_t{1} << 63;
+  EXPECT_TRUE(refused_naming(validate_layout(z), {"overflows"}));
+}
+
+TEST_F(ValidateTest, AnEmptyTensorSpansTheReachOfItsRowAddresses) {
+  Tensor x = *t(DType::f32, {4, 3});
+  EXPECT_EQ(address_span(x), x.nbytes());
+  Tensor z = *t(DType::f32, {0, 3});
+  z.nb[1] = 64;
+  ASSERT_TRUE(validate_layout(z).ok());
+  EXPECT_EQ(z.nbytes(), 0u);
+  EXPECT_EQ(address_span(z), 4u + 2 * 64);
 }
 
 TEST_F(ValidateTest, OverlapIsDetectedWhateverTheStrideOrder) {

@@ -307,6 +307,14 @@ TEST_F(GraphCodecHostile, RefusesMoreElementsThanTheBufferCouldHold) {
   EXPECT_TRUE(decode(encode_list(ts)).ok());
 }
 
+TEST_F(GraphCodecHostile, RefusesEmptyTensorsWhoseRowsReachPastTheBuffer) {
+  // No elements per row, but a kernel still forms each row's address.
+  auto ts = valid_add();
+  ts[0].ne = {0, 2, 1, 1};
+  ts[0].nb = {4, ~uint64_t{0} - 31, 0, 0};
+  EXPECT_TRUE(refused({ts[0]}, {"graph tensor 0", "past the end"}));
+}
+
 TEST_F(GraphCodecHostile, RefusesMisalignedOffsets) {
   auto ts = valid_add();
   ts[1].offset = 66;

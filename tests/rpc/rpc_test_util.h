@@ -10,10 +10,13 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +66,22 @@ class RawClient {
     return socket_.send_all(parts);
   }
   Status send_bytes(const void* data, size_t size) { return socket_.send_all(data, size); }
+  // A SET_TENSOR of `size` bytes into `handle` of which only the fixed fields
+  // and `sent` bytes go out: the frame is left unfinished.
+  Status start_set_tensor(uint64_t handle, uint64_t size, uint64_t sent) {
+    rpc::WireWriter w;
+    rpc::encode(w, rpc::SetTensorRequest{handle, 0, size});
+    std::vector<uint8_t> frame = w.bytes();
+    frame.resize(frame.size() + sent, 0x5a);
+    return send_header(rpc::Command::set_tensor, rpc::kSetTensorFixedSize + size, 0, frame.data(), frame.size());
+  }
+  // Ends the connection abruptly (a reset, not a FIN), as the kernel does for
+  // a process that dies with bytes unread.
+  void reset() {
+    const linger hard{1, 0};
+    ::setsockopt(socket_.fd(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+    socket_.close();
+  }
 
   StatusOr<RawReply> read_reply() {
     uint8_t raw[rpc::kFrameHeaderSize];
@@ -130,10 +149,11 @@ class RawClient {
     return r.value().status;
   }
 
-  StatusOr<std::vector<uint8_t>> get_tensor(uint64_t handle, uint64_t offset, uint64_t size) {
+  StatusOr<std::vector<uint8_t>> get_tensor(uint64_t handle, uint64_t offset, uint64_t size, uint16_t flags = 0) {
     rpc::WireWriter w;
     rpc::encode(w, rpc::GetTensorRequest{handle, offset, size});
-    auto r = call(rpc::Command::get_tensor, w);
+    TENSORPC_RETURN_IF_ERROR(send_frame(rpc::Command::get_tensor, w, flags));
+    auto r = read_reply();
     if (!r.ok()) return r.status();
     if (!r.value().status.ok()) return r.value().status;
     if (r.value().rest.size() != size) return internal_error("GET_TENSOR reply of the wrong size");
@@ -170,6 +190,83 @@ class RawClient {
   rpc::Socket socket_;
   uint64_t request_id_ = 0;
 };
+
+// One tensor as docs/protocol.md lays it out, for graphs no client would send.
+struct WireTensor {
+  uint32_t type = 0;
+  std::array<int64_t, 4> ne{1, 1, 1, 1};
+  std::array<uint64_t, 4> nb{4, 4, 4, 4};
+  uint32_t op = 0;
+  std::array<int32_t, 8> params{};
+  std::array<int32_t, 3> src{-1, -1, -1};
+  uint32_t flags = 0;
+  uint64_t handle = 0;
+  uint64_t offset = 0;
+
+  static WireTensor f32(int64_t n, uint64_t handle, uint64_t offset) { return f32_matrix(n, 1, handle, offset); }
+  // A dense f32 matrix of `rows` rows of `cols` values.
+  static WireTensor f32_matrix(int64_t cols, int64_t rows, uint64_t handle, uint64_t offset) {
+    WireTensor t;
+    t.ne = {cols, rows, 1, 1};
+    const uint64_t row = static_cast<uint64_t>(cols) * 4;
+    const uint64_t all = row * static_cast<uint64_t>(rows);
+    t.nb = {4, row, all, all};
+    t.handle = handle;
+    t.offset = offset;
+    return t;
+  }
+  void write(rpc::WireWriter& w) const {
+    w.u32(type);
+    for (int64_t v : ne) w.i64(v);
+    for (uint64_t v : nb) w.u64(v);
+    w.u32(op);
+    for (int32_t v : params) w.i32(v);
+    for (int32_t v : src) w.i32(v);
+    w.u32(flags);
+    w.u64(handle);
+    w.u64(offset);
+  }
+};
+
+// GRAPH_COMPUTE's payload; claimed_count: a tensor count that lies.
+inline rpc::WireWriter graph_frame(const std::vector<WireTensor>& tensors, uint32_t device = 0, uint64_t graph_id = 1,
+                                   std::optional<uint32_t> claimed_count = {}) {
+  rpc::WireWriter w;
+  rpc::encode(w, rpc::GraphComputeRequest{device, graph_id});
+  w.u32(claimed_count.value_or(static_cast<uint32_t>(tensors.size())));
+  for (const WireTensor& t : tensors) t.write(w);
+  return w;
+}
+
+// A graph as encode_graph writes it (what Connection::send_graph takes).
+inline std::vector<uint8_t> graph_bytes(const std::vector<WireTensor>& tensors) {
+  rpc::WireWriter w;
+  w.u32(static_cast<uint32_t>(tensors.size()));
+  for (const WireTensor& t : tensors) t.write(w);
+  return std::move(w.bytes());
+}
+
+// True in ASan and TSan builds, where the tests that run for a set time run
+// shorter, and heavy computations are made lighter.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
+// How long a test that loops for a set time runs: TENSORPC_TEST_SECONDS
+// when set, else `release` seconds, or `sanitized` in sanitizer builds.
+inline std::chrono::milliseconds test_duration(double release, double sanitized) {
+  double seconds = kSanitized ? sanitized : release;
+  if (const char* env = std::getenv("TENSORPC_TEST_SECONDS")) seconds = std::atof(env);
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
 
 // Polls `pred` until it holds or `deadline` passes; true when it held.
 template <typename Pred>

@@ -383,49 +383,6 @@ TEST_F(ServerTest, NoReplyErrorSurfacesAtTheNextSynchronizeOnce) {
 
 // ---- graphs -----------------------------------------------------------------------------
 
-// One tensor as docs/protocol.md lays it out, for graphs no client would send.
-struct WireTensor {
-  uint32_t type = 0;
-  std::array<int64_t, 4> ne{1, 1, 1, 1};
-  std::array<uint64_t, 4> nb{4, 4, 4, 4};
-  uint32_t op = 0;
-  std::array<int32_t, 8> params{};
-  std::array<int32_t, 3> src{-1, -1, -1};
-  uint32_t flags = 0;
-  uint64_t handle = 0;
-  uint64_t offset = 0;
-
-  static WireTensor f32(int64_t n, uint64_t handle, uint64_t offset) {
-    WireTensor t;
-    t.ne = {n, 1, 1, 1};
-    const uint64_t row = static_cast<uint64_t>(n) * 4;
-    t.nb = {4, row, row, row};
-    t.handle = handle;
-    t.offset = offset;
-    return t;
-  }
-  void write(rpc::WireWriter& w) const {
-    w.u32(type);
-    for (int64_t v : ne) w.i64(v);
-    for (uint64_t v : nb) w.u64(v);
-    w.u32(op);
-    for (int32_t v : params) w.i32(v);
-    for (int32_t v : src) w.i32(v);
-    w.u32(flags);
-    w.u64(handle);
-    w.u64(offset);
-  }
-};
-
-rpc::WireWriter graph_frame(const std::vector<WireTensor>& tensors, uint32_t device = 0, uint64_t graph_id = 1,
-                            std::optional<uint32_t> claimed_count = {}) {
-  rpc::WireWriter w;
-  rpc::encode(w, rpc::GraphComputeRequest{device, graph_id});
-  w.u32(claimed_count.value_or(static_cast<uint32_t>(tensors.size())));
-  for (const WireTensor& t : tensors) t.write(w);
-  return w;
-}
-
 // x (leaf, 16 f32 at 0) and y = x + x (at 64), in a buffer of 128 bytes.
 std::vector<WireTensor> add_graph(uint64_t h) {
   WireTensor x = WireTensor::f32(16, h, 0);
@@ -451,6 +408,35 @@ TEST_F(ServerTest, AHandBuiltGraphComputes) {
   std::vector<float> y(16);
   std::memcpy(y.data(), got.value().data(), 64);
   for (int i = 0; i < 16; ++i) EXPECT_EQ(y[i], 2.0f * static_cast<float>(i));
+}
+
+TEST_F(ServerTest, AfterAFailedOneWayCommandOneWayComputationsWaitAndASyncFlaggedReadReportsIt) {
+  auto c = client();
+  const uint64_t h = c->alloc(128);
+  std::vector<uint8_t> bytes(128, 0);
+  for (int i = 0; i < 16; ++i) {
+    const float v = static_cast<float>(i);
+    std::memcpy(bytes.data() + 4 * i, &v, 4);
+  }
+  ASSERT_TRUE(c->set_tensor(h, 0, bytes).ok());  // x = 0..15, y = 0
+  ASSERT_TRUE(c->set_tensor(777, 0, {1, 2, 3, 4}, rpc::kFlagNoReply).ok());  // fails: no such handle
+  // A one-way computation after it does not run: its inputs may be what failed.
+  ASSERT_TRUE(c->send_frame(Command::graph_compute, graph_frame(add_graph(h)), rpc::kFlagNoReply).ok());
+  // SYNC: the pending error instead of the bytes.
+  auto flagged = c->get_tensor(h, 64, 64, rpc::kFlagSync);
+  ASSERT_FALSE(flagged.ok());
+  EXPECT_EQ(flagged.status().code(), StatusCode::not_found) << flagged.status().to_string();
+  EXPECT_NE(flagged.status().message().find("SET_TENSOR"), std::string::npos);
+  auto y = c->get_tensor(h, 64, 64, rpc::kFlagSync);  // the error was reported once
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(y.value(), std::vector<uint8_t>(64, 0)) << "the skipped computation wrote nothing";
+  // With the error reported, computations run again.
+  ASSERT_TRUE(c->send_frame(Command::graph_compute, graph_frame(add_graph(h)), rpc::kFlagNoReply).ok());
+  y = c->get_tensor(h, 64, 64, rpc::kFlagSync);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  float y5;
+  std::memcpy(&y5, y.value().data() + 20, 4);
+  EXPECT_EQ(y5, 10.0f);
 }
 
 TEST_F(ServerTest, HostileGraphsAreRefusedAndTheConnectionGoesOn) {

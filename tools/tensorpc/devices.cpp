@@ -67,7 +67,7 @@ int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* o
   }
   int exit_code = 0;
   for (const std::string& endpoint : split_endpoints(endpoints)) {
-    auto devices = rpc::list_devices(endpoint, options.key);
+    auto devices = rpc::list_devices(endpoint, options);
     if (!devices.ok()) {
       std::fprintf(err, "tensorpc devices: cannot list the devices of %s: %s\n", endpoint.c_str(),
                    devices.status().to_string().c_str());

@@ -28,6 +28,7 @@ class ServerProcess {
   ServerProcess& operator=(const ServerProcess&) = delete;
 
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+  uint16_t port() const { return port_; }
   pid_t pid() const { return pid_; }
   // SIGTERM and wait (SIGKILL after a few seconds); idempotent. Returns the
   // exit status as waitpid gives it, or -1 when already stopped.
