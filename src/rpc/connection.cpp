@@ -80,9 +80,8 @@ Status Connection::authenticate(const std::string& key, const AuthNonce& server_
   auto proof = auth_proof(key, AuthRole::client, client_nonce.value(), server_nonce);
   if (!proof.ok()) return fail(Command::auth, proof.status());
   AuthReply reply;
-  TENSORPC_RETURN_IF_ERROR(
-      call(Command::auth, AuthRequest{.client_nonce = client_nonce.value(), .client_proof = proof.value()}, reply,
-           timeout));
+  TENSORPC_RETURN_IF_ERROR(call(
+      Command::auth, AuthRequest{.client_nonce = client_nonce.value(), .client_proof = proof.value()}, reply, timeout));
   // The server answered, so it took our proof; now it must prove the key too.
   auto expected = auth_proof(key, AuthRole::server, client_nonce.value(), server_nonce);
   if (!expected.ok()) return fail(Command::auth, expected.status());
