@@ -142,6 +142,9 @@ int main(int argc, char** argv) {
 
   write_file(messages / "hello_request", bytes_of(HelloRequest{.client = "fuzz"}));
   write_file(messages / "hello_reply", bytes_of(HelloReply{.server = "tensorpc-server"}));
+  write_file(messages / "hello_reply_key",
+             bytes_of(HelloReply{.features = kFeatureKey, .server = "tensorpc-server", .server_nonce = {}}));
+  write_file(messages / "auth_request", bytes_of(AuthRequest{}));
   ListDevicesReply devices;
   devices.devices.push_back({"cpu", "2 threads", 0, 1, 2, 64, 3});
   write_file(messages / "list_devices_reply", bytes_of(devices));

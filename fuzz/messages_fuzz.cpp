@@ -64,5 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check<WriteGrantedRequest>(bytes, true);
   check<GraphComputeRequest>(bytes, true);
   check<GraphRecomputeRequest>(bytes, false);
+  check<AuthRequest>(bytes, false);
+  check<AuthReply>(bytes, false);
   return 0;
 }

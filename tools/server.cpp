@@ -1,9 +1,10 @@
 // tensorpc-server: serves this machine's devices to tensorpc clients.
 //
-// Parses flags, starts a Server, prints the endpoint and its devices, and
-// stops cleanly on SIGINT or SIGTERM. The signals are blocked in every thread
-// (before any is started) and received by sigwait here, so no handler runs
-// in the middle of a server thread's work.
+// Parses flags (reading the key file, if any), starts a Server, prints the
+// endpoint, its devices and whether it has a key, warns when it listens
+// beyond loopback without one, and stops cleanly on SIGINT or SIGTERM. The
+// signals are blocked in every thread (before any is started) and received by
+// sigwait here, so no handler runs in the middle of a server thread's work.
 #include "tensorpc/server.h"
 
 #include <pthread.h>
@@ -17,6 +18,7 @@
 
 #include "device_spec.h"
 #include "rpc/socket.h"
+#include "tensorpc/key.h"
 
 namespace {
 
@@ -45,6 +47,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tensorpc-server: serves this machine's devices to tensorpc clients"};
   tensorpc::ServerOptions options;
   std::string cache_memory;
+  std::string key_file;
   std::string session_memory;
   double io_timeout_s = std::chrono::duration<double>(options.io_timeout).count();
   std::vector<std::string> device_texts;
@@ -79,6 +82,9 @@ int main(int argc, char** argv) {
                  "connection is closed (0: never)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
+  app.add_option("--key-file", key_file,
+                 "a file holding the cluster's pre-shared key: serve only clients that prove they hold it, and "
+                 "prove it to other servers (default: no key)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -86,6 +92,14 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   if (!cache_memory.empty()) parse_byte_count(cache_memory, options.cache_memory_limit);
+  if (!key_file.empty()) {
+    auto key = tensorpc::read_key_file(key_file);
+    if (!key.ok()) {
+      std::fprintf(stderr, "tensorpc-server: --key-file: %s\n", key.status().message().c_str());
+      return 2;
+    }
+    options.key = std::move(key).value();
+  }
   if (!session_memory.empty()) parse_byte_count(session_memory, options.max_session_memory);
   options.io_timeout = std::chrono::milliseconds(static_cast<int64_t>(io_timeout_s * 1000 + 0.5));
   std::vector<tensorpc::tools::DeviceSpec> specs;
@@ -126,10 +140,13 @@ int main(int argc, char** argv) {
               options.io_timeout.count() ? format_seconds(options.io_timeout).c_str() : "none");
   std::printf("weights cache: %s in memory%s%s\n", format_bytes(options.cache_memory_limit).c_str(),
               options.cache_dir.empty() ? "" : ", on disk in ", options.cache_dir.c_str());
-  if (!tensorpc::rpc::is_loopback_host(options.host)) {
+  std::printf("key: %s\n", key_file.empty() ? "none (every client is served)"
+                                            : ("clients must prove the key in " + key_file).c_str());
+  if (!tensorpc::rpc::is_loopback_host(options.host) && options.key.empty()) {
     std::fprintf(stderr,
-                 "WARNING: listening on %s, not a loopback address. tensorpc has no authentication: anyone who "
-                 "can reach this port can use these devices and read and write their memory.\n",
+                 "WARNING: listening on %s, not a loopback address, without a key: anyone who can reach this port "
+                 "can use these devices and read and write their memory. Start with --key-file to serve only "
+                 "clients that hold the cluster's key.\n",
                  options.host.c_str());
   }
   std::fflush(stdout);

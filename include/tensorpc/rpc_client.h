@@ -10,6 +10,9 @@
 // the last buffer and stream on it are destroyed — and the server then frees
 // all that connection allocated. A later allocation reconnects.
 //
+// A server started with a key serves only clients that prove they hold it:
+// give it in RemoteOptions::key or name its file in TENSORPC_KEY_FILE.
+//
 // Ownership: as for every Device, the caller owns buffers and streams and
 // must destroy them before the device they came from. Every call may be made
 // from any thread. No failure aborts the process: each is a Status naming the
@@ -19,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +52,11 @@ struct RemoteOptions {
   // when the server does not have them. Tensors flagged kFlagInput (set again
   // before every compute) never do. UINT64_MAX turns the cache off.
   uint64_t weights_cache_threshold = uint64_t{1} << 20;
+  // The servers' pre-shared key (tensorpc/key.h), proven to each server when
+  // a connection opens; never sent. Unset: the key in the file named by the
+  // environment variable TENSORPC_KEY_FILE, or none when that is unset. An
+  // empty string: no key, whatever the environment says.
+  std::optional<std::string> key = std::nullopt;
   // The longest any call to the server waits for it: for the server to take
   // the bytes of a request, and for each part of a reply to arrive (so a
   // SYNCHRONIZE waits this long for the computations before it). A server
@@ -83,7 +92,8 @@ struct ConnectionStats {
 ConnectionStats connection_stats(const std::string& endpoint);
 
 // One PING round trip to `endpoint`, on the shared connection (made for the
-// call if none is live). For health checks and latency measurements.
-Status ping(const std::string& endpoint);
+// call, with options.key, if none is live), within options.reply_timeout.
+// For health checks and latency measurements.
+Status ping(const std::string& endpoint, const RemoteOptions& options = {});
 
 }  // namespace tensorpc

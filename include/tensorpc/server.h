@@ -4,7 +4,8 @@
 // buffer it allocates; when the connection ends — cleanly or not — the
 // session frees all of it. Devices are shared between sessions. Every field
 // of every request is validated before use; bad input gets an error reply or
-// a closed connection, never a crash. See docs/protocol.md.
+// a closed connection, never a crash. With a key (ServerOptions::key) only
+// clients that prove they hold it are served. See docs/protocol.md.
 #pragma once
 
 #include <chrono>
@@ -25,6 +26,11 @@ struct ServerOptions {
   int threads = 0;                                  // threads of that default CPU device (0: all)
   std::string cache_dir;                            // weights cache on disk; empty: memory only
   uint64_t cache_memory_limit = uint64_t{4} << 30;  // bytes the in-memory weights cache may hold
+  // The pre-shared key (tensorpc/key.h; read_key_file reads one): when set,
+  // a client is served only after proving it holds this key, and this server
+  // proves it to the servers it copies to. Empty: no key, every client is
+  // served. At most kMaxKeyBytes.
+  std::string key;
 
   // Limits of one session (one client connection), so that no client can take
   // the whole server. An allocation past either is refused with an error

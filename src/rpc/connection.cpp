@@ -1,5 +1,6 @@
 // Connection: framing of requests and replies on one socket, the HELLO
-// handshake, and the process-wide cache of live connections.
+// handshake (with AUTH when there is a key), and the process-wide cache of
+// live connections.
 #include "rpc/connection.h"
 
 #include <poll.h>
@@ -7,6 +8,8 @@
 #include <algorithm>
 #include <functional>
 #include <string_view>
+
+#include "rpc/auth.h"
 
 namespace tensorpc::rpc {
 namespace {
@@ -28,7 +31,8 @@ uint32_t read_u32(const uint8_t* p) {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<Connection>> Connection::open(const Endpoint& endpoint, std::chrono::milliseconds timeout) {
+StatusOr<std::shared_ptr<Connection>> Connection::open(const Endpoint& endpoint, const std::string& key,
+                                                       std::chrono::milliseconds timeout) {
   const std::string name = endpoint.to_string();
   auto socket = Socket::connect(endpoint.host, endpoint.port, timeout);
   if (!socket.ok()) {
@@ -37,16 +41,17 @@ StatusOr<std::shared_ptr<Connection>> Connection::open(const Endpoint& endpoint,
   }
   // Not make_shared: the constructor is private.
   std::shared_ptr<Connection> c(new Connection(std::move(socket).value(), name));
-  TENSORPC_RETURN_IF_ERROR(c->hello(timeout));
+  TENSORPC_RETURN_IF_ERROR(c->hello(key, timeout));
   return c;
 }
 
 // Bounded even without a caller's timeout: a server that accepts but never
 // answers (stopped, or not a tensorpc server) must not hang the opener, who
 // may hold the connection cache's lock.
-Status Connection::hello(std::chrono::milliseconds timeout) {
+Status Connection::hello(const std::string& key, std::chrono::milliseconds timeout) {
   HelloRequest request;
   request.client = "tensorpc client " + version_string(kVersionMajor, kVersionMinor, kVersionPatch);
+  if (!key.empty()) request.features |= kFeatureKey;
   HelloReply reply;
   TENSORPC_RETURN_IF_ERROR(call(Command::hello, request, reply, timeout));
   if (reply.major != kVersionMajor) {
@@ -55,7 +60,36 @@ Status Connection::hello(std::chrono::milliseconds timeout) {
                         protocol_error("server speaks " + version_string(reply.major, reply.minor, reply.patch) +
                                        ", this client " + version_string(kVersionMajor, kVersionMinor, kVersionPatch)));
   }
+  // A server with a key refuses a client without one in its HELLO reply; the
+  // other mismatch is this side's to refuse.
+  if (!key.empty() && (reply.features & kFeatureKey) == 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return break_locked(Command::hello, invalid_argument("this client has a key, and the server has none: start the "
+                                                         "server with --key-file, or connect without a key"));
+  }
+  const AuthNonce server_nonce = reply.server_nonce;
   hello_ = std::move(reply);
+  if (key.empty()) return Status();
+  return authenticate(key, server_nonce, timeout);
+}
+
+Status Connection::authenticate(const std::string& key, const AuthNonce& server_nonce,
+                                std::chrono::milliseconds timeout) {
+  auto client_nonce = fresh_nonce();
+  if (!client_nonce.ok()) return fail(Command::auth, client_nonce.status());
+  auto proof = auth_proof(key, AuthRole::client, client_nonce.value(), server_nonce);
+  if (!proof.ok()) return fail(Command::auth, proof.status());
+  AuthReply reply;
+  TENSORPC_RETURN_IF_ERROR(call(
+      Command::auth, AuthRequest{.client_nonce = client_nonce.value(), .client_proof = proof.value()}, reply, timeout));
+  // The server answered, so it took our proof; now it must prove the key too.
+  auto expected = auth_proof(key, AuthRole::server, client_nonce.value(), server_nonce);
+  if (!expected.ok()) return fail(Command::auth, expected.status());
+  if (!proof_matches(expected.value(), reply.server_proof)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return break_locked(Command::auth, invalid_argument("authentication failed: the server's proof does not match "
+                                                        "this client's key (it is not the server it claims to be)"));
+  }
   return Status();
 }
 
@@ -313,23 +347,26 @@ Status Connection::break_locked(Command command, const Status& reason) {
 // ---- connection caches ------------------------------------------------------
 
 StatusOr<std::shared_ptr<Connection>> ConnectionCache::get(const std::string& endpoint,
+                                                           const std::optional<std::string>& key,
                                                            std::chrono::milliseconds open_timeout) {
   auto parsed = parse_endpoint(endpoint);
   if (!parsed.ok()) return parsed.status();
-  const std::string key = parsed.value().to_string();
+  const std::string name = parsed.value().to_string();
   // Held while connecting, so that threads racing to the same endpoint share
   // one connection. Connecting to loopback or a LAN is quick; a server that
   // does not answer delays other first connections up to the connect timeout.
   std::lock_guard<std::mutex> lock(mutex_);
-  std::erase_if(by_endpoint_, [](const auto& entry) { return entry.second.expired(); });
-  if (auto it = by_endpoint_.find(key); it != by_endpoint_.end()) {
+  std::erase_if(by_endpoint_, [](const auto& entry) { return entry.second.connection.expired(); });
+  if (auto it = by_endpoint_.find(name); it != by_endpoint_.end() && it->second.key == key) {
     // One whose server hung up (say, restarted) is replaced now, so the
     // caller's request goes to the server as it is.
-    if (std::shared_ptr<Connection> live = it->second.lock(); live && !live->defunct()) return live;
+    if (std::shared_ptr<Connection> live = it->second.connection.lock(); live && !live->defunct()) return live;
   }
-  auto opened = Connection::open(parsed.value(), open_timeout);
+  auto secret = client_key(key);
+  if (!secret.ok()) return secret.status().with_context("cannot connect to " + name);
+  auto opened = Connection::open(parsed.value(), secret.value(), open_timeout);
   if (!opened.ok()) return opened.status();
-  by_endpoint_[key] = opened.value();
+  by_endpoint_[name] = Entry{opened.value(), key};
   return opened;
 }
 
@@ -339,7 +376,7 @@ std::shared_ptr<Connection> ConnectionCache::find_live(const std::string& endpoi
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = by_endpoint_.find(parsed.value().to_string());
   if (it == by_endpoint_.end()) return nullptr;
-  std::shared_ptr<Connection> live = it->second.lock();
+  std::shared_ptr<Connection> live = it->second.connection.lock();
   return live && !live->broken() ? live : nullptr;
 }
 
@@ -353,13 +390,9 @@ ConnectionCache& process_cache() {
 }  // namespace
 
 StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint,
+                                                     const std::optional<std::string>& key,
                                                      std::chrono::milliseconds open_timeout) {
-  return process_cache().get(endpoint, open_timeout);
-}
-
-StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint, ConnectionCache& cache,
-                                                     std::chrono::milliseconds open_timeout) {
-  return cache.get(endpoint, open_timeout);
+  return process_cache().get(endpoint, key, open_timeout);
 }
 
 std::shared_ptr<Connection> find_live_connection(const std::string& endpoint) {

@@ -1,8 +1,9 @@
 // Connection: one socket to one tensorpc server, shared by every remote
 // buffer and stream on that endpoint.
 //
-// A Connection is not a device: it says HELLO when it is opened and then
-// carries requests. A mutex makes each request (and, for a call, its reply)
+// A Connection is not a device: it says HELLO when it is opened (and, with a
+// key, proves it and checks the server's proof: auth.h) and then carries
+// requests. A mutex makes each request (and, for a call, its reply)
 // one uninterrupted exchange, so any number of threads may use it. Requests
 // gather their header, fixed fields and bulk bytes from the caller's memory
 // into one sendmsg; a GET_TENSOR reply's bytes are received straight into the
@@ -30,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -59,8 +61,11 @@ class Connection {
   };
 
   // Connects to `endpoint` and says HELLO, each within `timeout`; a server of
-  // another major version is an error naming both versions.
-  static StatusOr<std::shared_ptr<Connection>> open(const Endpoint& endpoint,
+  // another major version is an error naming both versions. With a `key`
+  // (non-empty), proves it to the server and has the server prove it back
+  // (AUTH), within `timeout` too. A server that has a key when this side has
+  // none, or the other way round, or another key, is an error saying which.
+  static StatusOr<std::shared_ptr<Connection>> open(const Endpoint& endpoint, const std::string& key = {},
                                                     std::chrono::milliseconds timeout = kOpenTimeout);
   ~Connection() = default;
   Connection(const Connection&) = delete;
@@ -144,7 +149,9 @@ class Connection {
   StatusOr<std::vector<uint8_t>> receive_reply_locked(Command command, uint64_t id, std::span<uint8_t> bulk_in);
   // Fails when broken; for a one-way request also when the peer hung up.
   Status check_usable_locked(Command command, bool expect_silence);
-  Status hello(std::chrono::milliseconds timeout);
+  Status hello(const std::string& key, std::chrono::milliseconds timeout);
+  // The AUTH exchange, after a HELLO reply that carried the server's nonce.
+  Status authenticate(const std::string& key, const AuthNonce& server_nonce, std::chrono::milliseconds timeout);
 
   // `reason` prefixed with "<COMMAND> to <endpoint>: ", keeping its code.
   Status fail(Command command, const Status& reason) const;
@@ -197,24 +204,30 @@ class Connection {
 // server's traffic never shares the client's socket or its counters.
 class ConnectionCache {
  public:
-  // The live connection to `endpoint` (text form as parse_endpoint reads it),
-  // shared when one exists, else a new one, opened within `open_timeout`.
+  // The live connection to `endpoint` (text form as parse_endpoint reads it)
+  // that was opened with the same `key`, shared when one exists, else a new
+  // one (which then is the endpoint's entry), opened within `open_timeout`.
+  // `key` as RemoteOptions::key: unset means the key of TENSORPC_KEY_FILE,
+  // read when a connection opens.
   StatusOr<std::shared_ptr<Connection>> get(const std::string& endpoint,
+                                            const std::optional<std::string>& key = std::nullopt,
                                             std::chrono::milliseconds open_timeout = kOpenTimeout);
-  // The live connection to `endpoint` if one exists; never connects.
+  // The endpoint's live connection if one exists; never connects.
   std::shared_ptr<Connection> find_live(const std::string& endpoint);
 
  private:
+  struct Entry {
+    std::weak_ptr<Connection> connection;
+    std::optional<std::string> key;  // as asked for in get()
+  };
   std::mutex mutex_;
-  std::unordered_map<std::string, std::weak_ptr<Connection>> by_endpoint_;
+  std::unordered_map<std::string, Entry> by_endpoint_;
 };
 
 // get_connection and find_live_connection use the process-wide cache, the rpc
 // layer's only mutable global.
 StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint,
-                                                     std::chrono::milliseconds open_timeout = kOpenTimeout);
-// The same from `cache` (a server's cache of its peers).
-StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint, ConnectionCache& cache,
+                                                     const std::optional<std::string>& key = std::nullopt,
                                                      std::chrono::milliseconds open_timeout = kOpenTimeout);
 std::shared_ptr<Connection> find_live_connection(const std::string& endpoint);
 

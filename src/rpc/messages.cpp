@@ -110,6 +110,7 @@ const char* name_of(Command c) {
     case Command::plan_store: return "PLAN_STORE";
     case Command::plan_run: return "PLAN_RUN";
     case Command::grant_standing: return "GRANT_STANDING";
+    case Command::auth: return "AUTH";
   }
   return "UNKNOWN_COMMAND";
 }
@@ -191,6 +192,7 @@ void encode(WireWriter& w, const HelloReply& m) {
   w.u32(m.patch);
   w.u64(m.features);
   w.str(m.server);
+  if (m.features & kFeatureKey) w.raw(m.server_nonce.data(), m.server_nonce.size());
 }
 
 Status decode(WireReader& r, HelloReply& m) {
@@ -200,6 +202,7 @@ Status decode(WireReader& r, HelloReply& m) {
   f.u32(m.patch, "patch");
   f.u64(m.features, "features");
   f.str(m.server, "server");
+  if (m.features & kFeatureKey) f.bytes(m.server_nonce.data(), m.server_nonce.size(), "server_nonce");
   return f.finish_whole();
 }
 
@@ -508,6 +511,28 @@ void encode(WireWriter& w, const PlanRunRequest& m) { w.u64(m.plan_id); }
 Status decode(WireReader& r, PlanRunRequest& m) {
   FieldReader f = request(r, Command::plan_run);
   f.u64(m.plan_id, "plan_id");
+  return f.finish_whole();
+}
+
+// ---- AUTH (1.3) ------------------------------------------------------------------------
+
+void encode(WireWriter& w, const AuthRequest& m) {
+  w.raw(m.client_nonce.data(), m.client_nonce.size());
+  w.raw(m.client_proof.data(), m.client_proof.size());
+}
+
+Status decode(WireReader& r, AuthRequest& m) {
+  FieldReader f = request(r, Command::auth);
+  f.bytes(m.client_nonce.data(), m.client_nonce.size(), "client_nonce");
+  f.bytes(m.client_proof.data(), m.client_proof.size(), "client_proof");
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const AuthReply& m) { w.raw(m.server_proof.data(), m.server_proof.size()); }
+
+Status decode(WireReader& r, AuthReply& m) {
+  FieldReader f = reply(r, Command::auth);
+  f.bytes(m.server_proof.data(), m.server_proof.size(), "server_proof");
   return f.finish_whole();
 }
 

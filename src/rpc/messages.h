@@ -21,7 +21,8 @@
 namespace tensorpc::rpc {
 
 inline constexpr uint32_t kVersionMajor = 1;
-inline constexpr uint32_t kVersionMinor = 3;  // 1.1: server-to-server copies; 1.2: execution plans; 1.3: SYNC flag
+// 1.1: server-to-server copies; 1.2: execution plans; 1.3: keys, the SYNC flag
+inline constexpr uint32_t kVersionMinor = 3;
 inline constexpr uint32_t kVersionPatch = 0;
 inline constexpr uint32_t kFrameMagic = 0x43505254;  // "TRPC"
 inline constexpr size_t kFrameHeaderSize = 24;
@@ -47,8 +48,9 @@ enum class Command : uint16_t {
   plan_store = 17,      // 1.2
   plan_run = 18,        // 1.2
   grant_standing = 19,  // 1.2
+  auth = 20,            // 1.3
 };
-inline constexpr uint16_t kCommandCount = 20;
+inline constexpr uint16_t kCommandCount = 21;
 const char* name_of(Command c);
 
 enum FrameFlag : uint16_t {
@@ -77,15 +79,27 @@ void encode_status(WireWriter& w, const Status& s);
 Status decode_status(WireReader& r);  // returns the decoded status, or a protocol error
 
 // ---- per-command messages ---------------------------------------------------
+// HELLO's feature bits (1.3). kFeatureKey in a request: the client holds a
+// key and will prove it; in a reply: the server holds one, and its nonce
+// follows the reply's other fields (docs/protocol.md, "Keys").
+inline constexpr uint64_t kFeatureKey = uint64_t{1} << 0;
+inline constexpr size_t kAuthNonceSize = 32;
+inline constexpr size_t kAuthProofSize = 32;  // an HMAC-SHA-256
+using AuthNonce = std::array<uint8_t, kAuthNonceSize>;
+using AuthProof = std::array<uint8_t, kAuthProofSize>;
+
 struct HelloRequest {
   uint32_t major = kVersionMajor, minor = kVersionMinor, patch = kVersionPatch;
   uint64_t features = 0;
   std::string client;
 };
+// The largest HELLO request: its fixed fields and the longest string.
+inline constexpr size_t kMaxHelloRequestSize = 3 * 4 + 8 + 4 + kMaxWireString;
 struct HelloReply {
   uint32_t major = kVersionMajor, minor = kVersionMinor, patch = kVersionPatch;
   uint64_t features = 0;
   std::string server;
+  AuthNonce server_nonce{};  // on the wire only when features has kFeatureKey
 };
 
 struct DeviceInfo {
@@ -207,6 +221,17 @@ struct PlanRunRequest {
   uint64_t plan_id = 0;
 };
 
+// ---- keys (1.3) ---------------------------------------------------------------
+// The client's half of the handshake, after a HELLO reply with kFeatureKey.
+struct AuthRequest {
+  AuthNonce client_nonce{};
+  AuthProof client_proof{};
+};
+// Sent only when the client's proof was right.
+struct AuthReply {
+  AuthProof server_proof{};
+};
+
 // encode_X writes the message's fields; decode_X reads exactly them from a
 // whole payload (or, for SET_TENSOR, GRAPH_COMPUTE and WRITE_GRANTED, its leading
 // fixed part)
@@ -237,6 +262,8 @@ TENSORPC_RPC_MESSAGE(GrantStandingRequest)
 TENSORPC_RPC_MESSAGE(GrantStandingReply)
 TENSORPC_RPC_MESSAGE(PlanStoreRequest)
 TENSORPC_RPC_MESSAGE(PlanRunRequest)
+TENSORPC_RPC_MESSAGE(AuthRequest)
+TENSORPC_RPC_MESSAGE(AuthReply)
 #undef TENSORPC_RPC_MESSAGE
 
 }  // namespace tensorpc::rpc

@@ -3,10 +3,10 @@
 // It holds only the endpoint and the device index (and, once read, the
 // server's immutable facts about the device: name, description, alignment,
 // largest allocation). To read memory, to allocate, or to fetch those facts
-// it takes the endpoint's shared connection from get_connection() and lets go
-// of it when done, so a RemoteDevice never keeps a socket open. The buffers
-// and streams it creates hold the connection (remote_buffer.h,
-// remote_stream.h).
+// it takes the endpoint's shared connection from get_connection() (opened
+// with the key of its RemoteOptions) and lets go of it when done, so a
+// RemoteDevice never keeps a socket open. The buffers and streams it creates
+// hold the connection (remote_buffer.h, remote_stream.h).
 //
 // The Device interface returns plain values for facts and memory; when the
 // server cannot be reached those are:
@@ -71,8 +71,12 @@ class RemoteDevice final : public Device {
   mutable std::optional<DeviceInfo> info_;  // immutable once set
 };
 
-// The server's devices (LIST_DEVICES), on the endpoint's shared connection,
-// within options.reply_timeout.
+// The server's devices (LIST_DEVICES), on the endpoint's shared connection
+// (opened with options.key), within options.reply_timeout.
 StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint, const RemoteOptions& options = {});
+
+// The time to open a connection under `options`: reply_timeout when shorter
+// than kOpenTimeout and not 0, else kOpenTimeout.
+std::chrono::milliseconds open_timeout_of(const RemoteOptions& options);
 
 }  // namespace tensorpc::rpc

@@ -27,10 +27,10 @@ ConnectionStats connection_stats(const std::string& endpoint) {
   return c ? c->stats() : ConnectionStats{};
 }
 
-Status ping(const std::string& endpoint) {
-  auto connection = rpc::get_connection(endpoint);
+Status ping(const std::string& endpoint, const RemoteOptions& options) {
+  auto connection = rpc::get_connection(endpoint, options.key, rpc::open_timeout_of(options));
   if (!connection.ok()) return connection.status();
-  return connection.value()->call_status_only(rpc::Command::ping, {});
+  return connection.value()->call_status_only(rpc::Command::ping, {}, options.reply_timeout);
 }
 
 }  // namespace tensorpc

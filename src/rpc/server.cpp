@@ -18,6 +18,7 @@
 #include "rpc/weights_cache.h"
 #include "rpc/write_grants.h"
 #include "tensorpc/cpu_device.h"
+#include "tensorpc/key.h"
 #include "tensorpc/rpc_client.h"
 
 namespace tensorpc {
@@ -168,6 +169,10 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
   for (const auto& dev : options.devices) {
     if (dev == nullptr) return invalid_argument("Server::start: a device in ServerOptions::devices is null");
   }
+  if (options.key.size() > kMaxKeyBytes) {
+    return invalid_argument("Server::start: the key is " + std::to_string(options.key.size()) +
+                            " bytes long, more than the limit of " + std::to_string(kMaxKeyBytes));
+  }
   if (options.io_timeout.count() < 0) {
     return invalid_argument("Server::start: io_timeout of " + std::to_string(options.io_timeout.count()) +
                             " ms is negative");
@@ -182,13 +187,15 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
   env.devices = options.devices;
   env.cache = cache.value().get();
   env.counters = counters.get();
+  env.key = options.key;
   env.max_session_memory = options.max_session_memory;
   env.max_session_buffers = options.max_session_buffers;
   env.io_timeout = options.io_timeout;
   auto server = std::make_unique<TcpServer>(std::move(listener).value(), std::move(env), std::move(cache).value(),
                                             std::move(counters), options.host);
   log::info("listening on " + options.host + ":" + std::to_string(server->port()) + " with " +
-            std::to_string(options.devices.size()) + " device(s)");
+            std::to_string(options.devices.size()) + " device(s)" +
+            (options.key.empty() ? ", no key" : ", clients must prove the key"));
   return std::unique_ptr<Server>(std::move(server));
 }
 

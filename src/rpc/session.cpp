@@ -1,11 +1,11 @@
 // Session: one connection's frame loop and command handlers (session.h).
 //
 // The loop reads a header, enforces the frame rules (magic, command, payload
-// limit, HELLO first), reads the payload (except SET_TENSOR, which streams
-// its bytes straight into the buffer) and calls the command's handler through
-// kCommands. A handler returns a Status and fills a Reply; the loop turns
-// both into one reply frame, or — for NO_REPLY frames — keeps the first
-// error for the next SYNCHRONIZE.
+// limit, HELLO first, then AUTH when the server has a key), reads the payload
+// (except SET_TENSOR, which streams its bytes straight into the buffer) and
+// calls the command's handler through kCommands. A handler returns a Status
+// and fills a Reply; the loop turns both into one reply frame, or — for
+// NO_REPLY frames — keeps the first error for the next SYNCHRONIZE.
 #include "rpc/session.h"
 
 #include <algorithm>
@@ -146,11 +146,17 @@ bool Session::serve_frame() {
     }
   }
   Reply reply;
-  Status result;
-  if (!hello_done_ && command != Command::hello) {
+  Status result = admit(command);
+  if (!result.ok()) {
     closing_ = true;
-    end_reason_ = std::string(name) + " before HELLO";
-    result = protocol_error(std::string(name) + " before HELLO: HELLO must be the first command on a connection");
+    end_reason_ = result.message();
+    // A streamed payload is still unread. It is small before the handshake
+    // (payload_limit), so it is taken, lest closing on it reset the
+    // connection before the refusal is read.
+    if (spec.streams_payload) (void)drain(current_.payload_length);
+    if (phase_ == Phase::awaiting_auth) {
+      log::warn("session " + std::to_string(id_) + ": " + peer_ + ": " + end_reason_ + "; closing");
+    }
   } else if (!pending_.ok() && ((current_.flags & kFlagSync) != 0 || skips_after_failure(current_))) {
     // SYNC: the pending error is the reply, and the command does not run.
     // Without SYNC, a one-way computation after a failed one-way command
@@ -183,7 +189,8 @@ bool Session::serve_frame() {
     }
     // A streaming handler that threw may have left its payload half read.
     if (threw && spec.streams_payload) closing_ = true;
-    if (!result.ok() && command == Command::hello) closing_ = true;
+    // A failed handshake ends the connection: nothing else may follow it.
+    if (!result.ok() && (command == Command::hello || command == Command::auth)) closing_ = true;
     if (!result.ok() && result.message().rfind(name, 0) != 0) result = result.with_context(name);
   }
   if (!result.ok()) {
@@ -205,6 +212,9 @@ bool Session::serve_frame() {
 }
 
 uint64_t Session::payload_limit(Command command) const {
+  // Before the handshake is over only HELLO and AUTH are served, and both are
+  // small: a peer not yet admitted cannot make the server read a large frame.
+  if (phase_ != Phase::serving) return kMaxHelloRequestSize;
   if (command == Command::set_tensor) return std::max(env_.max_frame, largest_buffer_ + kSetTensorFixedSize);
   // A granted write is as large as the grant, whoever's buffer it names.
   if (command == Command::write_granted && env_.grants != nullptr) {

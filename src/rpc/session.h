@@ -14,6 +14,9 @@
 // session granted. Hence the buffer table is shared and locked (see
 // write_grants.h), and the session's grants are revoked when it ends.
 //
+// A server with a key serves a session only once its client has proven the
+// key (session_handshake.cpp): HELLO, then AUTH, then everything else.
+//
 // What a session may take is bounded (SessionEnv): bytes in buffers and live
 // handles, refused at BUFFER_ALLOC; and a frame that stalls part-way, or a
 // reply left unread, for longer than io_timeout ends the connection.
@@ -66,6 +69,9 @@ struct SessionEnv {
   WriteGrants* grants = nullptr;     // write grants of all sessions (server-to-server copies)
   ConnectionCache* peers = nullptr;  // connections this server opened to other servers
   std::string endpoint;              // this server's own host:port, for error messages
+  // The pre-shared key clients must prove (auth.h), and this server proves
+  // to its peers; empty: none, and every client is served.
+  std::string key;
   uint32_t max_plan_wait_ms = 10 * 60 * 1000;  // the longest WAIT_FOR a plan may store (≤ kMaxPlanWaitMs)
   // Limits of one session (ServerOptions); 0: none.
   uint64_t max_session_memory = 0;   // bytes in buffers across all devices
@@ -127,9 +133,14 @@ class Session {
   Status drain(uint64_t length);
   Status send_reply(const Status& status, Reply& reply);
   uint64_t payload_limit(Command command) const;
+  // Ok when `command` may be served in the current phase; otherwise the
+  // protocol error that refuses it and ends the connection (session_handshake.cpp).
+  Status admit(Command command) const;
 
   // ---- handlers, one per command ----
+  // The handshake (session_handshake.cpp).
   Status on_hello(WireReader& in, Reply& out);
+  Status on_auth(WireReader& in, Reply& out);
   Status on_list_devices(WireReader& in, Reply& out);
   Status on_device_memory(WireReader& in, Reply& out);
   Status on_buffer_alloc(WireReader& in, Reply& out);
@@ -200,9 +211,13 @@ class Session {
 
   FrameHeader current_;  // the frame being served
   std::vector<uint8_t> payload_;
-  bool hello_done_ = false;
-  bool closing_ = false;  // end the connection after this frame's reply
-  Status pending_;        // first error of a NO_REPLY command, until SYNCHRONIZE
+  // Where the connection stands: HELLO first; then, when the server has a
+  // key, AUTH; then any command.
+  enum class Phase { awaiting_hello, awaiting_auth, serving };
+  Phase phase_ = Phase::awaiting_hello;
+  AuthNonce server_nonce_{};  // sent in the HELLO reply; both proofs cover it
+  bool closing_ = false;      // end the connection after this frame's reply
+  Status pending_;            // first error of a NO_REPLY command, until SYNCHRONIZE
   std::string end_reason_ = "connection closed by peer";
 
   // Shared with the server's WriteGrants (a granted write from another

@@ -4,21 +4,13 @@
 #include <cstring>
 #include <optional>
 
-#include "rpc/log.h"
 #include "rpc/session.h"
 #include "tensorpc/op.h"
 
 namespace tensorpc::rpc {
-namespace {
-
-std::string version_string(uint32_t major, uint32_t minor, uint32_t patch) {
-  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
-}
-
-}  // namespace
 
 const Session::CommandSpec Session::kCommands[kCommandCount] = {
-    {&Session::on_hello, false},            // HELLO
+    {&Session::on_hello, false},            // HELLO (session_handshake.cpp)
     {&Session::on_list_devices, false},     // LIST_DEVICES
     {&Session::on_device_memory, false},    // DEVICE_MEMORY
     {&Session::on_buffer_alloc, false},     // BUFFER_ALLOC
@@ -38,27 +30,10 @@ const Session::CommandSpec Session::kCommands[kCommandCount] = {
     {&Session::on_plan_store, false},       // PLAN_STORE
     {&Session::on_plan_run, false},         // PLAN_RUN
     {&Session::on_grant_standing, false},   // GRANT_STANDING
+    {&Session::on_auth, false},             // AUTH (session_handshake.cpp)
 };
 
 // ---- handlers -----------------------------------------------------------------------
-
-Status Session::on_hello(WireReader& in, Reply& out) {
-  HelloRequest req;
-  TENSORPC_RETURN_IF_ERROR(decode(in, req));
-  if (req.major != kVersionMajor) {
-    return unsupported("server speaks " + version_string(kVersionMajor, kVersionMinor, kVersionPatch) +
-                       ", this client " + version_string(req.major, req.minor, req.patch) + ": major versions differ");
-  }
-  if (!hello_done_) {
-    log::info("session " + std::to_string(id_) + ": client \"" + req.client + "\" speaks " +
-              version_string(req.major, req.minor, req.patch));
-  }
-  hello_done_ = true;
-  HelloReply reply;
-  reply.server = env_.server_name;
-  encode(out.fields, reply);
-  return Status();
-}
 
 Status Session::on_list_devices(WireReader& in, Reply& out) {
   if (!in.done())

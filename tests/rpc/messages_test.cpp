@@ -73,12 +73,43 @@ TEST(Messages, HelloRequestRoundTrips) {
 }
 
 TEST(Messages, HelloReplyRoundTrips) {
-  HelloReply m{.major = 1, .minor = 0, .patch = 9, .features = 5, .server = "tensorpc-server 1.0.0"};
+  HelloReply m{.major = 1, .minor = 0, .patch = 9, .features = 6, .server = "tensorpc-server 1.0.0"};
   EXPECT_TRUE(round_trips_and_rejects_truncation(m, "HELLO reply", false));
   HelloReply back;
   ASSERT_TRUE(decode_bytes(bytes_of(m), back).ok());
   EXPECT_EQ(back.server, "tensorpc-server 1.0.0");
   EXPECT_EQ(back.patch, 9u);
+  EXPECT_EQ(back.features, 6u);
+}
+
+TEST(Messages, AHelloReplyWithTheKeyFeatureEndsWithTheServersNonce) {
+  HelloReply m{.features = kFeatureKey, .server = "s"};
+  for (size_t i = 0; i < m.server_nonce.size(); ++i) m.server_nonce[i] = static_cast<uint8_t>(i + 1);
+  EXPECT_TRUE(round_trips_and_rejects_truncation(m, "HELLO reply", false));
+  const std::vector<uint8_t> bytes = bytes_of(m);
+  ASSERT_EQ(bytes.size(), 12u + 8 + 4 + 1 + kAuthNonceSize);
+  EXPECT_TRUE(std::equal(m.server_nonce.begin(), m.server_nonce.end(), bytes.end() - kAuthNonceSize));
+  HelloReply back;
+  ASSERT_TRUE(decode_bytes(bytes, back).ok());
+  EXPECT_EQ(back.server_nonce, m.server_nonce);
+  // Without the bit there is no nonce on the wire.
+  m.features = 0;
+  EXPECT_EQ(bytes_of(m).size(), 12u + 8 + 4 + 1);
+}
+
+TEST(Messages, AuthRequestIsTheClientsNonceThenItsProof) {
+  AuthRequest m;
+  m.client_nonce.fill(0xaa);
+  m.client_proof.fill(0xbb);
+  EXPECT_TRUE(round_trips_and_rejects_truncation(m, "AUTH request", false));
+  std::vector<uint8_t> expected(kAuthNonceSize, 0xaa);
+  expected.insert(expected.end(), kAuthProofSize, 0xbb);
+  EXPECT_EQ(bytes_of(m), expected);
+
+  AuthReply r;
+  r.server_proof.fill(0xcc);
+  EXPECT_TRUE(round_trips_and_rejects_truncation(r, "AUTH reply", false));
+  EXPECT_EQ(bytes_of(r), std::vector<uint8_t>(kAuthProofSize, 0xcc));
 }
 
 TEST(Messages, ListDevicesReplyRoundTrips) {

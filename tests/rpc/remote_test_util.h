@@ -46,11 +46,13 @@ inline uint16_t unused_port() {
 class InProcessServer {
  public:
   InProcessServer() : InProcessServer({std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu0", .threads = 2})}) {}
-  // Serving `devices` (device i is index i on the wire).
-  explicit InProcessServer(std::vector<std::shared_ptr<Device>> devices) {
+  // Serving `devices` (device i is index i on the wire), to clients that
+  // prove `key` when it is not empty.
+  explicit InProcessServer(std::vector<std::shared_ptr<Device>> devices, std::string key = {}) {
     ServerOptions options;
     options.port = 0;
     options.devices = std::move(devices);
+    options.key = std::move(key);
     auto server = Server::start(std::move(options));
     if (!server.ok()) throw std::runtime_error("Server::start: " + server.status().to_string());
     server_ = std::move(server).value();

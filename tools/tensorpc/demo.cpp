@@ -64,7 +64,9 @@ int demo_command(const DemoOptions& o, std::FILE* out, std::FILE* err) {
   std::string distributed;
   {
     // The local CPU is left out of the list, so every layer runs on a server.
-    auto devices = DeviceSet::connect(/*use_local=*/false, 0, endpoints);
+    // The demo's own servers have no key: a TENSORPC_KEY_FILE meant for
+    // other servers must not make the client offer one.
+    auto devices = DeviceSet::connect(/*use_local=*/false, 0, endpoints, RemoteOptions{.key = ""});
     if (!devices.ok()) {
       std::fprintf(err, "tensorpc demo: %s\n", devices.status().to_string().c_str());
       return 1;

@@ -9,6 +9,7 @@
 
 #include "rpc/remote_device.h"
 #include "tensorpc/cpu_device.h"
+#include "tensorpc/key.h"
 
 namespace tensorpc::tools {
 namespace {
@@ -46,7 +47,17 @@ std::vector<std::string> split_endpoints(const std::vector<std::string>& lists) 
   return out;
 }
 
-int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* out, std::FILE* err) {
+StatusOr<RemoteOptions> remote_options(const std::string& key_file) {
+  RemoteOptions options;
+  if (key_file.empty()) return options;
+  auto key = read_key_file(key_file);
+  if (!key.ok()) return key.status().with_context("--key-file");
+  options.key = std::move(key).value();
+  return options;
+}
+
+int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* out, std::FILE* err,
+                         const RemoteOptions& options) {
   std::vector<Row> rows = {{"NAME", "KIND", "FREE", "TOTAL", "ENDPOINT"}};
   {
     CpuDevice cpu(CpuDeviceOptions{.threads = 1});  // one thread: only its memory is read
@@ -56,7 +67,7 @@ int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* o
   }
   int exit_code = 0;
   for (const std::string& endpoint : split_endpoints(endpoints)) {
-    auto devices = rpc::list_devices(endpoint);
+    auto devices = rpc::list_devices(endpoint, options);
     if (!devices.ok()) {
       std::fprintf(err, "tensorpc devices: cannot list the devices of %s: %s\n", endpoint.c_str(),
                    devices.status().to_string().c_str());
@@ -86,8 +97,18 @@ int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* o
 void add_devices_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("devices", "list the local CPU and every device of the given servers");
   auto endpoints = std::make_shared<std::vector<std::string>>();
+  auto key_file = std::make_shared<std::string>();
   cmd->add_option("--rpc", *endpoints, "servers to ask, host:port[,host:port…] (repeatable)");
-  cmd->callback([endpoints, exit_code] { *exit_code = list_devices_command(*endpoints, stdout, stderr); });
+  cmd->add_option("--key-file", *key_file, "the servers' key file (default: the file named by TENSORPC_KEY_FILE)");
+  cmd->callback([endpoints, key_file, exit_code] {
+    auto options = remote_options(*key_file);
+    if (!options.ok()) {
+      std::fprintf(stderr, "tensorpc devices: %s\n", options.status().message().c_str());
+      *exit_code = 1;
+      return;
+    }
+    *exit_code = list_devices_command(*endpoints, stdout, stderr, options.value());
+  });
 }
 
 }  // namespace tensorpc::tools

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "tensorpc/rpc_client.h"
+#include "tensorpc/status.h"
+
 namespace CLI {
 class App;
 }
@@ -15,10 +18,16 @@ namespace tensorpc::tools {
 // Splits "a:1,b:2" (and repeated --rpc flags) into endpoints; empty items are dropped.
 std::vector<std::string> split_endpoints(const std::vector<std::string>& lists);
 
+// The client options of the commands' --key-file flag: the key in
+// `key_file`; with no flag (empty), the key is left to TENSORPC_KEY_FILE.
+// A file that cannot be used is an error naming it.
+StatusOr<RemoteOptions> remote_options(const std::string& key_file);
+
 // Prints the table to `out` and one line per unreachable server to `err`
-// (the servers that answer are still listed). Returns the exit code: 0, or 1
-// when a server could not be listed.
-int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* out, std::FILE* err);
+// (the servers that answer are still listed), connecting with `options`'
+// key. Returns the exit code: 0, or 1 when a server could not be listed.
+int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* out, std::FILE* err,
+                         const RemoteOptions& options = {});
 
 // Adds the `devices` subcommand to app; when it runs, its exit code goes to
 // *exit_code.

@@ -52,11 +52,12 @@ std::string human_bytes(double bytes) {
   return s;
 }
 
-StatusOr<DeviceSet> DeviceSet::connect(bool use_local, int local_threads, const std::vector<std::string>& endpoints) {
+StatusOr<DeviceSet> DeviceSet::connect(bool use_local, int local_threads, const std::vector<std::string>& endpoints,
+                                       const RemoteOptions& options) {
   DeviceSet set;
   if (use_local) set.owned_.push_back(std::make_unique<CpuDevice>(CpuDeviceOptions{.threads = local_threads}));
   for (const std::string& endpoint : endpoints) {
-    auto remote = connect_devices(endpoint);
+    auto remote = connect_devices(endpoint, options);
     if (!remote.ok()) return remote.status().with_context("server " + endpoint);
     if (remote.value().empty()) return not_found("server " + endpoint + " has no devices");
     for (auto& d : remote.value()) set.owned_.push_back(std::move(d));

@@ -18,6 +18,7 @@
 #include "model/placement.h"
 #include "model/sampler.h"
 #include "tensorpc/device.h"
+#include "tensorpc/rpc_client.h"
 #include "tensorpc/scheduler.h"
 
 namespace tensorpc::tools {
@@ -26,9 +27,11 @@ namespace tensorpc::tools {
 class DeviceSet {
  public:
   // The local CPU first (`local_threads`, 0: every core) when `use_local`,
-  // then every device of every endpoint in order. An unreachable server is an
+  // then every device of every endpoint in order, connected with `options`
+  // (their key). An unreachable server, or one that refuses the key, is an
   // error naming its endpoint.
-  static StatusOr<DeviceSet> connect(bool use_local, int local_threads, const std::vector<std::string>& endpoints);
+  static StatusOr<DeviceSet> connect(bool use_local, int local_threads, const std::vector<std::string>& endpoints,
+                                     const RemoteOptions& options = {});
 
   std::vector<Device*> devices() const;
   const std::vector<std::string>& endpoints() const { return endpoints_; }

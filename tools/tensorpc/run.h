@@ -18,6 +18,7 @@ struct RunOptions {
   std::string prompt;
   int n_predict = 64;
   std::vector<std::string> endpoints;  // after split_endpoints
+  std::string key_file;                // the servers' key; empty: TENSORPC_KEY_FILE's, if set
   std::vector<double> split;           // empty: by free memory
   int threads = 0;                     // local CPU threads, 0: every core
   int64_t n_ctx = 0;                   // 0: the model's, at most 2048
@@ -26,7 +27,7 @@ struct RunOptions {
   float top_p = 0.95f;
   float repeat_penalty = 1.1f;
   uint64_t seed = 0;
-  bool use_local = true;  // false with --no-local: only the servers' devices
+  bool use_local = true;       // false with --no-local: only the servers' devices
   bool show_schedule = false;  // --show-schedule: the plan (node -> device, splits, copies) after the run
 };
 

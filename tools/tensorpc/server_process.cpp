@@ -111,11 +111,11 @@ StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start(const std::string&
       const std::string how = WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
                                                 : "was killed by signal " + std::to_string(WTERMSIG(status));
       return io_error(binary + " on port " + std::to_string(p->port_) + " " + how +
-                      " before accepting connections; its output:\n" + p->log_tail());
+                      " before accepting connections; its output:\n" + p->output());
     }
     if (std::chrono::steady_clock::now() > deadline) {
       return io_error(binary + " did not accept connections on " + p->endpoint() + " within " +
-                      std::to_string(timeout.count()) + " ms; its output:\n" + p->log_tail());
+                      std::to_string(timeout.count()) + " ms; its output:\n" + p->output());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -146,7 +146,7 @@ ServerProcess::~ServerProcess() {
   ::unlink(log_.c_str());
 }
 
-std::string ServerProcess::log_tail() const {
+std::string ServerProcess::output() const {
   std::ifstream in(log_);
   std::stringstream ss;
   ss << in.rdbuf();

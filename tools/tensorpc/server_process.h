@@ -33,11 +33,12 @@ class ServerProcess {
   // SIGTERM and wait (SIGKILL after a few seconds); idempotent. Returns the
   // exit status as waitpid gives it, or -1 when already stopped.
   int stop();
+  // The end of the server's output so far (stdout and stderr, its last 2,000
+  // bytes), for error messages and tests.
+  std::string output() const;
 
  private:
   ServerProcess(pid_t pid, uint16_t port, std::string log) : pid_(pid), port_(port), log_(std::move(log)) {}
-  // The last lines of the server's output, for error messages.
-  std::string log_tail() const;
 
   pid_t pid_;
   uint16_t port_;

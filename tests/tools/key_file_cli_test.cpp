@@ -1,0 +1,135 @@
+// Keys on the command line: tensorpc-server's --key-file (the key it then
+// requires, the error for a file it cannot use), its warning when it listens
+// beyond loopback without a key, and the client commands' --key-file.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "tensorpc/devices.h"
+#include "tensorpc/rpc_client.h"
+#include "tensorpc/server_process.h"
+
+#ifndef TENSORPC_SERVER_BINARY
+#define TENSORPC_SERVER_BINARY "tensorpc-server"
+#endif
+
+namespace tensorpc::tools {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A file holding `bytes`, removed at the end of the test.
+struct TempFile {
+  explicit TempFile(const std::string& bytes) {
+    char tmpl[] = "/tmp/tensorpc-cli-key-XXXXXX";
+    const int fd = ::mkstemp(tmpl);
+    if (fd < 0) throw std::runtime_error("mkstemp failed");
+    ::close(fd);
+    path = tmpl;
+    std::ofstream(path, std::ios::binary) << bytes;
+  }
+  ~TempFile() { std::filesystem::remove(path); }
+  std::string path;
+};
+
+// What a command wrote to a FILE*, read back as a string.
+struct Capture {
+  Capture() : f(std::tmpfile()) {}
+  ~Capture() { std::fclose(f); }
+  std::string text() const {
+    std::fflush(f);
+    std::rewind(f);
+    std::string s;
+    char buf[512];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
+    return s;
+  }
+  std::FILE* f;
+};
+
+std::unique_ptr<ServerProcess> start_server(const std::vector<std::string>& args) {
+  auto s = ServerProcess::start(TENSORPC_SERVER_BINARY, args, 10s);
+  if (!s.ok()) throw std::runtime_error(s.status().to_string());
+  return std::move(s).value();
+}
+
+// The server's output once it has printed `line` (it prints after it
+// accepts), or all of it after a few seconds.
+std::string output_after(const ServerProcess& server, const std::string& line) {
+  for (int i = 0; i < 250 && !contains(server.output(), line); ++i) std::this_thread::sleep_for(20ms);
+  return server.output();
+}
+
+TEST(ServerKeyFile, TheServerServesOnlyClientsThatHoldTheKeyInTheFile) {
+  TempFile key("command-line secret\n");
+  auto server = start_server({"--device", "cpu:1", "--key-file", key.path});
+  const std::string out = output_after(*server, "key: ");
+  EXPECT_TRUE(contains(out, "key: clients must prove the key in " + key.path)) << out;
+
+  auto with_key = connect_devices(server->endpoint(), RemoteOptions{.key = "command-line secret"});
+  ASSERT_TRUE(with_key.ok()) << with_key.status().to_string();
+  EXPECT_EQ(with_key.value().size(), 1u);
+  auto without = connect_devices(server->endpoint(), RemoteOptions{.key = ""});
+  ASSERT_FALSE(without.ok());
+  EXPECT_TRUE(contains(without.status().message(), "requires a key")) << without.status().to_string();
+
+  // `tensorpc devices --key-file` reads the same file.
+  auto options = remote_options(key.path);
+  ASSERT_TRUE(options.ok()) << options.status().to_string();
+  Capture listed, errors;
+  EXPECT_EQ(list_devices_command({server->endpoint()}, listed.f, errors.f, options.value()), 0) << errors.text();
+  EXPECT_TRUE(contains(listed.text(), server->endpoint() + "/cpu0")) << listed.text();
+}
+
+TEST(ServerKeyFile, AMissingOrEmptyKeyFileStopsTheServerNamingTheFile) {
+  TempFile empty("");
+  for (const std::string& path : {std::string("/nonexistent/dir/tensorpc.key"), empty.path}) {
+    auto server = ServerProcess::start(TENSORPC_SERVER_BINARY, {"--key-file", path}, 10s);
+    ASSERT_FALSE(server.ok()) << path;
+    const std::string m = server.status().message();
+    EXPECT_TRUE(contains(m, "exited with status 2")) << m;
+    EXPECT_TRUE(contains(m, "--key-file")) << m;
+    EXPECT_TRUE(contains(m, path)) << m;
+  }
+}
+
+TEST(ServerKeyFile, ListeningBeyondLoopbackWithoutAKeyWarns) {
+  auto open = start_server({"--device", "cpu:1", "-H", "0.0.0.0"});
+  std::string out = output_after(*open, "WARNING");
+  EXPECT_TRUE(contains(out, "WARNING: listening on 0.0.0.0, not a loopback address, without a key")) << out;
+  EXPECT_TRUE(contains(out, "--key-file")) << out;
+  open->stop();
+
+  TempFile key("secret");
+  auto keyed = start_server({"--device", "cpu:1", "-H", "0.0.0.0", "--key-file", key.path});
+  out = output_after(*keyed, "key: ");
+  EXPECT_TRUE(contains(out, "key: clients must prove the key")) << out;
+  EXPECT_FALSE(contains(out, "WARNING")) << out;
+
+  auto loopback = start_server({"--device", "cpu:1"});
+  out = output_after(*loopback, "key: ");
+  EXPECT_TRUE(contains(out, "key: none")) << out;
+  EXPECT_FALSE(contains(out, "WARNING")) << out;
+}
+
+TEST(ClientKeyFile, AnUnusableKeyFileIsAnErrorNamingTheFlagAndTheFile) {
+  auto options = remote_options("/nonexistent/dir/tensorpc.key");
+  ASSERT_FALSE(options.ok());
+  EXPECT_TRUE(contains(options.status().message(), "--key-file")) << options.status().to_string();
+  EXPECT_TRUE(contains(options.status().message(), "/nonexistent/dir/tensorpc.key")) << options.status().to_string();
+  // No flag: the key is left to TENSORPC_KEY_FILE.
+  auto unset = remote_options("");
+  ASSERT_TRUE(unset.ok());
+  EXPECT_FALSE(unset.value().key.has_value());
+}
+
+}  // namespace
+}  // namespace tensorpc::tools
