@@ -48,8 +48,9 @@ bool skips_after_failure(const FrameHeader& h) {
 Session::Session(Socket socket, const SessionEnv& env, uint64_t id)
     : socket_(std::move(socket)), env_(env), id_(id), peer_(socket_.peer_name()) {
   streams_.resize(env_.devices.size());
-  // Bounds every wait inside a frame and on a reply; the wait for the next
-  // frame is not bounded (an idle client is fine; keepalive finds a dead one).
+  // Bounds every wait inside a frame and on a reply, and before the
+  // handshake is over the wait for the next frame; after it that wait is not
+  // bounded (an idle client is fine; keepalive finds a dead one).
   socket_.set_io_timeout(env_.io_timeout);
 }
 
@@ -116,7 +117,10 @@ void Session::release_all() {
 
 bool Session::serve_frame() {
   uint8_t raw[kFrameHeaderSize];
-  Status s = socket_.wait_readable();
+  // An admitted client may idle between frames for as long as it likes; a
+  // connection still in its handshake gets the I/O timeout for its next
+  // frame too, so connections that never say HELLO (or AUTH) cannot pile up.
+  Status s = phase_ == Phase::serving ? socket_.wait_readable() : Status();
   if (s.ok()) s = socket_.recv_all(raw, sizeof raw);
   if (!s.ok()) {
     end_reason_ = s.message();

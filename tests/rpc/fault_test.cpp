@@ -153,6 +153,19 @@ TEST(StalledPeers, AClientStalledMidFrameIsDisconnectedAfterTheIoTimeoutAndAnIdl
   EXPECT_TRUE(back_to(*server, before));
 }
 
+TEST(StalledPeers, AConnectionThatNeverSaysHelloIsClosedAfterTheIoTimeout) {
+  ServerOptions options;
+  options.io_timeout = milliseconds(300);
+  auto server = serve(options);
+  const ServerStats before = server->stats();
+  RawClient silent(server->port());  // connects, then says nothing
+  const auto start = Clock::now();
+  EXPECT_TRUE(silent.closed_by_server());
+  EXPECT_GE(Clock::now() - start, milliseconds(200));
+  EXPECT_LT(Clock::now() - start, seconds(5));
+  EXPECT_TRUE(back_to(*server, before));
+}
+
 TEST(StalledPeers, AClientThatStopsReadingRepliesIsDisconnectedAfterTheIoTimeout) {
   ServerOptions options;
   options.io_timeout = milliseconds(300);
