@@ -82,6 +82,9 @@ int main(int argc, char** argv) {
                  "connection is closed (0: never)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
+  app.add_option("--allow-peer", options.allowed_peers,
+                 "HOST:PORT of a server this one may send tensors to when a client asks; repeatable "
+                 "(default: any endpoint a client names)");
   app.add_option("--key-file", key_file,
                  "a file holding the cluster's pre-shared key: serve only clients that prove they hold it, and "
                  "prove it to other servers (default: no key)");

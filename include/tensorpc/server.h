@@ -43,6 +43,10 @@ struct ServerOptions {
   // a copy to another server. The wait between frames is not bounded (an idle
   // client is fine; TCP keepalive finds a peer that vanished). 0: no limit.
   std::chrono::milliseconds io_timeout = std::chrono::seconds(30);
+  // The servers this one may send to when a client asks (COPY_TO_PEER, a
+  // plan's SEND_TO_PEER), as "host:port"; a request naming any other endpoint
+  // is refused before anything connects. Empty: any endpoint a client names.
+  std::vector<std::string> allowed_peers;
 };
 
 struct ServerStats {

@@ -177,6 +177,12 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
     return invalid_argument("Server::start: io_timeout of " + std::to_string(options.io_timeout.count()) +
                             " ms is negative");
   }
+  std::vector<std::string> allowed_peers;
+  for (const std::string& peer : options.allowed_peers) {
+    auto parsed = parse_endpoint(peer);
+    if (!parsed.ok()) return parsed.status().with_context("Server::start: allowed peer \"" + peer + "\"");
+    allowed_peers.push_back(parsed.value().to_string());
+  }
   auto cache = rpc::WeightsCache::open(options.cache_memory_limit, options.cache_dir);
   if (!cache.ok()) return cache.status();
   auto listener = Socket::listen(options.host, options.port);
@@ -191,6 +197,7 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
   env.max_session_memory = options.max_session_memory;
   env.max_session_buffers = options.max_session_buffers;
   env.io_timeout = options.io_timeout;
+  env.allowed_peers = std::move(allowed_peers);
   auto server = std::make_unique<TcpServer>(std::move(listener).value(), std::move(env), std::move(cache).value(),
                                             std::move(counters), options.host);
   log::info("listening on " + options.host + ":" + std::to_string(server->port()) + " with " +

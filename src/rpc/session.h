@@ -72,6 +72,7 @@ struct SessionEnv {
   // The pre-shared key clients must prove (auth.h), and this server proves
   // to its peers; empty: none, and every client is served.
   std::string key;
+  std::vector<std::string> allowed_peers;  // endpoints (Endpoint::to_string) a send may go to; empty: any
   uint32_t max_plan_wait_ms = 10 * 60 * 1000;  // the longest WAIT_FOR a plan may store (≤ kMaxPlanWaitMs)
   // Limits of one session (ServerOptions); 0: none.
   uint64_t max_session_memory = 0;   // bytes in buffers across all devices
@@ -202,6 +203,8 @@ class Session {
   // The connection to another server, opened on first use and kept for this
   // session's life.
   StatusOr<std::shared_ptr<Connection>> peer(const std::string& endpoint);
+  // Whether a send to `endpoint` is allowed (SessionEnv::allowed_peers).
+  Status check_peer_allowed(const std::string& endpoint) const;
 
   Socket socket_;
   std::mutex socket_mutex_;  // shutdown() from another thread vs. close at the end of run()

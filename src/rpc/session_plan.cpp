@@ -76,6 +76,7 @@ Status Session::on_plan_store(WireReader& in, Reply&) {
         auto src = find_range(f.src_handle, f.src_offset, f.size, "source");
         if (!src.ok()) return refuse(src.status());
         if (f.endpoint.empty()) return refuse(invalid_argument("empty endpoint"));
+        if (Status s = check_peer_allowed(f.endpoint); !s.ok()) return refuse(s);
         plan.handles.push_back(f.src_handle);
         break;
       }

@@ -63,6 +63,47 @@ TEST(PeerCopy, AFailureNamesBothEndpoints) {
   EXPECT_TRUE(contains(st.message(), b.endpoint())) << st.to_string();
 }
 
+TEST(PeerCopy, AServerWithAnAllowListSendsOnlyToThePeersOnIt) {
+  log::set_level(log::Level::error);
+  InProcessServer b(two_cpus()), c(two_cpus());
+  ServerOptions options;
+  options.port = 0;
+  options.allowed_peers = {b.endpoint()};
+  auto a = Server::start(options);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  const std::string a_endpoint = "127.0.0.1:" + std::to_string(a.value()->port());
+  auto src_device = remote_device(a_endpoint, 0);
+  auto src = src_device->allocate(4096);
+  ASSERT_TRUE(src.ok());
+  Tensor s;
+  s.type = DType::f32;
+  s.ne = {1024, 1, 1, 1};
+  s.nb = {4, 4096, 4096, 4096};
+  ASSERT_TRUE(src.value()->place(s, 0).ok());
+  for (const InProcessServer* to : {&b, &c}) {
+    auto dst_device = remote_device(to->endpoint(), 0);
+    auto dst = dst_device->allocate(4096);
+    ASSERT_TRUE(dst.ok());
+    Tensor d = s;
+    ASSERT_TRUE(dst.value()->place(d, 0).ok());
+    const Status st = dst.value()->copy(s, d);
+    if (to == &b) {
+      EXPECT_TRUE(st.ok()) << st.to_string();
+    } else {
+      ASSERT_FALSE(st.ok());
+      EXPECT_TRUE(contains(st.message(), c.endpoint())) << st.to_string();
+      EXPECT_TRUE(contains(st.message(), "--allow-peer")) << st.to_string();
+    }
+  }
+  // The client's connection to C is gone with its buffer; had A connected to
+  // C, A's peer connection would still be open there.
+  EXPECT_TRUE(eventually([&] { return c.server().stats().sessions == 0; })) << "A connected to C";
+  ServerOptions bad;
+  bad.port = 0;
+  bad.allowed_peers = {"no port here"};
+  EXPECT_FALSE(Server::start(bad).ok());
+}
+
 // ---- the grants, with raw clients -------------------------------------------------
 
 // Two servers, a raw client on each: a source buffer on A holding a pattern,
