@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc_test_util.h"
 #include "test_util.h"
 
 namespace tensorpc::test {
@@ -140,18 +141,7 @@ TEST(GraphCodec, EncodeRefusesUnplacedTensorsAndBuffersWithoutHandles) {
 
 // ---- hand-written encodings ----------------------------------------------------------
 
-// One tensor as docs/protocol.md lays it out, written here field by field.
-struct WireTensor {
-  uint32_t type = 0;
-  std::array<int64_t, 4> ne{1, 1, 1, 1};
-  std::array<uint64_t, 4> nb{4, 4, 4, 4};
-  uint32_t op = 0;
-  std::array<int32_t, 8> params{};
-  std::array<int32_t, 3> src{-1, -1, -1};
-  uint32_t flags = 0;
-  uint64_t handle = 1;
-  uint64_t offset = 0;
-};
+// Tensors are WireTensor (rpc_test_util.h), all in the buffer of handle 1.
 
 // A dense tensor of a plain type of element size `es`.
 WireTensor dense(uint32_t type, uint64_t es, std::array<int64_t, 4> ne, uint64_t offset) {
@@ -160,6 +150,7 @@ WireTensor dense(uint32_t type, uint64_t es, std::array<int64_t, 4> ne, uint64_t
   t.ne = ne;
   t.nb[0] = es;
   for (int i = 1; i < 4; ++i) t.nb[i] = t.nb[i - 1] * static_cast<uint64_t>(ne[i - 1]);
+  t.handle = 1;
   t.offset = offset;
   return t;
 }
@@ -172,23 +163,10 @@ uint32_t f32_bits(float f) {
 }
 
 std::vector<uint8_t> encode_list(const std::vector<WireTensor>& ts, std::optional<uint32_t> count = {}) {
-  std::vector<uint8_t> out;
-  auto put = [&out](uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-  };
-  put(count.value_or(static_cast<uint32_t>(ts.size())), 4);
-  for (const WireTensor& t : ts) {
-    put(t.type, 4);
-    for (int64_t n : t.ne) put(static_cast<uint64_t>(n), 8);
-    for (uint64_t n : t.nb) put(n, 8);
-    put(t.op, 4);
-    for (int32_t p : t.params) put(static_cast<uint32_t>(p), 4);
-    for (int32_t s : t.src) put(static_cast<uint32_t>(s), 4);
-    put(t.flags, 4);
-    put(t.handle, 8);
-    put(t.offset, 8);
-  }
-  return out;
+  WireWriter w;
+  w.u32(count.value_or(static_cast<uint32_t>(ts.size())));
+  for (const WireTensor& t : ts) t.write(w);
+  return w.bytes();
 }
 
 class GraphCodecHostile : public ::testing::Test {
@@ -324,6 +302,7 @@ TEST_F(GraphCodecHostile, RefusesMisalignedOffsets) {
 TEST_F(GraphCodecHostile, RefusesQuantizedBlocksAtOddOffsets) {
   // A q8_0 block starts with its fp16 scale, which kernels load as a uint16.
   WireTensor q;
+  q.handle = 1;
   q.type = 8;
   q.ne = {64, 1, 1, 1};
   q.nb = {34, 68, 68, 68};
