@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "file_util.h"
 #include "remote_test_util.h"
 #include "rpc/log.h"
 #include "rpc_test_util.h"
@@ -43,20 +44,6 @@ AuthProof proof(const std::string& key, AuthRole role, const AuthNonce& client, 
   if (!p.ok()) throw std::runtime_error(p.status().to_string());
   return p.value();
 }
-
-// A file holding `bytes`, removed at the end of the test.
-struct TempFile {
-  explicit TempFile(const std::string& bytes) {
-    char tmpl[] = "/tmp/tensorpc-key-test-XXXXXX";
-    const int fd = ::mkstemp(tmpl);
-    if (fd < 0) throw std::runtime_error("mkstemp failed");
-    ::close(fd);
-    path = tmpl;
-    std::ofstream(path, std::ios::binary) << bytes;
-  }
-  ~TempFile() { std::filesystem::remove(path); }
-  std::string path;
-};
 
 // Sets an environment variable for one test and restores it after.
 struct ScopedEnv {

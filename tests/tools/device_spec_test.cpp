@@ -6,6 +6,7 @@
 
 #include <cstdio>
 
+#include "file_util.h"
 #include "rpc/log.h"
 #include "rpc/remote_test_util.h"
 #include "tensorpc/cpu_device.h"
@@ -70,29 +71,13 @@ TEST(ByteCount, Suffixes) {
   EXPECT_FALSE(parse_byte_count("99999999TiB", v));
 }
 
-// Captures what a FILE* receives.
-struct Captured {
-  Captured() : file(std::tmpfile()) {}
-  ~Captured() { std::fclose(file); }
-  std::string text() {
-    std::fflush(file);
-    std::rewind(file);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, file)) > 0) out.append(buf, n);
-    return out;
-  }
-  std::FILE* file;
-};
-
 TEST(DevicesCommand, ListsTheLocalCpuAndEveryServerDeviceAndNamesAnUnreachableServer) {
   log::set_level(log::Level::error);
   test::InProcessServer one(test::two_cpus(kGiB, 2 * kGiB));
   test::InProcessServer two;
   const std::string down = "127.0.0.1:" + std::to_string(test::unused_port());
-  Captured out, err;
-  const int rc = list_devices_command({one.endpoint() + "," + down, two.endpoint()}, out.file, err.file);
+  test::Capture out, err;
+  const int rc = list_devices_command({one.endpoint() + "," + down, two.endpoint()}, out.f, err.f);
   const std::string table = out.text(), errors = err.text();
   EXPECT_EQ(rc, 1);
   EXPECT_NE(table.find("NAME"), std::string::npos) << table;
@@ -104,8 +89,8 @@ TEST(DevicesCommand, ListsTheLocalCpuAndEveryServerDeviceAndNamesAnUnreachableSe
   EXPECT_NE(errors.find(down), std::string::npos) << errors;
   EXPECT_EQ(table.find(down), std::string::npos) << table;
 
-  Captured out2, err2;
-  EXPECT_EQ(list_devices_command({one.endpoint()}, out2.file, err2.file), 0);
+  test::Capture out2, err2;
+  EXPECT_EQ(list_devices_command({one.endpoint()}, out2.f, err2.f), 0);
   EXPECT_EQ(err2.text(), "");
 }
 

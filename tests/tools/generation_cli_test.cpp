@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "file_util.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/generation.h"
 #include "tensorpc/run.h"
@@ -12,20 +13,7 @@
 namespace tensorpc::tools {
 namespace {
 
-// What a command wrote to a FILE*, read back as a string.
-struct Capture {
-  Capture() : f(std::tmpfile()) {}
-  ~Capture() { std::fclose(f); }
-  std::string text() const {
-    std::fflush(f);
-    std::rewind(f);
-    std::string s;
-    char buf[512];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
-    return s;
-  }
-  std::FILE* f;
-};
+using test::Capture;
 
 TEST(ParseSplit, AcceptsNonNegativeRatios) {
   EXPECT_EQ(parse_split("1,1,2").value(), (std::vector<double>{1, 1, 2}));

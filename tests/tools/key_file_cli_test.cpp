@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "file_util.h"
 #include "tensorpc/devices.h"
 #include "tensorpc/rpc_client.h"
 #include "tensorpc/server_process.h"
@@ -23,37 +24,10 @@ namespace tensorpc::tools {
 namespace {
 
 using namespace std::chrono_literals;
+using test::Capture;
+using test::TempFile;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// A file holding `bytes`, removed at the end of the test.
-struct TempFile {
-  explicit TempFile(const std::string& bytes) {
-    char tmpl[] = "/tmp/tensorpc-cli-key-XXXXXX";
-    const int fd = ::mkstemp(tmpl);
-    if (fd < 0) throw std::runtime_error("mkstemp failed");
-    ::close(fd);
-    path = tmpl;
-    std::ofstream(path, std::ios::binary) << bytes;
-  }
-  ~TempFile() { std::filesystem::remove(path); }
-  std::string path;
-};
-
-// What a command wrote to a FILE*, read back as a string.
-struct Capture {
-  Capture() : f(std::tmpfile()) {}
-  ~Capture() { std::fclose(f); }
-  std::string text() const {
-    std::fflush(f);
-    std::rewind(f);
-    std::string s;
-    char buf[512];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
-    return s;
-  }
-  std::FILE* f;
-};
 
 std::unique_ptr<ServerProcess> start_server(const std::vector<std::string>& args) {
   auto s = ServerProcess::start(TENSORPC_SERVER_BINARY, args, 10s);
