@@ -183,16 +183,22 @@ class Scheduler {
   std::vector<std::unique_ptr<sched::Plan>> plans_;             // most recently used last
   std::map<std::string, std::unique_ptr<PlanRunner>> runners_;  // per channel; null: no plans there
   sched::Plan* last_ = nullptr;
-  // The graph plan_for() last planned, guarded as below.
-  const Graph* planned_graph_ = nullptr;
-  size_t planned_nodes_ = 0;
-  const Tensor* planned_last_ = nullptr;
-  // The graph allocate() last planned and its plan, until the next plan_for.
-  // (The node count and last node guard against another graph at the same address.)
-  const Graph* allocated_graph_ = nullptr;
-  size_t allocated_nodes_ = 0;
-  const Tensor* allocated_last_ = nullptr;
-  sched::Plan* allocated_plan_ = nullptr;
+  // A graph object, told apart from another at the same address by its node
+  // count and last node.
+  struct GraphMark {
+    const Graph* graph = nullptr;
+    size_t nodes = 0;
+    const Tensor* last = nullptr;
+    static GraphMark of(const Graph& g) { return {&g, g.n_nodes(), g.nodes().empty() ? nullptr : g.nodes().back()}; }
+    bool is(const Graph& g) const {
+      const GraphMark m = of(g);
+      return graph != nullptr && graph == m.graph && nodes == m.nodes && last == m.last;
+    }
+  };
+  // The graph last_ was planned for (empty when the last plan_for failed),
+  // and whether allocate() placed it for the next compute() to run as is.
+  GraphMark planned_;
+  bool allocated_ = false;
   // Caller tensors (not views) allocate() bound, and the buffer it bound
   // them to: so a tensor still pointing at a buffer an allocator has since
   // replaced is known as ours, not taken for a weight.

@@ -60,7 +60,7 @@ Scheduler::~Scheduler() {
 const SchedulePlanInfo* Scheduler::last_plan() const { return last_ ? &last_->info : nullptr; }
 
 StatusOr<sched::Plan*> Scheduler::plan_for(Graph& g) {
-  allocated_graph_ = nullptr;
+  allocated_ = false;
   for (size_t i = 0; i < devices_.size(); ++i) {
     if (devices_[i] == nullptr) return invalid_argument("scheduler: device " + std::to_string(i) + " is null");
   }
@@ -104,7 +104,7 @@ StatusOr<sched::Plan*> Scheduler::plan_for(Graph& g) {
     ++plans_made_;
     made = true;
   }
-  planned_graph_ = nullptr;
+  planned_ = {};
   TENSORPC_RETURN_IF_ERROR(place(*plan));
   last_ = plan;
   if (made) {
@@ -120,9 +120,7 @@ StatusOr<sched::Plan*> Scheduler::plan_for(Graph& g) {
     sched::place_at(t, *h.base, h.offset);
     if (t.view_src == nullptr) bound_[&t] = t.buffer;
   }
-  planned_graph_ = &g;
-  planned_nodes_ = g.n_nodes();
-  planned_last_ = g.nodes().empty() ? nullptr : g.nodes().back();
+  planned_ = GraphMark::of(g);
   return plan;
 }
 
@@ -161,26 +159,18 @@ Status Scheduler::place(sched::Plan& plan) {
 Status Scheduler::allocate(Graph& g) {
   auto plan = plan_for(g);
   if (!plan.ok()) return plan.status();
-  allocated_graph_ = &g;
-  allocated_nodes_ = g.n_nodes();
-  allocated_last_ = g.nodes().empty() ? nullptr : g.nodes().back();
-  allocated_plan_ = plan.value();
+  allocated_ = true;
   return Status();
 }
 
 Status Scheduler::allocate_again(Graph& g) {
-  const bool same = last_ != nullptr && planned_graph_ == &g && planned_nodes_ == g.n_nodes() &&
-                    planned_last_ == (g.nodes().empty() ? nullptr : g.nodes().back());
-  bool placed = same;
-  if (same) {
+  bool placed = planned_.is(g);
+  if (placed) {
     for (const sched::DeviceMemory& m : last_->memory) placed = placed && slots_[m.device]->placed == last_;
   }
   // Still placed: every tensor of g is bound where the plan put it.
   if (!placed) return allocate(g);
-  allocated_graph_ = &g;
-  allocated_nodes_ = planned_nodes_;
-  allocated_last_ = planned_last_;
-  allocated_plan_ = last_;
+  allocated_ = true;
   return Status();
 }
 
@@ -189,11 +179,9 @@ Status Scheduler::compute(Graph& g) { return compute_and_read(g, nullptr, nullpt
 Status Scheduler::compute_and_read(Graph& g, const Tensor& t, void* dst) { return compute_and_read(g, &t, dst); }
 
 Status Scheduler::compute_and_read(Graph& g, const Tensor* t, void* dst) {
-  if (allocated_graph_ == &g && allocated_nodes_ == g.n_nodes() &&
-      allocated_last_ == (g.nodes().empty() ? nullptr : g.nodes().back())) {
-    sched::Plan* plan = allocated_plan_;
-    allocated_graph_ = nullptr;
-    return run(*plan, t, dst);
+  if (allocated_ && planned_.is(g)) {
+    allocated_ = false;
+    return run(*last_, t, dst);
   }
   auto plan = plan_for(g);
   if (!plan.ok()) return plan.status();
