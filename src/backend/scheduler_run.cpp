@@ -196,38 +196,40 @@ Status Scheduler::run(sched::Plan& plan, const Tensor* read, void* read_dst) {
     }
     return nullptr;
   };
+  // `channel`, and every channel whose last plan ends by sending to one of
+  // these, found until no more are.
+  const auto finished_with = [&](const std::string& channel) {
+    std::map<std::string, size_t> last_run;  // per channel that ran a plan
+    for (size_t r = 0; r < runs.size(); ++r) {
+      if (runners[r] != nullptr) last_run[runs[r].channel] = r;
+    }
+    std::vector<std::string> done{channel};
+    const auto is_done = [&](const std::string& ch) { return std::find(done.begin(), done.end(), ch) != done.end(); };
+    for (bool more = true; more;) {
+      more = false;
+      for (const auto& [ch, r] : last_run) {
+        const auto& steps = specs[r].steps;
+        if (is_done(ch) || steps.empty() || steps.back().kind != ExecutionPlanSpec::StepKind::send) continue;
+        const std::string* to = channel_of(*steps.back().dst);
+        if (to != nullptr && is_done(*to)) {
+          done.push_back(ch);
+          more = true;
+        }
+      }
+    }
+    return done;
+  };
   if (read != nullptr && failed.ok()) {
     const std::string* channel = channel_of(*read);
     if (channel == nullptr) {
       failed = invalid_argument("scheduler: the result to read, " + tensorpc::describe(*read) + ", is not on its devices");
     } else if (auto it = plan_pending.find(*channel); it != plan_pending.end() && it->second) {
-      it->second = false;
       read_failed = runners_[*channel]->synchronize_and_read(*read, read_dst);
       if (read_failed.ok()) {
         read_done = true;
-        std::vector<std::string> done{*channel};
-        for (bool more = true; more;) {
-          more = false;
-          for (int r = static_cast<int>(runs.size()) - 1; r >= 0; --r) {
-            const std::string& ch = runs[static_cast<size_t>(r)].channel;
-            auto p = plan_pending.find(ch);
-            if (p == plan_pending.end() || !p->second) continue;
-            bool later = false;  // only the channel's last run counts
-            for (size_t q = static_cast<size_t>(r) + 1; q < runs.size(); ++q) later = later || runs[q].channel == ch;
-            const auto& steps = specs[static_cast<size_t>(r)].steps;
-            if (later || runners[static_cast<size_t>(r)] == nullptr || steps.empty() ||
-                steps.back().kind != ExecutionPlanSpec::StepKind::send) {
-              continue;
-            }
-            const std::string* to = channel_of(*steps.back().dst);
-            if (to != nullptr && std::find(done.begin(), done.end(), *to) != done.end()) {
-              p->second = false;
-              done.push_back(ch);
-              more = true;
-            }
-          }
-        }
+        for (const std::string& ch : finished_with(*channel)) plan_pending[ch] = false;
       } else {
+        it->second = false;
         read_failed = read_failed.with_context("scheduler: execution plan on " + *channel);
       }
     }
