@@ -1,5 +1,6 @@
-// Helpers shared by tests that touch files: a temporary file with given
-// bytes, and the text a command wrote to a FILE*.
+// Helpers shared by tests that touch files and the environment: a temporary
+// file with given bytes, the text a command wrote to a FILE*, and an
+// environment variable set for one test.
 #pragma once
 
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -44,6 +46,25 @@ struct Capture {
     return s;
   }
   std::FILE* f;
+};
+
+// Sets an environment variable for one test and restores it after.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  const char* name_;
+  std::optional<std::string> old_;
 };
 
 }  // namespace tensorpc::test

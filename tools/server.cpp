@@ -88,6 +88,15 @@ int main(int argc, char** argv) {
   app.add_option("--key-file", key_file,
                  "a file holding the cluster's pre-shared key: serve only clients that prove they hold it, and "
                  "prove it to other servers (default: no key)");
+  auto* tls_cert = app.add_option("--tls-cert", options.tls.cert_file,
+                                  "this server's certificate (PEM): speak only TLS 1.3 (default: plain TCP)");
+  auto* tls_key = app.add_option("--tls-key", options.tls.key_file, "the private key of --tls-cert (PEM)");
+  app.add_option("--tls-ca", options.tls.ca_file,
+                 "CA certificates (PEM): clients must present a certificate that chains to them (mutual TLS), and so "
+                 "must the servers this one sends to")
+      ->needs(tls_cert);
+  tls_cert->needs(tls_key);
+  tls_key->needs(tls_cert);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -145,6 +154,10 @@ int main(int argc, char** argv) {
               options.cache_dir.empty() ? "" : ", on disk in ", options.cache_dir.c_str());
   std::printf("key: %s\n", key_file.empty() ? "none (every client is served)"
                                             : ("clients must prove the key in " + key_file).c_str());
+  const bool tls = !options.tls.cert_file.empty();
+  std::printf("tls: %s\n", !tls                           ? "none (bytes travel in the clear)"
+                           : options.tls.ca_file.empty() ? "on (TLS 1.3)"
+                                                         : "on (TLS 1.3), clients must present a certificate of the CA");
   if (!tensorpc::rpc::is_loopback_host(options.host) && options.key.empty()) {
     std::fprintf(stderr,
                  "WARNING: listening on %s, not a loopback address, without a key: anyone who can reach this port "

@@ -8,7 +8,7 @@
 // non-empty bytes, kept in a file only its owner can read.
 //
 // A key authenticates; it does not encrypt. Bytes on the wire can still be
-// read by anyone on the path (see docs/server.md).
+// read by anyone on the path unless the link is TLS as well (tensorpc/tls.h).
 #pragma once
 
 #include <cstddef>

@@ -11,7 +11,9 @@
 // all that connection allocated. A later allocation reconnects.
 //
 // A server started with a key serves only clients that prove they hold it:
-// give it in RemoteOptions::key or name its file in TENSORPC_KEY_FILE.
+// give it in RemoteOptions::key or name its file in TENSORPC_KEY_FILE. A
+// server started with a TLS certificate speaks only TLS: name the CA file
+// that certificate chains to in RemoteOptions::tls or TENSORPC_TLS_CA.
 //
 // Ownership: as for every Device, the caller owns buffers and streams and
 // must destroy them before the device they came from. Every call may be made
@@ -29,6 +31,7 @@
 
 #include "tensorpc/device.h"
 #include "tensorpc/status.h"
+#include "tensorpc/tls.h"
 
 namespace tensorpc {
 
@@ -57,6 +60,12 @@ struct RemoteOptions {
   // environment variable TENSORPC_KEY_FILE, or none when that is unset. An
   // empty string: no key, whatever the environment says.
   std::optional<std::string> key = std::nullopt;
+  // TLS (tensorpc/tls.h): on when the CA file is set; the server's
+  // certificate must chain to it and name the endpoint's host. Unset: from
+  // TENSORPC_TLS_CA, TENSORPC_TLS_CERT and TENSORPC_TLS_KEY, or plain TCP
+  // when TENSORPC_TLS_CA is unset. Set with an empty CA file: plain TCP,
+  // whatever the environment says.
+  std::optional<TlsOptions> tls = std::nullopt;
   // The longest any call to the server waits for it: for the server to take
   // the bytes of a request, and for each part of a reply to arrive (so a
   // SYNCHRONIZE waits this long for the computations before it). A server

@@ -16,6 +16,7 @@
 
 #include "tensorpc/device.h"
 #include "tensorpc/status.h"
+#include "tensorpc/tls.h"
 
 namespace tensorpc {
 
@@ -31,6 +32,12 @@ struct ServerOptions {
   // proves it to the servers it copies to. Empty: no key, every client is
   // served. At most kMaxKeyBytes.
   std::string key;
+  // TLS (tensorpc/tls.h): with cert_file and key_file every connection is
+  // TLS 1.3 and nothing else is served; with ca_file too, clients must
+  // present a certificate that chains to it. The servers this one copies to
+  // are reached over TLS as well, checked against ca_file. All empty: plain
+  // TCP.
+  TlsOptions tls;
 
   // Limits of one session (one client connection), so that no client can take
   // the whole server. An allocation past either is refused with an error

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "rpc/auth.h"
+#include "rpc/tls.h"
 
 namespace tensorpc::rpc {
 namespace {
@@ -32,16 +33,30 @@ uint32_t read_u32(const uint8_t* p) {
 }  // namespace
 
 StatusOr<std::shared_ptr<Connection>> Connection::open(const Endpoint& endpoint, const std::string& key,
-                                                       std::chrono::milliseconds timeout) {
+                                                       const TlsContext* tls, std::chrono::milliseconds timeout) {
   const std::string name = endpoint.to_string();
   auto socket = Socket::connect(endpoint.host, endpoint.port, timeout);
   if (!socket.ok()) {
     const Status& s = socket.status();
     return Status(s.code(), "cannot connect to " + name + ": " + s.message());
   }
+  if (tls != nullptr) {
+    const Status s = socket.value().start_tls(*tls, endpoint.host, timeout);
+    if (!s.ok()) {
+      // A server without TLS reads the handshake as a bad frame and hangs up.
+      return Status(s.code(), "cannot connect to " + name + ": " + s.message() +
+                                  " (does the server speak TLS? it does when started with --tls-cert)");
+    }
+  }
   // Not make_shared: the constructor is private.
   std::shared_ptr<Connection> c(new Connection(std::move(socket).value(), name));
-  TENSORPC_RETURN_IF_ERROR(c->hello(key, timeout));
+  const Status said = c->hello(key, timeout);
+  if (!said.ok() && tls == nullptr && said.code() == StatusCode::io_error) {
+    // A TLS server hangs up on the plain HELLO, which reads as no TLS record.
+    return Status(said.code(), said.message() + " (if the server was started with --tls-cert, it speaks only TLS: "
+                                                "connect with --tls-ca or " + kTlsCaVariable + ")");
+  }
+  TENSORPC_RETURN_IF_ERROR(said);
   return c;
 }
 
@@ -347,7 +362,7 @@ Status Connection::break_locked(Command command, const Status& reason) {
 // ---- connection caches ------------------------------------------------------
 
 StatusOr<std::shared_ptr<Connection>> ConnectionCache::get(const std::string& endpoint,
-                                                           const std::optional<std::string>& key,
+                                                           const ClientCredentials& credentials,
                                                            std::chrono::milliseconds open_timeout) {
   auto parsed = parse_endpoint(endpoint);
   if (!parsed.ok()) return parsed.status();
@@ -357,16 +372,24 @@ StatusOr<std::shared_ptr<Connection>> ConnectionCache::get(const std::string& en
   // does not answer delays other first connections up to the connect timeout.
   std::lock_guard<std::mutex> lock(mutex_);
   std::erase_if(by_endpoint_, [](const auto& entry) { return entry.second.connection.expired(); });
-  if (auto it = by_endpoint_.find(name); it != by_endpoint_.end() && it->second.key == key) {
+  if (auto it = by_endpoint_.find(name); it != by_endpoint_.end() && it->second.credentials == credentials) {
     // One whose server hung up (say, restarted) is replaced now, so the
     // caller's request goes to the server as it is.
     if (std::shared_ptr<Connection> live = it->second.connection.lock(); live && !live->defunct()) return live;
   }
-  auto secret = client_key(key);
+  auto secret = client_key(credentials.key);
   if (!secret.ok()) return secret.status().with_context("cannot connect to " + name);
-  auto opened = Connection::open(parsed.value(), secret.value(), open_timeout);
+  auto tls = client_tls(credentials.tls);
+  if (!tls.ok()) return tls.status().with_context("cannot connect to " + name);
+  std::shared_ptr<const TlsContext> context;
+  if (tls.value()) {
+    auto made = TlsContext::for_client(*tls.value());
+    if (!made.ok()) return made.status().with_context("cannot connect to " + name);
+    context = std::move(made).value();
+  }
+  auto opened = Connection::open(parsed.value(), secret.value(), context.get(), open_timeout);
   if (!opened.ok()) return opened.status();
-  by_endpoint_[name] = Entry{opened.value(), key};
+  by_endpoint_[name] = Entry{opened.value(), credentials};
   return opened;
 }
 
@@ -390,9 +413,9 @@ ConnectionCache& process_cache() {
 }  // namespace
 
 StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint,
-                                                     const std::optional<std::string>& key,
+                                                     const ClientCredentials& credentials,
                                                      std::chrono::milliseconds open_timeout) {
-  return process_cache().get(endpoint, key, open_timeout);
+  return process_cache().get(endpoint, credentials, open_timeout);
 }
 
 std::shared_ptr<Connection> find_live_connection(const std::string& endpoint) {

@@ -47,6 +47,19 @@ namespace tensorpc::rpc {
 // Connecting and HELLO, each, when the caller names no shorter time.
 inline constexpr std::chrono::milliseconds kOpenTimeout = std::chrono::seconds(10);
 
+class TlsContext;
+
+// How a connection proves who it is and how its bytes travel, as a caller
+// chose them (RemoteOptions::key and ::tls): unset parts come from the
+// environment when a connection opens (client_key, client_tls).
+struct ClientCredentials {
+  std::optional<std::string> key;
+  std::optional<TlsOptions> tls;
+
+  bool operator==(const ClientCredentials&) const = default;
+};
+inline ClientCredentials credentials_of(const RemoteOptions& options) { return {options.key, options.tls}; }
+
 class Connection {
  public:
   // One request: its encoded fixed fields and, after them, bulk bytes sent
@@ -60,12 +73,14 @@ class Connection {
     std::chrono::milliseconds timeout{0};
   };
 
-  // Connects to `endpoint` and says HELLO, each within `timeout`; a server of
-  // another major version is an error naming both versions. With a `key`
-  // (non-empty), proves it to the server and has the server prove it back
-  // (AUTH), within `timeout` too. A server that has a key when this side has
-  // none, or the other way round, or another key, is an error saying which.
+  // Connects to `endpoint`, runs the TLS handshake when `tls` is given, and
+  // says HELLO, each within `timeout`; a server of another major version is
+  // an error naming both versions. With a `key` (non-empty), proves it to the
+  // server and has the server prove it back (AUTH), within `timeout` too. A
+  // server that has a key when this side has none, or the other way round,
+  // or another key, is an error saying which.
   static StatusOr<std::shared_ptr<Connection>> open(const Endpoint& endpoint, const std::string& key = {},
+                                                    const TlsContext* tls = nullptr,
                                                     std::chrono::milliseconds timeout = kOpenTimeout);
   ~Connection() = default;
   Connection(const Connection&) = delete;
@@ -205,12 +220,10 @@ class Connection {
 class ConnectionCache {
  public:
   // The live connection to `endpoint` (text form as parse_endpoint reads it)
-  // that was opened with the same `key`, shared when one exists, else a new
-  // one (which then is the endpoint's entry), opened within `open_timeout`.
-  // `key` as RemoteOptions::key: unset means the key of TENSORPC_KEY_FILE,
-  // read when a connection opens.
-  StatusOr<std::shared_ptr<Connection>> get(const std::string& endpoint,
-                                            const std::optional<std::string>& key = std::nullopt,
+  // that was opened with the same `credentials`, shared when one exists, else
+  // a new one (which then is the endpoint's entry), opened within
+  // `open_timeout`.
+  StatusOr<std::shared_ptr<Connection>> get(const std::string& endpoint, const ClientCredentials& credentials = {},
                                             std::chrono::milliseconds open_timeout = kOpenTimeout);
   // The endpoint's live connection if one exists; never connects.
   std::shared_ptr<Connection> find_live(const std::string& endpoint);
@@ -218,7 +231,7 @@ class ConnectionCache {
  private:
   struct Entry {
     std::weak_ptr<Connection> connection;
-    std::optional<std::string> key;  // as asked for in get()
+    ClientCredentials credentials;  // as asked for in get()
   };
   std::mutex mutex_;
   std::unordered_map<std::string, Entry> by_endpoint_;
@@ -227,7 +240,7 @@ class ConnectionCache {
 // get_connection and find_live_connection use the process-wide cache, the rpc
 // layer's only mutable global.
 StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint,
-                                                     const std::optional<std::string>& key = std::nullopt,
+                                                     const ClientCredentials& credentials = {},
                                                      std::chrono::milliseconds open_timeout = kOpenTimeout);
 std::shared_ptr<Connection> find_live_connection(const std::string& endpoint);
 

@@ -25,7 +25,7 @@ std::chrono::milliseconds open_timeout_of(const RemoteOptions& options) {
 }
 
 StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint, const RemoteOptions& options) {
-  auto connection = get_connection(endpoint, options.key, open_timeout_of(options));
+  auto connection = get_connection(endpoint, credentials_of(options), open_timeout_of(options));
   if (!connection.ok()) return connection.status();
   auto fields = connection.value()->call({.command = Command::list_devices, .timeout = options.reply_timeout});
   if (!fields.ok()) return fields.status();
@@ -65,7 +65,7 @@ std::string RemoteDevice::description() const {
 }
 
 MemoryInfo RemoteDevice::memory() const {
-  auto connection = get_connection(endpoint_, options_.key, open_timeout());
+  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
   if (!connection.ok()) return {};
   DeviceMemoryReply reply;
   const Status s =
@@ -88,7 +88,7 @@ uint64_t RemoteDevice::max_allocation() const {
 bool RemoteDevice::supports(const Tensor& node) const { return static_cast<uint32_t>(node.op) < kOpCount; }
 
 StatusOr<std::unique_ptr<Buffer>> RemoteDevice::allocate(uint64_t size) {
-  auto connection = get_connection(endpoint_, options_.key, open_timeout());
+  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
   if (!connection.ok()) return connection.status();
   BufferAllocReply reply;
   TENSORPC_RETURN_IF_ERROR(connection.value()->call(
@@ -101,13 +101,13 @@ StatusOr<std::unique_ptr<Buffer>> RemoteDevice::allocate(uint64_t size) {
 }
 
 StatusOr<std::unique_ptr<Stream>> RemoteDevice::create_stream() {
-  auto connection = get_connection(endpoint_, options_.key, open_timeout());
+  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
   if (!connection.ok()) return connection.status();
   return std::unique_ptr<Stream>(std::make_unique<RemoteStream>(*this, std::move(connection).value()));
 }
 
 StatusOr<std::unique_ptr<PlanRunner>> RemoteDevice::create_plan_runner() {
-  auto connection = get_connection(endpoint_, options_.key, open_timeout());
+  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
   if (!connection.ok()) return connection.status();
   return std::unique_ptr<PlanRunner>(
       std::make_unique<RemotePlanRunner>(std::move(connection).value(), options_.reply_timeout));

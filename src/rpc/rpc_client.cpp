@@ -28,7 +28,7 @@ ConnectionStats connection_stats(const std::string& endpoint) {
 }
 
 Status ping(const std::string& endpoint, const RemoteOptions& options) {
-  auto connection = rpc::get_connection(endpoint, options.key, rpc::open_timeout_of(options));
+  auto connection = rpc::get_connection(endpoint, rpc::credentials_of(options), rpc::open_timeout_of(options));
   if (!connection.ok()) return connection.status();
   return connection.value()->call_status_only(rpc::Command::ping, {}, options.reply_timeout);
 }

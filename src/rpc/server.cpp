@@ -15,6 +15,7 @@
 #include "rpc/log.h"
 #include "rpc/session.h"
 #include "rpc/socket.h"
+#include "rpc/tls.h"
 #include "rpc/weights_cache.h"
 #include "rpc/write_grants.h"
 #include "tensorpc/cpu_device.h"
@@ -183,6 +184,16 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
     if (!parsed.ok()) return parsed.status().with_context("Server::start: allowed peer \"" + peer + "\"");
     allowed_peers.push_back(parsed.value().to_string());
   }
+  std::shared_ptr<const rpc::TlsContext> tls;
+  const bool use_tls = !options.tls.cert_file.empty() || !options.tls.key_file.empty();
+  if (use_tls) {
+    auto made = rpc::TlsContext::for_server(options.tls);
+    if (!made.ok()) return made.status().with_context("Server::start");
+    tls = std::move(made).value();
+  } else if (!options.tls.ca_file.empty()) {
+    return invalid_argument("Server::start: a TLS CA file without a certificate and key: a server uses TLS only "
+                            "with its own certificate (--tls-cert, --tls-key)");
+  }
   auto cache = rpc::WeightsCache::open(options.cache_memory_limit, options.cache_dir);
   if (!cache.ok()) return cache.status();
   auto listener = Socket::listen(options.host, options.port);
@@ -194,6 +205,9 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
   env.cache = cache.value().get();
   env.counters = counters.get();
   env.key = options.key;
+  env.tls = tls;
+  // Explicit, so that the environment of the server's process plays no part.
+  env.peer_credentials = {.key = options.key, .tls = use_tls ? options.tls : TlsOptions{}};
   env.max_session_memory = options.max_session_memory;
   env.max_session_buffers = options.max_session_buffers;
   env.io_timeout = options.io_timeout;
@@ -202,7 +216,7 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
                                             std::move(counters), options.host);
   log::info("listening on " + options.host + ":" + std::to_string(server->port()) + " with " +
             std::to_string(options.devices.size()) + " device(s)" +
-            (options.key.empty() ? ", no key" : ", clients must prove the key"));
+            (options.key.empty() ? ", no key" : ", clients must prove the key") + (use_tls ? ", TLS" : ""));
   return std::unique_ptr<Server>(std::move(server));
 }
 

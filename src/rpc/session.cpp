@@ -59,7 +59,16 @@ Session::~Session() { release_all(); }
 void Session::run() {
   log::info("session " + std::to_string(id_) + ": " + peer_ + " connected");
   try {
-    while (serve_frame()) {
+    // Bounded like a frame: a client that connects and says nothing (or not
+    // TLS) is let go after the I/O timeout.
+    const Status handshake = env_.tls ? socket_.start_tls(*env_.tls, peer_, env_.io_timeout) : Status();
+    if (!handshake.ok()) {
+      end_reason_ = handshake.message();
+      // The client may already be sending its first frame; let it read the alert first.
+      std::lock_guard<std::mutex> lock(socket_mutex_);
+      socket_.close_after_draining(std::chrono::milliseconds(200));
+    }
+    while (handshake.ok() && serve_frame()) {
     }
   } catch (const std::exception& e) {
     // Handlers turn their own failures into replies; this is the last guard

@@ -41,6 +41,7 @@
 #include "rpc/messages.h"
 #include "rpc/plan_codec.h"
 #include "rpc/socket.h"
+#include "rpc/tls.h"
 #include "rpc/weights_cache.h"
 #include "rpc/write_grants.h"
 #include "tensorpc/device.h"
@@ -72,6 +73,12 @@ struct SessionEnv {
   // The pre-shared key clients must prove (auth.h), and this server proves
   // to its peers; empty: none, and every client is served.
   std::string key;
+  // Set: every connection starts with a TLS handshake (tls.h), and only
+  // then frames. Null: plain TCP.
+  std::shared_ptr<const TlsContext> tls;
+  // How this server connects to the servers it sends to: its key, and TLS
+  // with its own certificate when it serves TLS (set by the server).
+  ClientCredentials peer_credentials;
   std::vector<std::string> allowed_peers;  // endpoints (Endpoint::to_string) a send may go to; empty: any
   uint32_t max_plan_wait_ms = 10 * 60 * 1000;  // the longest WAIT_FOR a plan may store (≤ kMaxPlanWaitMs)
   // Limits of one session (ServerOptions); 0: none.

@@ -54,9 +54,10 @@ StatusOr<std::shared_ptr<Connection>> Session::peer(const std::string& endpoint)
   if (auto it = peers_.find(endpoint); it != peers_.end() && !it->second->broken()) return it->second;
   if (env_.peers == nullptr) return unsupported("this server does not copy to other servers");
   TENSORPC_RETURN_IF_ERROR(check_peer_allowed(endpoint));
-  // All servers of a cluster share one key: this server proves its own.
+  // All servers of a cluster share one key (this server proves its own) and,
+  // with TLS, one CA.
   const auto open_timeout = env_.io_timeout.count() > 0 ? std::min(env_.io_timeout, kOpenTimeout) : kOpenTimeout;
-  auto connection = env_.peers->get(endpoint, env_.key, open_timeout);
+  auto connection = env_.peers->get(endpoint, env_.peer_credentials, open_timeout);
   if (!connection.ok()) return connection.status();
   peers_[endpoint] = connection.value();
   return connection;

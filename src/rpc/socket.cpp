@@ -110,8 +110,9 @@ std::string format_address(const sockaddr_storage& ss) {
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
     close();
-    fd_ = other.release();
+    fd_ = std::exchange(other.fd_, -1);
     io_timeout_ = other.io_timeout_;
+    tls_ = std::move(other.tls_);
   }
   return *this;
 }
@@ -178,6 +179,7 @@ StatusOr<Socket> Socket::accept() {
 }
 
 Status Socket::send_all(std::span<const iovec> parts) {
+  if (tls_) return tls_send(parts);
   // A local copy of the vector: partial writes advance it in place.
   std::vector<iovec> iov;
   iov.reserve(parts.size());
@@ -219,6 +221,7 @@ Status Socket::send_all(const void* data, size_t size) {
 }
 
 Status Socket::recv_all(void* data, size_t size) {
+  if (tls_) return tls_recv(data, size);
   auto* p = static_cast<char*>(data);
   const bool timed = io_timeout_.count() > 0;
   while (size > 0) {
@@ -239,12 +242,8 @@ Status Socket::recv_all(void* data, size_t size) {
 }
 
 Status Socket::wait_readable() {
-  for (;;) {
-    pollfd p{fd_, POLLIN, 0};
-    const int rc = ::poll(&p, 1, -1);
-    if (rc > 0) return Status();  // readable, hung up or failed: the next recv says which
-    if (rc < 0 && errno != EINTR) return os_error("poll", errno);
-  }
+  if (tls_buffered()) return Status();  // decrypted bytes are waiting: poll would not see them
+  return wait_unbounded(POLLIN, "wait for the next frame");
 }
 
 Status Socket::wait_for(short events, const char* what) const {
@@ -263,6 +262,19 @@ Status Socket::wait_for(short events, const char* what) const {
   }
 }
 
+Status Socket::wait_io(short events, const char* what) const {
+  return io_timeout_.count() > 0 ? wait_for(events, what) : wait_unbounded(events, what);
+}
+
+Status Socket::wait_unbounded(short events, const char* what) const {
+  for (;;) {
+    pollfd p{fd_, events, 0};
+    const int rc = ::poll(&p, 1, -1);
+    if (rc > 0) return Status();  // ready, hung up or failed: the next call says which
+    if (rc < 0 && errno != EINTR) return os_error(std::string(what) + ": poll", errno);
+  }
+}
+
 // On Linux shutdown() of a listening socket makes a blocked accept() return
 // EINVAL, and of a connected one makes a blocked recv() return 0; the fd
 // stays valid until close(), so no other thread can see it reused.
@@ -271,10 +283,31 @@ void Socket::shutdown() {
 }
 
 void Socket::close() {
+  end_tls();
   if (fd_ >= 0) {
     ::close(fd_);
     fd_ = -1;
   }
+}
+
+void Socket::close_after_draining(std::chrono::milliseconds linger) {
+  tls_.reset();  // nothing more is sent, so no close_notify either
+  if (fd_ < 0) return;
+  ::shutdown(fd_, SHUT_WR);
+  const auto deadline = std::chrono::steady_clock::now() + linger;
+  char scratch[4096];
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{fd_, POLLIN, 0};
+    const int rc = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) break;
+    const ssize_t n = ::recv(fd_, scratch, sizeof scratch, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) break;
+  }
+  close();
 }
 
 uint16_t Socket::local_port() const {

@@ -11,26 +11,39 @@
 // waits for progress (any byte moved); a peer that stops sending or reading
 // for longer fails the call. It bounds a stalled peer, not a slow one: a
 // large transfer that keeps moving never times out.
+//
+// TLS: after start_tls() the same calls carry their bytes through a TLS
+// session (tls.h) instead of straight through the socket; callers do not
+// change. The socket is then non-blocking underneath, and every wait for it
+// keeps the same timeout rules.
 #pragma once
 
 #include <sys/uio.h>
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tensorpc/status.h"
 
+struct ssl_st;  // OpenSSL's SSL, kept out of this header
+
 namespace tensorpc::rpc {
+
+class TlsContext;
 
 class Socket {
  public:
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
   ~Socket() { close(); }
-  Socket(Socket&& other) noexcept : fd_(other.release()), io_timeout_(other.io_timeout_) {}
+  Socket(Socket&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), io_timeout_(other.io_timeout_), tls_(std::move(other.tls_)) {}
   Socket& operator=(Socket&& other) noexcept;
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
@@ -58,14 +71,24 @@ class Socket {
   void set_io_timeout(std::chrono::milliseconds timeout) { io_timeout_ = timeout; }
   std::chrono::milliseconds io_timeout() const { return io_timeout_; }
 
+  // Runs the TLS handshake on this connected socket in the role of `ctx`,
+  // within `timeout` (0: no limit); from then on every send and receive is
+  // encrypted. A client checks that the server's certificate chains to its
+  // CA file and carries `peer_host` (the name or address it connected to);
+  // a refusal is an error saying why ("certificate verify failed: ...").
+  Status start_tls(const TlsContext& ctx, const std::string& peer_host, std::chrono::milliseconds timeout);
+  bool is_tls() const { return tls_ != nullptr; }
+
   // Shuts down both directions: wakes a thread blocked in recv/accept on it.
   void shutdown();
+  // Ends a TLS session with a close_notify if it can without waiting, then
+  // closes the descriptor.
   void close();
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
+  // Stops sending, then reads and drops what the peer still sends for up to
+  // `linger` (or until it closes), then closes: the peer reads what was sent
+  // last (a TLS alert saying why) instead of losing it to a reset, which
+  // closing with its bytes unread would cause.
+  void close_after_draining(std::chrono::milliseconds linger);
 
   bool is_open() const { return fd_ >= 0; }
   int fd() const { return fd_; }
@@ -76,9 +99,33 @@ class Socket {
   // Waits up to io_timeout_ for `events` (POLLIN, POLLOUT); a timeout is an
   // error naming `what` and the wait.
   Status wait_for(short events, const char* what) const;
+  // As wait_for, or without a limit when the socket has no timeout.
+  Status wait_io(short events, const char* what) const;
+  Status wait_unbounded(short events, const char* what) const;
+
+  // The TLS side of send_all, recv_all and start_tls (socket_tls.cpp).
+  Status tls_send(std::span<const iovec> parts);
+  Status tls_write(const uint8_t* data, size_t size);
+  Status tls_recv(void* data, size_t size);
+  // Calls `step(done, n, &moved)` (an SSL_read_ex or SSL_write_ex of n bytes
+  // from offset `done`) until `size` bytes have moved, waiting in between.
+  Status tls_move(size_t size, const char* what, const std::function<int(size_t, size_t, size_t*)>& step);
+  // Waits as OpenSSL asks after an SSL call returned `result`; any other
+  // outcome is an error naming `what`.
+  Status tls_wait(int result, const char* what);
+  // True when the TLS session holds received bytes not yet read.
+  bool tls_buffered() const;
+  // Sends close_notify when the socket takes it at once, and frees the session.
+  void end_tls();
+
+  struct SslDeleter {
+    void operator()(ssl_st* ssl) const;
+  };
 
   int fd_ = -1;
   std::chrono::milliseconds io_timeout_{0};
+  std::unique_ptr<ssl_st, SslDeleter> tls_;
+  std::vector<uint8_t> tls_stage_;  // small parts of one send, gathered into one record
 };
 
 // True when host is a loopback address or name ("127.0.0.1", "::1", "localhost").

@@ -45,23 +45,6 @@ AuthProof proof(const std::string& key, AuthRole role, const AuthNonce& client, 
   return p.value();
 }
 
-// Sets an environment variable for one test and restores it after.
-struct ScopedEnv {
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 // ---- the proofs -----------------------------------------------------------------------
 
 TEST(AuthProof, IsHmacSha256OfTheLabelTheRoleAndBothNonces) {

@@ -40,6 +40,16 @@ inline uint16_t unused_port() {
   return s.value().local_port();  // closed when s goes
 }
 
+// Options of a server of `devices` with `key` (empty: none) and `tls` (empty: plain TCP).
+inline ServerOptions options_of(std::vector<std::shared_ptr<Device>> devices, std::string key = {},
+                                TlsOptions tls = {}) {
+  ServerOptions options;
+  options.devices = std::move(devices);
+  options.key = std::move(key);
+  options.tls = std::move(tls);
+  return options;
+}
+
 // A tensorpc server in this process, on 127.0.0.1 and a port the OS picks,
 // serving one CPU device of 2 threads (as the tests' local reference device
 // has, so that results can be compared bit for bit).
@@ -48,11 +58,11 @@ class InProcessServer {
   InProcessServer() : InProcessServer({std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu0", .threads = 2})}) {}
   // Serving `devices` (device i is index i on the wire), to clients that
   // prove `key` when it is not empty.
-  explicit InProcessServer(std::vector<std::shared_ptr<Device>> devices, std::string key = {}) {
-    ServerOptions options;
+  explicit InProcessServer(std::vector<std::shared_ptr<Device>> devices, std::string key = {})
+      : InProcessServer(options_of(std::move(devices), std::move(key))) {}
+  // Started with `options`, on a port the OS picks (options.port is ignored).
+  explicit InProcessServer(ServerOptions options) {
     options.port = 0;
-    options.devices = std::move(devices);
-    options.key = std::move(key);
     auto server = Server::start(std::move(options));
     if (!server.ok()) throw std::runtime_error("Server::start: " + server.status().to_string());
     server_ = std::move(server).value();

@@ -47,12 +47,30 @@ std::vector<std::string> split_endpoints(const std::vector<std::string>& lists) 
   return out;
 }
 
-StatusOr<RemoteOptions> remote_options(const std::string& key_file) {
+void add_client_flags(CLI::App& cmd, ClientFlags& flags) {
+  cmd.add_option("--key-file", flags.key_file, "the servers' key file (default: the file named by TENSORPC_KEY_FILE)");
+  cmd.add_option("--tls-ca", flags.tls_ca,
+                 "connect with TLS, trusting servers whose certificates chain to this CA file (PEM) (default: "
+                 "TENSORPC_TLS_CA; unset: plain TCP)");
+  cmd.add_option("--tls-cert", flags.tls_cert,
+                 "this client's certificate (PEM), for servers that ask for one (default: TENSORPC_TLS_CERT)");
+  cmd.add_option("--tls-key", flags.tls_key, "the private key of --tls-cert (PEM) (default: TENSORPC_TLS_KEY)");
+}
+
+StatusOr<RemoteOptions> remote_options(const ClientFlags& flags) {
   RemoteOptions options;
-  if (key_file.empty()) return options;
-  auto key = read_key_file(key_file);
-  if (!key.ok()) return key.status().with_context("--key-file");
-  options.key = std::move(key).value();
+  if (!flags.key_file.empty()) {
+    auto key = read_key_file(flags.key_file);
+    if (!key.ok()) return key.status().with_context("--key-file");
+    options.key = std::move(key).value();
+  }
+  if (!flags.tls_ca.empty() || !flags.tls_cert.empty() || !flags.tls_key.empty()) {
+    TlsOptions tls{.ca_file = flags.tls_ca, .cert_file = flags.tls_cert, .key_file = flags.tls_key};
+    auto checked = client_tls(tls);
+    if (!checked.ok()) return checked.status().with_context("--tls-ca, --tls-cert, --tls-key");
+    if (!checked.value()) return invalid_argument("--tls-cert and --tls-key need --tls-ca: the CA the servers' certificates chain to");
+    options.tls = std::move(tls);
+  }
   return options;
 }
 
@@ -97,11 +115,11 @@ int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* o
 void add_devices_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("devices", "list the local CPU and every device of the given servers");
   auto endpoints = std::make_shared<std::vector<std::string>>();
-  auto key_file = std::make_shared<std::string>();
+  auto flags = std::make_shared<ClientFlags>();
   cmd->add_option("--rpc", *endpoints, "servers to ask, host:port[,host:port…] (repeatable)");
-  cmd->add_option("--key-file", *key_file, "the servers' key file (default: the file named by TENSORPC_KEY_FILE)");
-  cmd->callback([endpoints, key_file, exit_code] {
-    auto options = remote_options(*key_file);
+  add_client_flags(*cmd, *flags);
+  cmd->callback([endpoints, flags, exit_code] {
+    auto options = remote_options(*flags);
     if (!options.ok()) {
       std::fprintf(stderr, "tensorpc devices: %s\n", options.status().message().c_str());
       *exit_code = 1;

@@ -18,10 +18,21 @@ namespace tensorpc::tools {
 // Splits "a:1,b:2" (and repeated --rpc flags) into endpoints; empty items are dropped.
 std::vector<std::string> split_endpoints(const std::vector<std::string>& lists);
 
-// The client options of the commands' --key-file flag: the key in
-// `key_file`; with no flag (empty), the key is left to TENSORPC_KEY_FILE.
-// A file that cannot be used is an error naming it.
-StatusOr<RemoteOptions> remote_options(const std::string& key_file);
+// The flags of every command that talks to servers, on how to reach them:
+// the cluster's key file and the TLS files. Empty: left to the environment
+// (TENSORPC_KEY_FILE; TENSORPC_TLS_CA, _CERT, _KEY).
+struct ClientFlags {
+  std::string key_file = {};
+  std::string tls_ca = {};
+  std::string tls_cert = {};
+  std::string tls_key = {};
+};
+// Adds --key-file, --tls-ca, --tls-cert and --tls-key to `cmd`, into `flags`.
+void add_client_flags(CLI::App& cmd, ClientFlags& flags);
+
+// The client options those flags ask for. A key file that cannot be used, or
+// TLS files that do not go together, is an error naming the flag.
+StatusOr<RemoteOptions> remote_options(const ClientFlags& flags);
 
 // Prints the table to `out` and one line per unreachable server to `err`
 // (the servers that answer are still listed), connecting with `options`'

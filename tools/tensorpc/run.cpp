@@ -27,7 +27,7 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
     std::fprintf(err, "tensorpc run: cannot open %s: %s\n", o.model.c_str(), model.status().to_string().c_str());
     return 1;
   }
-  auto remote = remote_options(o.key_file);
+  auto remote = remote_options(o.client);
   if (!remote.ok()) {
     std::fprintf(err, "tensorpc run: %s\n", remote.status().message().c_str());
     return 1;
@@ -90,7 +90,7 @@ void add_run_command(CLI::App& app, int* exit_code) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   auto* rpc_opt = cmd->add_option("--rpc", *rpc, "servers whose devices to use, host:port[,host:port…] (repeatable)");
-  cmd->add_option("--key-file", o->key_file, "the servers' key file (default: the file named by TENSORPC_KEY_FILE)");
+  add_client_flags(*cmd, o->client);
   cmd->add_option("--split", *split, "layers per device in proportion, one ratio per device in order (default: by free memory)")
       ->check([](const std::string& s) {
         auto r = parse_split(s);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tensorpc/devices.h"
+
 namespace CLI {
 class App;
 }
@@ -18,7 +20,7 @@ struct RunOptions {
   std::string prompt;
   int n_predict = 64;
   std::vector<std::string> endpoints;  // after split_endpoints
-  std::string key_file;                // the servers' key; empty: TENSORPC_KEY_FILE's, if set
+  ClientFlags client;                  // key and TLS files; empty: the environment's
   std::vector<double> split;           // empty: by free memory
   int threads = 0;                     // local CPU threads, 0: every core
   int64_t n_ctx = 0;                   // 0: the model's, at most 2048

@@ -1,6 +1,8 @@
-// Keys on the command line: tensorpc-server's --key-file (the key it then
-// requires, the error for a file it cannot use), its warning when it listens
-// beyond loopback without a key, and the client commands' --key-file.
+// Keys and TLS on the command line: tensorpc-server's --key-file (the key it
+// then requires, the error for a file it cannot use), its warning when it
+// listens beyond loopback without a key, its --tls-cert, --tls-key and
+// --tls-ca (what it says at start, the errors for flags and files it cannot
+// use), and the client commands' --key-file and --tls-* flags.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <thread>
 
 #include "file_util.h"
+#include "rpc/tls_test_util.h"
 #include "tensorpc/devices.h"
 #include "tensorpc/rpc_client.h"
 #include "tensorpc/server_process.h"
@@ -26,6 +29,7 @@ namespace {
 using namespace std::chrono_literals;
 using test::Capture;
 using test::TempFile;
+using test::TestCa;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
@@ -56,7 +60,7 @@ TEST(ServerKeyFile, TheServerServesOnlyClientsThatHoldTheKeyInTheFile) {
   EXPECT_TRUE(contains(without.status().message(), "requires a key")) << without.status().to_string();
 
   // `tensorpc devices --key-file` reads the same file.
-  auto options = remote_options(key.path);
+  auto options = remote_options(ClientFlags{.key_file = key.path});
   ASSERT_TRUE(options.ok()) << options.status().to_string();
   Capture listed, errors;
   EXPECT_EQ(list_devices_command({server->endpoint()}, listed.f, errors.f, options.value()), 0) << errors.text();
@@ -95,14 +99,78 @@ TEST(ServerKeyFile, ListeningBeyondLoopbackWithoutAKeyWarns) {
 }
 
 TEST(ClientKeyFile, AnUnusableKeyFileIsAnErrorNamingTheFlagAndTheFile) {
-  auto options = remote_options("/nonexistent/dir/tensorpc.key");
+  auto options = remote_options(ClientFlags{.key_file = "/nonexistent/dir/tensorpc.key"});
   ASSERT_FALSE(options.ok());
   EXPECT_TRUE(contains(options.status().message(), "--key-file")) << options.status().to_string();
   EXPECT_TRUE(contains(options.status().message(), "/nonexistent/dir/tensorpc.key")) << options.status().to_string();
   // No flag: the key is left to TENSORPC_KEY_FILE.
-  auto unset = remote_options("");
+  auto unset = remote_options(ClientFlags{});
   ASSERT_TRUE(unset.ok());
   EXPECT_FALSE(unset.value().key.has_value());
+}
+
+TEST(ServerTls, ServesTlsClientsOfTheCommandLineAndSaysSo) {
+  TestCa ca;
+  const TlsOptions files = ca.issue("server", "IP:127.0.0.1");
+  auto server = ServerProcess::start(TENSORPC_SERVER_BINARY,
+                                     {"--device", "cpu:1", "--tls-cert", files.cert_file, "--tls-key", files.key_file},
+                                     10s);
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  const std::string out = output_after(*server.value(), "tls: ");
+  EXPECT_TRUE(contains(out, "tls: on (TLS 1.3)")) << out;
+
+  ClientFlags flags;
+  flags.tls_ca = ca.ca_file();
+  auto options = remote_options(flags);
+  ASSERT_TRUE(options.ok()) << options.status().to_string();
+  Capture listed, errors;
+  EXPECT_EQ(list_devices_command({server.value()->endpoint()}, listed.f, errors.f, options.value()), 0) << errors.text();
+  EXPECT_TRUE(contains(listed.text(), server.value()->endpoint() + "/cpu0")) << listed.text();
+
+  // Without --tls-ca the same command cannot list it.
+  Capture plain_listed, plain_errors;
+  EXPECT_EQ(list_devices_command({server.value()->endpoint()}, plain_listed.f, plain_errors.f,
+                                 RemoteOptions{.tls = TlsOptions{}, .reply_timeout = 5s}),
+            1);
+  EXPECT_TRUE(contains(plain_errors.text(), server.value()->endpoint())) << plain_errors.text();
+}
+
+TEST(ServerTls, APlainServerSaysBytesTravelInTheClear) {
+  auto server = ServerProcess::start(TENSORPC_SERVER_BINARY, {"--device", "cpu:1"}, 10s);
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  const std::string out = output_after(*server.value(), "tls: ");
+  EXPECT_TRUE(contains(out, "tls: none (bytes travel in the clear)")) << out;
+}
+
+TEST(ServerTls, ACertificateWithoutItsKeyIsAUsageError) {
+  TestCa ca;
+  const TlsOptions files = ca.issue("server", "IP:127.0.0.1");
+  auto server = ServerProcess::start(TENSORPC_SERVER_BINARY, {"--tls-cert", files.cert_file}, 10s);
+  ASSERT_FALSE(server.ok());
+  EXPECT_TRUE(contains(server.status().message(), "exited with status 2")) << server.status().message();
+  EXPECT_TRUE(contains(server.status().message(), "--tls-key")) << server.status().message();
+}
+
+TEST(ServerTls, AnUnreadableCertificateStopsTheServerNamingTheFile) {
+  TestCa ca;
+  const TlsOptions files = ca.issue("server", "IP:127.0.0.1");
+  auto server = ServerProcess::start(TENSORPC_SERVER_BINARY,
+                                     {"--tls-cert", "/nonexistent/cert.pem", "--tls-key", files.key_file}, 10s);
+  ASSERT_FALSE(server.ok());
+  EXPECT_TRUE(contains(server.status().message(), "/nonexistent/cert.pem")) << server.status().message();
+}
+
+TEST(ClientTlsFlags, ACertificateWithoutACaIsAnErrorNamingTheFlags) {
+  ClientFlags flags;
+  flags.tls_cert = "me.pem";
+  flags.tls_key = "me.key";
+  auto options = remote_options(flags);
+  ASSERT_FALSE(options.ok());
+  EXPECT_TRUE(contains(options.status().message(), "--tls-ca")) << options.status().to_string();
+  // No TLS flag: left to the environment.
+  auto unset = remote_options(ClientFlags{});
+  ASSERT_TRUE(unset.ok());
+  EXPECT_FALSE(unset.value().tls.has_value());
 }
 
 }  // namespace
