@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
                                 .round_trips = 20000,
                                 .sizes = {kMiB, 16 * kMiB, 64 * kMiB, 256 * kMiB}};
   std::vector<Figure> figures;
-  for (auto section : {bench_round_trip(options), bench_set_get(options), bench_cache_hit(options)}) {
+  for (auto section : {bench_round_trip(options), bench_set_get(options), bench_tls(options), bench_cache_hit(options)}) {
     if (!section.ok()) {
       std::fprintf(stderr, "rpc_bench: %s\n", section.status().to_string().c_str());
       return 1;

@@ -24,7 +24,7 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 // A server on 127.0.0.1 with a certificate for that address signed by `ca`.
 // With `require_client_cert`, clients must present one signed by `ca` too.
 ServerOptions tls_server_options(TestCa& ca, bool require_client_cert = false, const std::string& key = {}) {
-  TlsOptions files = ca.issue("server", "IP:127.0.0.1,DNS:localhost");
+  TlsOptions files = ca.issue("server", {"127.0.0.1", "localhost"});
   if (!require_client_cert) files.ca_file.clear();
   return options_of(two_cpus(), key, files);
 }
@@ -222,7 +222,7 @@ TEST(TlsClient, RefusesACertificateFromAnotherCa) {
 TEST(TlsClient, RefusesACertificateForAnotherHost) {
   log::set_level(log::Level::error);
   TestCa ca;
-  TlsOptions files = ca.issue("elsewhere", "DNS:elsewhere.example,IP:10.9.8.7");
+  TlsOptions files = ca.issue("elsewhere", {"elsewhere.example", "10.9.8.7"});
   files.ca_file.clear();
   InProcessServer server(options_of(two_cpus(), {}, files));
   auto devices = connect_devices(server.endpoint(), trusting(ca));
@@ -281,7 +281,7 @@ TEST(MutualTls, AClientWithACertificateOfTheCaIsServed) {
   log::set_level(log::Level::error);
   TestCa ca;
   InProcessServer server(tls_server_options(ca, /*require_client_cert=*/true));
-  Status served = use_server(server.endpoint(), RemoteOptions{.tls = ca.issue("client", "DNS:client")});
+  Status served = use_server(server.endpoint(), RemoteOptions{.tls = ca.issue("client", {"client"})});
   EXPECT_TRUE(served.ok()) << served.to_string();
 }
 
@@ -289,7 +289,7 @@ TEST(MutualTls, AClientWithACertificateOfAnotherCaIsRefused) {
   log::set_level(log::Level::error);
   TestCa ca, stranger("another CA");
   InProcessServer server(tls_server_options(ca, /*require_client_cert=*/true));
-  TlsOptions mine = stranger.issue("client", "DNS:client");
+  TlsOptions mine = stranger.issue("client", {"client"});
   mine.ca_file = ca.ca_file();  // it trusts the server, but the server does not trust it
   Status refused = use_server(server.endpoint(), RemoteOptions{.tls = mine});
   ASSERT_FALSE(refused.ok());
@@ -302,10 +302,10 @@ TEST(TlsPeerCopy, ServersOfOneCaCopyToEachOtherOverTls) {
   log::set_level(log::Level::error);
   TestCa ca;
   // Each server checks the other's certificate against the CA and presents its own.
-  InProcessServer a(options_of(two_cpus(), {}, ca.issue("a", "IP:127.0.0.1")));
-  InProcessServer b(options_of(two_cpus(), {}, ca.issue("b", "IP:127.0.0.1")));
+  InProcessServer a(options_of(two_cpus(), {}, ca.issue("a", {"127.0.0.1"})));
+  InProcessServer b(options_of(two_cpus(), {}, ca.issue("b", {"127.0.0.1"})));
   // Servers with a CA file ask their clients for certificates too.
-  const RemoteOptions client{.tls = ca.issue("client", "DNS:client")};
+  const RemoteOptions client{.tls = ca.issue("client", {"client"})};
   auto src_device = remote_device(a.endpoint(), 0, client);
   auto dst_device = remote_device(b.endpoint(), 1, client);
   auto src = src_device->allocate(65536);
@@ -385,7 +385,7 @@ TEST(TlsServerStart, AMissingCertificateFileIsAnErrorNamingIt) {
 
 TEST(TlsServerStart, AKeyThatIsNotTheCertificatesIsAnError) {
   TestCa ca;
-  TlsOptions a = ca.issue("a", "IP:127.0.0.1"), b = ca.issue("b", "IP:127.0.0.1");
+  TlsOptions a = ca.issue("a", {"127.0.0.1"}), b = ca.issue("b", {"127.0.0.1"});
   auto server = start_with_tls({.cert_file = a.cert_file, .key_file = b.key_file});
   ASSERT_FALSE(server.ok());
   EXPECT_TRUE(contains(server.status().message(), "does not belong to the certificate")) << server.status().to_string();

@@ -2,7 +2,8 @@
 // then requires, the error for a file it cannot use), its warning when it
 // listens beyond loopback without a key, its --tls-cert, --tls-key and
 // --tls-ca (what it says at start, the errors for flags and files it cannot
-// use), and the client commands' --key-file and --tls-* flags.
+// use), the client commands' --key-file and --tls-* flags, and `tensorpc
+// certs`.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 
 #include "file_util.h"
 #include "rpc/tls_test_util.h"
+#include "tensorpc/certs.h"
 #include "tensorpc/devices.h"
 #include "tensorpc/rpc_client.h"
 #include "tensorpc/server_process.h"
@@ -111,7 +113,7 @@ TEST(ClientKeyFile, AnUnusableKeyFileIsAnErrorNamingTheFlagAndTheFile) {
 
 TEST(ServerTls, ServesTlsClientsOfTheCommandLineAndSaysSo) {
   TestCa ca;
-  const TlsOptions files = ca.issue("server", "IP:127.0.0.1");
+  const TlsOptions files = ca.issue("server", {"127.0.0.1"});
   auto server = ServerProcess::start(TENSORPC_SERVER_BINARY,
                                      {"--device", "cpu:1", "--tls-cert", files.cert_file, "--tls-key", files.key_file},
                                      10s);
@@ -144,7 +146,7 @@ TEST(ServerTls, APlainServerSaysBytesTravelInTheClear) {
 
 TEST(ServerTls, ACertificateWithoutItsKeyIsAUsageError) {
   TestCa ca;
-  const TlsOptions files = ca.issue("server", "IP:127.0.0.1");
+  const TlsOptions files = ca.issue("server", {"127.0.0.1"});
   auto server = ServerProcess::start(TENSORPC_SERVER_BINARY, {"--tls-cert", files.cert_file}, 10s);
   ASSERT_FALSE(server.ok());
   EXPECT_TRUE(contains(server.status().message(), "exited with status 2")) << server.status().message();
@@ -153,7 +155,7 @@ TEST(ServerTls, ACertificateWithoutItsKeyIsAUsageError) {
 
 TEST(ServerTls, AnUnreadableCertificateStopsTheServerNamingTheFile) {
   TestCa ca;
-  const TlsOptions files = ca.issue("server", "IP:127.0.0.1");
+  const TlsOptions files = ca.issue("server", {"127.0.0.1"});
   auto server = ServerProcess::start(TENSORPC_SERVER_BINARY,
                                      {"--tls-cert", "/nonexistent/cert.pem", "--tls-key", files.key_file}, 10s);
   ASSERT_FALSE(server.ok());
@@ -171,6 +173,48 @@ TEST(ClientTlsFlags, ACertificateWithoutACaIsAnErrorNamingTheFlags) {
   auto unset = remote_options(ClientFlags{});
   ASSERT_TRUE(unset.ok());
   EXPECT_FALSE(unset.value().tls.has_value());
+}
+
+TEST(Certs, MakeTheCaOnceAndKeepKeysToTheirOwner) {
+  char tmpl[] = "/tmp/tensorpc-certs-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = std::string(tmpl) + "/cluster";  // made by ensure_ca
+  auto ca = ensure_ca(dir);
+  ASSERT_TRUE(ca.ok()) << ca.status().to_string();
+  std::ifstream first(ca.value());
+  const std::string before((std::istreambuf_iterator<char>(first)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(ensure_ca(dir).ok());
+  std::ifstream second(ca.value());
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(second)), std::istreambuf_iterator<char>()), before);
+
+  auto files = issue_certificate(dir, "gpu-box", {"10.0.0.5", "gpu-box"});
+  ASSERT_TRUE(files.ok()) << files.status().to_string();
+  EXPECT_EQ(files.value().cert_file, dir + "/gpu-box.pem");
+  for (const std::string& key : {dir + "/ca.key", files.value().key_file}) {
+    const auto perms = std::filesystem::status(key).permissions();
+    EXPECT_EQ(perms & (std::filesystem::perms::group_all | std::filesystem::perms::others_all),
+              std::filesystem::perms::none)
+        << key;
+  }
+  std::filesystem::remove_all(tmpl);
+}
+
+TEST(Certs, RefuseWhatCannotBeACertificate) {
+  char tmpl[] = "/tmp/tensorpc-certs-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  auto no_ca = issue_certificate(dir, "server", {"127.0.0.1"});
+  ASSERT_FALSE(no_ca.ok());
+  EXPECT_TRUE(contains(no_ca.status().message(), dir + "/ca.pem")) << no_ca.status().to_string();
+  ASSERT_TRUE(ensure_ca(dir).ok());
+  auto bad_host = issue_certificate(dir, "server", {"not a host!"});
+  ASSERT_FALSE(bad_host.ok());
+  EXPECT_TRUE(contains(bad_host.status().message(), "neither an IP address nor a host name"))
+      << bad_host.status().to_string();
+  EXPECT_FALSE(issue_certificate(dir, "server", {}).ok());
+  EXPECT_FALSE(issue_certificate(dir, "ca", {"127.0.0.1"}).ok());  // would overwrite the CA
+  EXPECT_FALSE(issue_certificate(dir, "../x", {"127.0.0.1"}).ok());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -77,6 +77,8 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
   TENSORPC_RETURN_IF_ERROR(add(bench_round_trip(rpc), "round trip"));
   say("set-tensor and get-tensor throughput");
   TENSORPC_RETURN_IF_ERROR(add(bench_set_get(rpc), "set/get"));
+  say("round trip and set/get over TLS");
+  TENSORPC_RETURN_IF_ERROR(add(bench_tls(rpc), "TLS"));
   say("set-tensor through the weights cache");
   TENSORPC_RETURN_IF_ERROR(add(bench_cache_hit(rpc), "cache hit"));
   say("hand-over between devices and between servers");

@@ -1,11 +1,15 @@
 // RPC figures of `tensorpc bench` (bench_rpc.h).
 #include "tensorpc/bench_rpc.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 
 #include "rpc/connection.h"
 #include "rpc/remote_buffer.h"
 #include "tensorpc/bench_measure.h"
+#include "tensorpc/certs.h"
 #include "tensorpc/context.h"
 #include "tensorpc/rpc_client.h"
 
@@ -48,18 +52,47 @@ std::string mib_id(uint64_t bytes) { return std::to_string(bytes / kMiB) + "MiB"
 
 }  // namespace
 
+// Seconds per PING on `connection`, the median of the repetitions.
+StatusOr<double> ping_seconds(rpc::Connection& connection, const RpcBenchOptions& o) {
+  return median_of(o.repetitions, [&]() -> StatusOr<double> {
+    const auto start = BenchClock::now();
+    for (int i = 0; i < o.round_trips; ++i) {
+      TENSORPC_RETURN_IF_ERROR(connection.call_status_only(rpc::Command::ping, {}));
+    }
+    return seconds_since(start) / o.round_trips;
+  });
+}
+
+// Seconds for a set (until a SYNCHRONIZE confirms it) and a get of `t`
+// (`size` bytes), the median of the repetitions each.
+struct SetGet {
+  double set = 0, get = 0;
+};
+StatusOr<SetGet> set_get_seconds(Buffer& buffer, const Tensor& t, uint64_t size, std::vector<uint8_t>& data,
+                                 std::vector<uint8_t>& back, int repetitions) {
+  SetGet out;
+  TENSORPC_BENCH_TAKE(set, median_of(repetitions, [&]() -> StatusOr<double> {
+                        const auto start = BenchClock::now();
+                        TENSORPC_RETURN_IF_ERROR(buffer.set(t, data.data(), 0, size));
+                        TENSORPC_RETURN_IF_ERROR(synchronize(buffer));
+                        return seconds_since(start);
+                      }));
+  TENSORPC_BENCH_TAKE(get, median_of(repetitions, [&]() -> StatusOr<double> {
+                        const auto start = BenchClock::now();
+                        TENSORPC_RETURN_IF_ERROR(buffer.get(t, back.data(), 0, size));
+                        return seconds_since(start);
+                      }));
+  out.set = set;
+  out.get = get;
+  return out;
+}
+
 StatusOr<std::vector<Figure>> bench_round_trip(const RpcBenchOptions& o) {
   TENSORPC_BENCH_TAKE(server, start_loopback_server(0, 0));
   TENSORPC_BENCH_TAKE(connection, rpc::get_connection(loopback_endpoint(*server)));
   TENSORPC_BENCH_TAKE(raw_link, RawLoopback::start(kPingBytes));
   TENSORPC_BENCH_TAKE(raw, median_of(o.repetitions, [&] { return raw_link->round_trip(kPingBytes, o.round_trips); }));
-  TENSORPC_BENCH_TAKE(ours, median_of(o.repetitions, [&]() -> StatusOr<double> {
-                        const auto start = BenchClock::now();
-                        for (int i = 0; i < o.round_trips; ++i) {
-                          TENSORPC_RETURN_IF_ERROR(connection->call_status_only(rpc::Command::ping, {}));
-                        }
-                        return seconds_since(start) / o.round_trips;
-                      }));
+  TENSORPC_BENCH_TAKE(ours, ping_seconds(*connection, o));
   Figure f{.id = "rpc.round_trip",
            .name = "round trip of a tiny command (PING)",
            .value = ours * 1e6,
@@ -83,17 +116,8 @@ StatusOr<std::vector<Figure>> bench_set_get(const RpcBenchOptions& o) {
   std::vector<Figure> out;
   for (const uint64_t size : o.sizes) {
     TENSORPC_BENCH_TAKE(t, whole(*buffer, size));
-    TENSORPC_BENCH_TAKE(set, median_of(o.repetitions, [&]() -> StatusOr<double> {
-                          const auto start = BenchClock::now();
-                          TENSORPC_RETURN_IF_ERROR(buffer->set(t, data.data(), 0, size));
-                          TENSORPC_RETURN_IF_ERROR(synchronize(*buffer));
-                          return seconds_since(start);
-                        }));
-    TENSORPC_BENCH_TAKE(get, median_of(o.repetitions, [&]() -> StatusOr<double> {
-                          const auto start = BenchClock::now();
-                          TENSORPC_RETURN_IF_ERROR(buffer->get(t, back.data(), 0, size));
-                          return seconds_since(start);
-                        }));
+    TENSORPC_BENCH_TAKE(ours, set_get_seconds(*buffer, t, size, data, back, o.repetitions));
+    const double set = ours.set, get = ours.get;
     TENSORPC_BENCH_TAKE(push, median_of(o.repetitions, [&] { return raw_link->push(data.data(), size); }));
     TENSORPC_BENCH_TAKE(pull, median_of(o.repetitions, [&] { return raw_link->pull(back.data(), size); }));
     std::optional<Target> target;
@@ -115,6 +139,63 @@ StatusOr<std::vector<Figure>> bench_set_get(const RpcBenchOptions& o) {
                    .target = target});
   }
   return out;
+}
+
+StatusOr<std::vector<Figure>> bench_tls(const RpcBenchOptions& o) {
+  const uint64_t largest = o.sizes.empty() ? kMiB : *std::max_element(o.sizes.begin(), o.sizes.end());
+  const uint64_t size = std::min(largest, 256 * kMiB);
+  char dir[] = "/tmp/tensorpc-bench-tls-XXXXXX";
+  if (::mkdtemp(dir) == nullptr) return io_error("mkdtemp failed");
+  struct RemoveDir {
+    std::string path;
+    ~RemoveDir() { std::filesystem::remove_all(path); }
+  } remove_dir{dir};
+  TENSORPC_RETURN_IF_ERROR(ensure_ca(dir).status());
+  TENSORPC_BENCH_TAKE(files, issue_certificate(dir, "server", {"127.0.0.1"}));
+  std::vector<uint8_t> data = pattern(size), back(size);
+
+  // The same measurements on a plain server and on a TLS one.
+  struct Side {
+    double ping = 0;
+    SetGet set_get;
+  };
+  auto measure = [&](const TlsOptions& server_tls, const TlsOptions& client_tls) -> StatusOr<Side> {
+    TENSORPC_BENCH_TAKE(server, start_loopback_server(1, 1, server_tls));
+    const std::string endpoint = loopback_endpoint(*server);
+    const RemoteOptions options{.weights_cache_threshold = UINT64_MAX, .tls = client_tls};
+    TENSORPC_BENCH_TAKE(devices, connect_devices(endpoint, options));
+    TENSORPC_BENCH_TAKE(buffer, devices[0]->allocate(size));
+    TENSORPC_BENCH_TAKE(t, whole(*buffer, size));
+    TENSORPC_BENCH_TAKE(connection, rpc::get_connection(endpoint, rpc::credentials_of(options)));
+    Side side;
+    TENSORPC_BENCH_TAKE(ping, ping_seconds(*connection, o));
+    side.ping = ping;
+    TENSORPC_BENCH_TAKE(set_get, set_get_seconds(*buffer, t, size, data, back, o.repetitions));
+    side.set_get = set_get;
+    return side;
+  };
+  TENSORPC_BENCH_TAKE(plain, measure({}, {}));
+  TENSORPC_BENCH_TAKE(tls, measure({.cert_file = files.cert_file, .key_file = files.key_file}, {.ca_file = files.ca_file}));
+  const double gb = static_cast<double>(size) / 1e9;
+  return std::vector<Figure>{
+      {.id = "rpc.tls.round_trip",
+       .name = "round trip of a tiny command (PING) over TLS",
+       .value = tls.ping * 1e6,
+       .unit = "us",
+       .baseline = plain.ping * 1e6,
+       .baseline_name = "plain TCP"},
+      {.id = "rpc.tls.set." + mib_id(size),
+       .name = "set-tensor " + mib_text(size) + " over TLS",
+       .value = gb / tls.set_get.set,
+       .unit = "GB/s",
+       .baseline = gb / plain.set_get.set,
+       .baseline_name = "plain TCP"},
+      {.id = "rpc.tls.get." + mib_id(size),
+       .name = "get-tensor " + mib_text(size) + " over TLS",
+       .value = gb / tls.set_get.get,
+       .unit = "GB/s",
+       .baseline = gb / plain.set_get.get,
+       .baseline_name = "plain TCP"}};
 }
 
 StatusOr<std::vector<Figure>> bench_cache_hit(const RpcBenchOptions& o) {

@@ -30,6 +30,11 @@ StatusOr<std::vector<Figure>> bench_set_get(const RpcBenchOptions& options);
 // the same set with the cache off, GB/s. No target: it pays off only where
 // the network is slower than hashing.
 StatusOr<std::vector<Figure>> bench_cache_hit(const RpcBenchOptions& options);
+// "rpc.tls.round_trip", "rpc.tls.set.<N>MiB", "rpc.tls.get.<N>MiB": the
+// round trip and the set and get of the largest size (at most 256 MiB) with
+// a TLS server (certificates made for the run), against the same on a plain
+// one. No target: the price of encryption, for docs/security.md.
+StatusOr<std::vector<Figure>> bench_tls(const RpcBenchOptions& options);
 // "handover.devices.time|bytes", "handover.servers.time|bytes".
 StatusOr<std::vector<Figure>> bench_handover(const RpcBenchOptions& options);
 

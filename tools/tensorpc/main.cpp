@@ -1,9 +1,10 @@
 // tensorpc: the command-line tool. One subcommand per job (`devices`, `run`,
-// `demo`, `bench`), each in a file of its own that adds itself to
+// `demo`, `bench`, `certs`), each in a file of its own that adds itself to
 // the app.
 #include <CLI/CLI.hpp>
 
 #include "tensorpc/bench.h"
+#include "tensorpc/certs.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/devices.h"
 #include "tensorpc/run.h"
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   tensorpc::tools::add_run_command(app, &exit_code);
   tensorpc::tools::add_demo_command(app, &exit_code);
   tensorpc::tools::add_bench_command(app, &exit_code);
+  tensorpc::tools::add_certs_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
