@@ -22,7 +22,7 @@ namespace tensorpc::rpc {
 
 inline constexpr uint32_t kVersionMajor = 1;
 // 1.1: server-to-server copies; 1.2: execution plans; 1.3: keys, the SYNC flag
-inline constexpr uint32_t kVersionMinor = 3;
+inline constexpr uint32_t kVersionMinor = 4;
 inline constexpr uint32_t kVersionPatch = 0;
 inline constexpr uint32_t kFrameMagic = 0x43505254;  // "TRPC"
 inline constexpr size_t kFrameHeaderSize = 24;

@@ -187,8 +187,10 @@ class Session {
   // The steps shared by single commands and plan steps.
   Status compute_on(uint32_t device, Graph& g);
   Status copy_range(uint64_t src_handle, uint64_t src_offset, uint64_t dst_handle, uint64_t dst_offset, uint64_t size);
+  // COPY_TO_PEER waits for the destination's reply (`wait_for_reply`); a
+  // plan's SEND_TO_PEER does not: the destination's WAIT_FOR hears of it.
   Status send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t size, const std::string& endpoint,
-                      const GrantToken& token);
+                      const GrantToken& token, bool wait_for_reply);
   // WAIT_FOR: until bytes arrived under the step's standing grant since the
   // last wait, the step's timeout, or shutdown().
   Status wait_for_arrival(const PlanStepFields& step);

@@ -66,11 +66,11 @@ StatusOr<std::shared_ptr<Connection>> Session::peer(const std::string& endpoint)
 Status Session::on_copy_to_peer(WireReader& in, Reply&) {
   CopyToPeerRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
-  return send_to_peer(req.src_handle, req.src_offset, req.size, req.endpoint, req.token);
+  return send_to_peer(req.src_handle, req.src_offset, req.size, req.endpoint, req.token, /*wait_for_reply=*/true);
 }
 
 Status Session::send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t size, const std::string& endpoint,
-                             const GrantToken& token) {
+                             const GrantToken& token, bool wait_for_reply) {
   const std::string route =
       "copy of " + std::to_string(size) + " bytes from " + env_.endpoint + " to " + endpoint + ": ";
   auto src = find_range(src_handle, src_offset, size, "COPY_TO_PEER: source");
@@ -90,10 +90,17 @@ Status Session::send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t 
   }
   WireWriter fields;
   encode(fields, WriteGrantedRequest{.token = token, .size = size});
+  const Connection::Request request{
+      .command = Command::write_granted, .fields = fields.bytes(), .bulk = bytes, .timeout = env_.io_timeout};
+  if (!wait_for_reply) {
+    // A plan's send: the destination's WAIT_FOR learns of the arrival, or of
+    // a refused write (GrantArrivals::failure), so no round trip is spent here.
+    const Status sent = connection.value()->send_one_way(request);
+    return sent.ok() ? sent : Status(sent.code(), route + sent.message());
+  }
   // Waits for the destination's status: the client's reply means "written".
   // io_timeout bounds the wait: a destination that stalls must not hold this session.
-  auto reply = connection.value()->call(
-      {.command = Command::write_granted, .fields = fields.bytes(), .bulk = bytes, .timeout = env_.io_timeout});
+  auto reply = connection.value()->call(request);
   if (!reply.ok()) return Status(reply.status().code(), route + reply.status().message());
   if (!reply.value().empty()) {
     return protocol_error(route + "the WRITE_GRANTED reply has " + std::to_string(reply.value().size()) +
@@ -116,9 +123,19 @@ Status Session::on_write_granted(WireReader&, Reply&) {
     return fail_draining(data, invalid_argument(refused + "unknown token (never granted, already used, or its "
                                                           "granting connection has ended)"));
   }
+  // Under a standing grant the sender may not wait for this reply: the
+  // granting session's WAIT_FOR is told instead.
+  const auto record = [&](Status s) {
+    if (!s.ok() && grant->arrivals) {
+      std::lock_guard<std::mutex> lock(grant->arrivals->mutex);
+      if (grant->arrivals->failure.ok()) grant->arrivals->failure = s;
+      grant->arrivals->changed.notify_all();
+    }
+    return s;
+  };
   if (grant->size != req.size) {
-    return fail_draining(data, invalid_argument(refused + "the token grants " + std::to_string(grant->size) +
-                                                " bytes, not " + std::to_string(req.size)));
+    return fail_draining(data, record(invalid_argument(refused + "the token grants " + std::to_string(grant->size) +
+                                                       " bytes, not " + std::to_string(req.size))));
   }
   // Shared ownership for the write: the granting session may free the buffer
   // or end meanwhile, and the bytes must still land in live memory.
@@ -132,9 +149,10 @@ Status Session::on_write_granted(WireReader&, Reply&) {
     }
   }
   if (!entry) {
-    return fail_draining(data, not_found(refused + "the granted buffer was freed, or its connection has ended"));
+    return fail_draining(
+        data, record(not_found(refused + "the granted buffer was freed, or its connection has ended")));
   }
-  Status s = receive_into(*entry, grant->offset, req.size, nullptr);
+  Status s = record(receive_into(*entry, grant->offset, req.size, nullptr));
   // The table's lock orders these bytes before the granting session's next
   // use of the buffer (it looks its buffers up under the same lock).
   { std::lock_guard<std::mutex> lock(table->mutex); }

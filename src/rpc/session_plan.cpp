@@ -9,6 +9,7 @@
 // what can change between runs: a peer that is gone, bytes that never come.
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "rpc/session.h"
 
@@ -127,7 +128,9 @@ Status Session::on_plan_run(WireReader& in, Reply&) {
     switch (f.kind) {
       case PlanStepKind::compute: s = compute_on(f.device, step.graph.graph); break;
       case PlanStepKind::copy: s = copy_range(f.src_handle, f.src_offset, f.dst_handle, f.dst_offset, f.size); break;
-      case PlanStepKind::send_to_peer: s = send_to_peer(f.src_handle, f.src_offset, f.size, f.endpoint, f.token); break;
+      case PlanStepKind::send_to_peer:
+        s = send_to_peer(f.src_handle, f.src_offset, f.size, f.endpoint, f.token, /*wait_for_reply=*/false);
+        break;
       case PlanStepKind::wait_for: s = wait_for_arrival(f); break;
     }
     if (!s.ok()) {
@@ -147,6 +150,7 @@ Status Session::wait_for_arrival(const PlanStepFields& step) {
   // Short slices, so that shutdown() (which cannot reach this condition
   // variable) ends the wait promptly.
   while (a.arrived <= a.seen) {
+    if (!a.failure.ok()) return std::exchange(a.failure, Status());
     if (stopping_.load(std::memory_order_acquire)) return io_error("the server is stopping");
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {

@@ -47,12 +47,15 @@ struct BufferTable {
 
 // Writes completed under one standing grant. `arrived` grows with each; the
 // granting session's WAIT_FOR consumes them (`seen`), so a wait returns once
-// bytes came after the previous wait returned.
+// bytes came after the previous wait returned. A write under the grant that
+// failed (its sender does not wait to hear) is kept in `failure`, so the
+// wait fails at once with its reason instead of timing out.
 struct GrantArrivals {
   std::mutex mutex;
   std::condition_variable changed;
   uint64_t arrived = 0;  // guarded by mutex
   uint64_t seen = 0;     // guarded by mutex; only the granting session moves it
+  Status failure;        // guarded by mutex; the first failed write, until a wait reports it
 };
 
 struct WriteGrant {

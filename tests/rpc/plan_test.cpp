@@ -265,5 +265,29 @@ TEST_F(PlanHostile, AStandingGrantIsReusableUntilItsConnectionEndsAndForgedToken
   EXPECT_TRUE(writer.ping().ok());
 }
 
+TEST_F(PlanHostile, ARefusedWriteUnderAStandingGrantFailsTheWaitingPlanWithItsReason) {
+  // Plans send without waiting for the destination's reply; a write it
+  // refuses reaches the plan that waits for it instead, at once.
+  RawClient writer(port());
+  ASSERT_TRUE(writer.hello().ok());
+  auto token = grant_standing(c_, handle_, 64, 32);
+  ASSERT_TRUE(token.ok()) << token.status().to_string();
+  rpc::PlanStepFields wait;
+  wait.kind = rpc::PlanStepKind::wait_for;
+  wait.token = token.value();
+  wait.timeout_ms = 600000;  // a plan that timed out instead would stall this test for ten minutes
+  ASSERT_TRUE(store(1, {wait}).ok());
+  EXPECT_FALSE(write_granted(writer, token.value(), 33).ok());
+  rpc::WireWriter run;
+  rpc::encode(run, rpc::PlanRunRequest{1});
+  Status s = c_.call_status(Command::plan_run, run);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(contains(s.message(), "step 0 (WAIT_FOR)")) << s.to_string();
+  EXPECT_TRUE(contains(s.message(), "the token grants 32 bytes, not 33")) << s.to_string();
+  // Reported once: the next run waits for the next good write.
+  EXPECT_TRUE(write_granted(writer, token.value(), 32).ok());
+  EXPECT_TRUE(c_.call_status(Command::plan_run, run).ok());
+}
+
 }  // namespace
 }  // namespace tensorpc::test
