@@ -62,6 +62,11 @@ struct ServerStats {
   uint64_t buffer_bytes = 0;  // their bytes
   uint64_t cache_entries = 0;
   uint64_t cache_hits = 0;
+  // Since start, over all sessions: time in graph computations on the
+  // devices, and time execution plans waited for bytes from other servers
+  // (WAIT_FOR). For profiles (tensorpc bench).
+  uint64_t compute_ns = 0;
+  uint64_t peer_wait_ns = 0;
 };
 
 class Server {

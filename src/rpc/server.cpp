@@ -50,6 +50,8 @@ class TcpServer final : public Server {
     s.buffer_bytes = counters_->buffer_bytes.load();
     s.cache_entries = cache_->entries();
     s.cache_hits = cache_->hits();
+    s.compute_ns = counters_->compute_ns.load();
+    s.peer_wait_ns = counters_->peer_wait_ns.load();
     return s;
   }
 

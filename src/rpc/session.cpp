@@ -413,7 +413,11 @@ Status Session::compute_on(uint32_t device, Graph& graph) {
   }
   auto stream = stream_of(device);
   if (!stream.ok()) return stream.status();
-  return stream.value()->compute(graph);
+  const auto start = std::chrono::steady_clock::now();
+  Status s = stream.value()->compute(graph);
+  env_.counters->compute_ns += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  return s;
 }
 
 template <typename Request>

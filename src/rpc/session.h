@@ -58,6 +58,8 @@ StatusOr<Tensor> byte_span(Buffer& buf, uint64_t offset, uint64_t size);
 struct SessionCounters {
   std::atomic<uint64_t> live_buffers{0};
   std::atomic<uint64_t> buffer_bytes{0};
+  std::atomic<uint64_t> compute_ns{0};    // time spent in graph computations, all sessions
+  std::atomic<uint64_t> peer_wait_ns{0};  // time plans spent in WAIT_FOR
 };
 
 // What a session shares with the server and its other sessions.

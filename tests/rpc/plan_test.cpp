@@ -85,6 +85,11 @@ TEST_F(PlanPair, APlanSendsServerToServerAndTheWaitingPlanRunsOnItsBytesRunAfter
     ASSERT_TRUE(out.ok());
     EXPECT_FLOAT_EQ(out.value()[3], values[3] / (1.0f + std::exp(-values[3])));
   }
+  // The profile counters saw B's computations and waits, and A's none.
+  EXPECT_GT(b_.stats().compute_ns, 0u);
+  EXPECT_GT(b_.stats().peer_wait_ns, 0u);
+  EXPECT_EQ(a_.stats().compute_ns, 0u);
+  EXPECT_EQ(a_.stats().peer_wait_ns, 0u);
 }
 
 TEST_F(PlanPair, AWaitWhoseBytesNeverComeTimesOutNamingBothEndpoints) {

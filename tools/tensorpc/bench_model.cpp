@@ -24,7 +24,7 @@ constexpr int64_t kContext = 512;
 }  // namespace
 
 StatusOr<GenerationSpeed> measure_generation(const LlamaModel& model, const std::vector<std::string>& endpoints,
-                                             const ModelBenchOptions& o) {
+                                             const ModelBenchOptions& o, const std::vector<const Server*>& profiled) {
   TENSORPC_BENCH_TAKE(devices, DeviceSet::connect(endpoints.empty(), o.threads, endpoints));
   const std::vector<Device*> list = devices.devices();
   TENSORPC_BENCH_TAKE(placement,
@@ -35,10 +35,25 @@ StatusOr<GenerationSpeed> measure_generation(const LlamaModel& model, const std:
   g.sampler.temperature = 0;
   GenerationSpeed speed;
   speed.weight_bytes = placement->weight_bytes();
+  // The profiled servers' compute and wait times, summed.
+  const auto server_times = [&] {
+    std::pair<uint64_t, uint64_t> sum{0, 0};
+    for (const Server* s : profiled) {
+      const ServerStats st = s->stats();
+      sum.first += st.compute_ns;
+      sum.second += st.peer_wait_ns;
+    }
+    return sum;
+  };
+  std::pair<uint64_t, uint64_t> at_decode{0, 0};
+  g.on_decode_start = [&] { at_decode = server_times(); };
   std::vector<double> prefill;
   TENSORPC_BENCH_TAKE(decode, median_of(o.repetitions, [&]() -> StatusOr<double> {
                         TENSORPC_BENCH_TAKE(r, generate(model, *placement, kPrompt, g));
                         if (r.decode_steps == 0) return internal_error("no decode step ran");
+                        const auto after = server_times();
+                        speed.server_compute_ms = (after.first - at_decode.first) / 1e6 / r.decode_steps;
+                        speed.peer_wait_ms = (after.second - at_decode.second) / 1e6 / r.decode_steps;
                         prefill.push_back(static_cast<double>(r.prompt.size()) / r.prompt_seconds);
                         speed.round_trips = static_cast<double>(r.decode.round_trips) / r.decode_steps;
                         speed.client_bytes =
@@ -61,6 +76,11 @@ struct Servers {
   std::vector<std::string> endpoints() const {
     std::vector<std::string> out;
     for (const auto& s : servers) out.push_back(loopback_endpoint(*s));
+    return out;
+  }
+  std::vector<const Server*> profiled() const {
+    std::vector<const Server*> out;
+    for (const auto& s : servers) out.push_back(s.get());
     return out;
   }
   StatusOr<std::vector<std::string>> linked_endpoints(const LinkShape& link) {
@@ -98,11 +118,11 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
   TENSORPC_BENCH_TAKE(single, measure_generation(*model, one.endpoints(), o));
   one.servers.clear();
   TENSORPC_BENCH_TAKE(two, start_servers(2, 2, std::max(1, o.threads / 4)));
-  TENSORPC_BENCH_TAKE(spread, measure_generation(*model, two.endpoints(), o));
+  TENSORPC_BENCH_TAKE(spread, measure_generation(*model, two.endpoints(), o, two.profiled()));
   // The same servers behind the emulated link: their weights caches have the
   // model, so only hashes cross the link while it loads.
   TENSORPC_BENCH_TAKE(linked_endpoints, two.linked_endpoints(o.link));
-  TENSORPC_BENCH_TAKE(linked, measure_generation(*model, linked_endpoints, o));
+  TENSORPC_BENCH_TAKE(linked, measure_generation(*model, linked_endpoints, o, two.profiled()));
 
   const Target distributed{.bound = Target::Bound::at_least, .limit = 0.9};
   const Target one_round_trip{.bound = Target::Bound::at_most, .limit = 1, .on_ratio = false};
@@ -145,6 +165,33 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
                  .baseline = spread.decode_tps,
                  .baseline_name = "same on loopback"});
   traffic("2x2_link", "2 servers x 2 devices, " + link, linked, 2, one_round_trip);
+  // Where a decode step's time goes: computing on the servers' devices (the
+  // local step, all compute, for scale), and the rest — the wire, hand-overs
+  // between servers, the client, threads waking — against the whole step.
+  // Waiting for another server's tensor overlaps the sender's compute.
+  auto profile = [&](const std::string& layout, const std::string& layout_name, const GenerationSpeed& s) {
+    const double step_ms = 1000 / s.decode_tps;
+    out.push_back({.id = id + "step." + layout + ".compute",
+                   .name = name + "decode step, compute on the servers, " + layout_name,
+                   .value = s.server_compute_ms,
+                   .unit = "ms",
+                   .baseline = 1000 / local.decode_tps,
+                   .baseline_name = "local step"});
+    out.push_back({.id = id + "step." + layout + ".other",
+                   .name = name + "decode step, wire, hand-overs, client, " + layout_name,
+                   .value = std::max(0.0, step_ms - s.server_compute_ms),
+                   .unit = "ms",
+                   .baseline = step_ms,
+                   .baseline_name = "whole step"});
+    out.push_back({.id = id + "step." + layout + ".peer_wait",
+                   .name = name + "decode step, plans waiting for a peer's tensor, " + layout_name,
+                   .value = s.peer_wait_ms,
+                   .unit = "ms",
+                   .baseline = step_ms,
+                   .baseline_name = "whole step"});
+  };
+  profile("2x2", "2 servers x 2 devices", spread);
+  profile("2x2_link", "2 servers x 2 devices, " + link, linked);
   // The client's counters miss exchanges between the servers (a peer copy's
   // grant); the time the link adds to a token does not: in link round trips,
   // it is every exchange on the token's critical path.

@@ -13,6 +13,7 @@
 #include "tensorpc/bench_report.h"
 #include "tensorpc/dtype.h"
 #include "tensorpc/link_proxy.h"
+#include "tensorpc/server.h"
 #include "tensorpc/status.h"
 
 namespace tensorpc::tools {
@@ -33,14 +34,21 @@ struct ModelBenchOptions {
 // Greedy generations of `model` on the local CPU (`endpoints` empty; with
 // options.threads threads) or on every device of the servers at `endpoints`
 // (layers split evenly): tokens/s as the median of options.repetitions
-// generations, traffic per generated token from the last.
+// generations, traffic per generated token from the last. With `profiled`
+// (servers of this process behind `endpoints`), also where a decode step's
+// time went on them, from their ServerStats over the last generation's
+// decode.
 struct GenerationSpeed {
   double decode_tps = 0, prefill_tps = 0;
   double round_trips = 0, client_bytes = 0;  // per generated token
   uint64_t weight_bytes = 0;                 // on the devices, as placed
+  // Per decode step, summed over the profiled servers: computing on their
+  // devices, and plans waiting for a tensor from another server.
+  double server_compute_ms = 0, peer_wait_ms = 0;
 };
 StatusOr<GenerationSpeed> measure_generation(const LlamaModel& model, const std::vector<std::string>& endpoints,
-                                             const ModelBenchOptions& options);
+                                             const ModelBenchOptions& options,
+                                             const std::vector<const Server*>& profiled = {});
 
 // Decode and prefill figures of `model`, ids "model.<key>.*".
 StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& model, const ModelBenchOptions& options);

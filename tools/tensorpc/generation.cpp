@@ -176,6 +176,7 @@ StatusOr<GenerateResult> generate(const LlamaModel& model, ModelPlacement& place
     r.generated.push_back(next);
     if (i == 0) {
       r.prompt_seconds = seconds_since(t0);
+      if (options.on_decode_start) options.on_decode_start();
       decode_start = Clock::now();
     }
     if (options.stop_at_eos && next == tok.eos()) break;

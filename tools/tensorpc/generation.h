@@ -58,6 +58,7 @@ struct GenerateOptions {
   bool stop_at_eos = true;      // false: run to n_predict (tests, benchmarks)
   SamplerOptions sampler;
   GeneratorOptions generator;
+  std::function<void()> on_decode_start = {};  // called once prefill is done (profiles); may be empty
 };
 
 struct GenerateResult {
