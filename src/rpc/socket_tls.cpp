@@ -205,7 +205,9 @@ Status Socket::tls_send(std::span<const iovec> parts) {
   return tls_write(tls_stage_.data(), tls_stage_.size());
 }
 
-bool Socket::tls_buffered() const { return tls_ && SSL_pending(tls_.get()) > 0; }
+// SSL_has_pending: decrypted bytes, or received bytes not yet decrypted
+// (read ahead), either of which poll() cannot see.
+bool Socket::tls_buffered() const { return tls_ && SSL_has_pending(tls_.get()) == 1; }
 
 void Socket::end_tls() {
   if (!tls_) return;
