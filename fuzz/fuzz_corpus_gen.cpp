@@ -221,5 +221,17 @@ int main(int argc, char** argv) {
     t.add(Command::plan_run, PlanRunRequest{.plan_id = 3});
     write_file(sessions / "execution_plans", t.bytes());
   }
+  {
+    // A client that claims a key: the keyed server checks its proof (which
+    // cannot match), the server without a key refuses the AUTH.
+    Transcript t;
+    t.add(Command::hello, HelloRequest{.features = kFeatureKey, .client = "fuzz"});
+    AuthRequest auth;
+    auth.client_nonce.fill(0x11);
+    auth.client_proof.fill(0x22);
+    t.add(Command::auth, auth);
+    t.add(Command::buffer_alloc, BufferAllocRequest{.device = 0, .size = 4096});
+    write_file(sessions / "key_handshake", t.bytes());
+  }
   return 0;
 }

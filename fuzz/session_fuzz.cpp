@@ -8,6 +8,10 @@
 //
 // Sends to other servers are refused (no peer connections), and a plan may
 // wait at most 5 ms for bytes that never come, so no input stalls the run.
+//
+// Each input is served twice: by a server without a key, and by one with a
+// key, where it meets the handshake a stranger meets (HELLO, AUTH with a
+// proof it cannot know) and must get no further.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -33,6 +37,7 @@ struct Server {
   rpc::WriteGrants grants;
   std::unique_ptr<rpc::WeightsCache> cache = rpc::WeightsCache::open(uint64_t{1} << 20, "").value();
   rpc::SessionEnv env;
+  rpc::SessionEnv keyed_env;
 
   Server() {
     log::set_level(log::Level::error);  // a line per session would be most of the run
@@ -47,6 +52,8 @@ struct Server {
     env.peers = nullptr;  // COPY_TO_PEER and SEND_TO_PEER are refused
     env.endpoint = "fuzz:0";
     env.max_plan_wait_ms = 5;
+    keyed_env = env;
+    keyed_env.key = "the fuzzed server's key";
   }
 };
 
@@ -55,10 +62,8 @@ Server& server() {
   return s;
 }
 
-}  // namespace
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Server& s = server();
+// Serves the client stream `data` with a session of `env`, to its end.
+void serve(Server& s, const rpc::SessionEnv& env, const uint8_t* data, size_t size) {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) std::abort();
   const int client = fds[1];
@@ -79,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   });
   {
-    rpc::Session session(rpc::Socket(fds[0]), s.env, /*id=*/1);
+    rpc::Session session(rpc::Socket(fds[0]), env, /*id=*/1);
     session.run();
   }
   writer.join();
@@ -91,5 +96,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  static_cast<unsigned long long>(s.counters.buffer_bytes.load()));
     std::abort();
   }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Server& s = server();
+  serve(s, s.env, data, size);
+  serve(s, s.keyed_env, data, size);
   return 0;
 }
