@@ -153,6 +153,10 @@ int main(int argc, char** argv) {
   write_file(messages / "set_tensor_hash_request", bytes_of(SetTensorHashRequest{.handle = 1, .size = 64}));
   write_file(messages / "copy_tensor_request", bytes_of(CopyTensorRequest{1, 0, 2, 64, 128}));
   write_file(messages / "set_tensor_hash_reply", bytes_of(SetTensorHashReply{.found = true}));
+  const SetTensorHashesRequest hashes{.entries = {SetTensorHashRequest{.handle = 1, .offset = 0, .size = 64},
+                                                  SetTensorHashRequest{.handle = 1, .offset = 64, .size = 64}}};
+  write_file(messages / "set_tensor_hashes_request", bytes_of(hashes));
+  write_file(messages / "set_tensor_hashes_reply", bytes_of(SetTensorHashesReply{.found = {true, false, true}}));
   WireWriter status;
   encode_status(status, invalid_argument("bad shape"));
   write_file(messages / "status_error", status.bytes());
@@ -196,6 +200,7 @@ int main(int argc, char** argv) {
     t.add(Command::set_tensor_hash, SetTensorHashRequest{.handle = 1, .offset = 0, .size = 64});
     t.add(Command::set_tensor, SetTensorRequest{.handle = 1, .offset = 0, .size = 64}, bytes64, kFlagCache);
     t.add(Command::set_tensor_hash, SetTensorHashRequest{.handle = 2, .offset = 64, .size = 64});
+    t.add(Command::set_tensor_hashes, hashes);
     t.add(Command::grant_write, GrantWriteRequest{.handle = 2, .offset = 0, .size = 64});
     t.add(Command::copy_to_peer, CopyToPeerRequest{.src_handle = 1, .size = 64, .endpoint = "127.0.0.1:1"});
     t.add(Command::write_granted, WriteGrantedRequest{.size = 64}, bytes64);

@@ -56,6 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check<SetTensorRequest>(bytes, true);
   check<SetTensorHashRequest>(bytes, false);
   check<SetTensorHashReply>(bytes, false);
+  check<SetTensorHashesRequest>(bytes, false);
+  check<SetTensorHashesReply>(bytes, false);
   check<GetTensorRequest>(bytes, false);
   check<CopyTensorRequest>(bytes, false);
   check<GrantWriteRequest>(bytes, false);

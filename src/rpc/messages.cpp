@@ -7,6 +7,7 @@
 // read.
 #include "rpc/messages.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -86,6 +87,33 @@ class FieldReader {
 FieldReader request(WireReader& r, Command c) { return FieldReader(r, c, "request"); }
 FieldReader reply(WireReader& r, Command c) { return FieldReader(r, c, "reply"); }
 
+// The fields of SET_TENSOR_HASH, which are also each entry of SET_TENSOR_HASHES.
+void read_hash_entry(FieldReader& f, SetTensorHashRequest& m) {
+  f.u64(m.handle, "handle");
+  f.u64(m.offset, "offset");
+  f.u64(m.size, "size");
+  f.bytes(m.sha256.data(), m.sha256.size(), "sha256");
+}
+
+// A count of at most kMaxHashEntries, whose items take `bytes_for(count)`
+// bytes: checked before anything is allocated for them.
+template <typename BytesFor>
+uint32_t read_hash_count(FieldReader& f, BytesFor bytes_for) {
+  uint32_t count = 0;
+  f.u32(count, "count");
+  if (!f.ok()) return 0;
+  if (count > kMaxHashEntries) {
+    f.fail("count", "is " + std::to_string(count) + ", more than the limit of " + std::to_string(kMaxHashEntries));
+    return 0;
+  }
+  if (f.remaining() < bytes_for(count)) {
+    f.fail("count", "says " + std::to_string(count) + " entries, which take " + std::to_string(bytes_for(count)) +
+                        " bytes, but the payload is truncated: " + std::to_string(f.remaining()) + " follow");
+    return 0;
+  }
+  return count;
+}
+
 }  // namespace
 
 const char* name_of(Command c) {
@@ -111,6 +139,7 @@ const char* name_of(Command c) {
     case Command::plan_run: return "PLAN_RUN";
     case Command::grant_standing: return "GRANT_STANDING";
     case Command::auth: return "AUTH";
+    case Command::set_tensor_hashes: return "SET_TENSOR_HASHES";
   }
   return "UNKNOWN_COMMAND";
 }
@@ -341,10 +370,7 @@ void encode(WireWriter& w, const SetTensorHashRequest& m) {
 
 Status decode(WireReader& r, SetTensorHashRequest& m) {
   FieldReader f = request(r, Command::set_tensor_hash);
-  f.u64(m.handle, "handle");
-  f.u64(m.offset, "offset");
-  f.u64(m.size, "size");
-  f.bytes(m.sha256.data(), m.sha256.size(), "sha256");
+  read_hash_entry(f, m);
   return f.finish_whole();
 }
 
@@ -511,6 +537,48 @@ void encode(WireWriter& w, const PlanRunRequest& m) { w.u64(m.plan_id); }
 Status decode(WireReader& r, PlanRunRequest& m) {
   FieldReader f = request(r, Command::plan_run);
   f.u64(m.plan_id, "plan_id");
+  return f.finish_whole();
+}
+
+// ---- SET_TENSOR_HASHES (1.5) ------------------------------------------------------------
+
+void encode(WireWriter& w, const SetTensorHashesRequest& m) {
+  w.u32(static_cast<uint32_t>(m.entries.size()));
+  for (const SetTensorHashRequest& e : m.entries) encode(w, e);
+}
+
+Status decode(WireReader& r, SetTensorHashesRequest& m) {
+  FieldReader f = request(r, Command::set_tensor_hashes);
+  const uint32_t count = read_hash_count(f, [](uint64_t n) { return n * kHashEntrySize; });
+  m.entries.assign(count, SetTensorHashRequest{});
+  for (SetTensorHashRequest& e : m.entries) read_hash_entry(f, e);
+  return f.finish_whole();
+}
+
+void encode(WireWriter& w, const SetTensorHashesReply& m) {
+  w.u32(static_cast<uint32_t>(m.found.size()));
+  for (size_t byte = 0; byte * 8 < m.found.size(); ++byte) {
+    uint8_t bits = 0;
+    for (size_t i = byte * 8; i < std::min(m.found.size(), byte * 8 + 8); ++i) {
+      if (m.found[i]) bits |= static_cast<uint8_t>(1u << (i % 8));
+    }
+    w.u8(bits);
+  }
+}
+
+Status decode(WireReader& r, SetTensorHashesReply& m) {
+  FieldReader f = reply(r, Command::set_tensor_hashes);
+  const uint32_t count = read_hash_count(f, [](uint64_t n) { return (n + 7) / 8; });
+  m.found.assign(count, false);
+  for (uint32_t byte = 0; byte * 8 < count && f.ok(); ++byte) {
+    uint8_t bits = 0;
+    f.u8(bits, "found");
+    const uint32_t used = std::min<uint32_t>(8, count - byte * 8);
+    if (f.ok() && used < 8 && (bits >> used) != 0) {
+      f.fail("found", "has bits set past entry " + std::to_string(count - 1));
+    }
+    for (uint32_t i = 0; i < used; ++i) m.found[byte * 8 + i] = ((bits >> i) & 1) != 0;
+  }
   return f.finish_whole();
 }
 

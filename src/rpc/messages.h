@@ -21,8 +21,9 @@
 namespace tensorpc::rpc {
 
 inline constexpr uint32_t kVersionMajor = 1;
-// 1.1: server-to-server copies; 1.2: execution plans; 1.3: keys, the SYNC flag
-inline constexpr uint32_t kVersionMinor = 4;
+// 1.1: server-to-server copies; 1.2: execution plans; 1.3: keys, the SYNC flag;
+// 1.4: one-way SEND_TO_PEER in plans; 1.5: SET_TENSOR_HASHES
+inline constexpr uint32_t kVersionMinor = 5;
 inline constexpr uint32_t kVersionPatch = 0;
 inline constexpr uint32_t kFrameMagic = 0x43505254;  // "TRPC"
 inline constexpr size_t kFrameHeaderSize = 24;
@@ -42,15 +43,16 @@ enum class Command : uint16_t {
   graph_recompute = 11,
   synchronize = 12,
   ping = 13,
-  grant_write = 14,     // 1.1
-  copy_to_peer = 15,    // 1.1
-  write_granted = 16,   // 1.1
-  plan_store = 17,      // 1.2
-  plan_run = 18,        // 1.2
-  grant_standing = 19,  // 1.2
-  auth = 20,            // 1.3
+  grant_write = 14,        // 1.1
+  copy_to_peer = 15,       // 1.1
+  write_granted = 16,      // 1.1
+  plan_store = 17,         // 1.2
+  plan_run = 18,           // 1.2
+  grant_standing = 19,     // 1.2
+  auth = 20,               // 1.3
+  set_tensor_hashes = 21,  // 1.5
 };
-inline constexpr uint16_t kCommandCount = 21;
+inline constexpr uint16_t kCommandCount = 22;
 const char* name_of(Command c);
 
 enum FrameFlag : uint16_t {
@@ -221,6 +223,24 @@ struct PlanRunRequest {
   uint64_t plan_id = 0;
 };
 
+// ---- batched weights-cache lookups (1.5) --------------------------------------
+// Many SET_TENSOR_HASH entries in one round trip. The count is bounded so a
+// request stays small (4 + 4096 × 56 bytes, about 224 KiB) and a forged
+// count costs nothing before its bytes arrive.
+inline constexpr uint32_t kMaxHashEntries = 4096;
+// The first minor version (of major 1) whose servers take SET_TENSOR_HASHES.
+inline constexpr uint32_t kSetTensorHashesMinor = 5;
+inline constexpr size_t kHashEntrySize = 3 * 8 + 32;
+struct SetTensorHashesRequest {
+  std::vector<SetTensorHashRequest> entries;
+};
+// found[i]: entry i's bytes were in the cache and have been written. On the
+// wire: u32 count, then a bitmap of (count + 7) / 8 bytes, entry i in bit
+// i % 8 of byte i / 8, the unused high bits of the last byte 0.
+struct SetTensorHashesReply {
+  std::vector<bool> found;
+};
+
 // ---- keys (1.3) ---------------------------------------------------------------
 // The client's half of the handshake, after a HELLO reply with kFeatureKey.
 struct AuthRequest {
@@ -264,6 +284,8 @@ TENSORPC_RPC_MESSAGE(PlanStoreRequest)
 TENSORPC_RPC_MESSAGE(PlanRunRequest)
 TENSORPC_RPC_MESSAGE(AuthRequest)
 TENSORPC_RPC_MESSAGE(AuthReply)
+TENSORPC_RPC_MESSAGE(SetTensorHashesRequest)
+TENSORPC_RPC_MESSAGE(SetTensorHashesReply)
 #undef TENSORPC_RPC_MESSAGE
 
 }  // namespace tensorpc::rpc

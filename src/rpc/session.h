@@ -157,7 +157,6 @@ class Session {
   Status on_buffer_free(WireReader& in, Reply& out);
   Status on_buffer_clear(WireReader& in, Reply& out);
   Status on_set_tensor(WireReader& in, Reply& out);
-  Status on_set_tensor_hash(WireReader& in, Reply& out);
   Status on_get_tensor(WireReader& in, Reply& out);
   Status on_copy_tensor(WireReader& in, Reply& out);
   Status on_graph_compute(WireReader& in, Reply& out);
@@ -168,6 +167,9 @@ class Session {
   Status on_grant_write(WireReader& in, Reply& out);
   Status on_copy_to_peer(WireReader& in, Reply& out);
   Status on_write_granted(WireReader& in, Reply& out);
+  // The weights cache (session_cache.cpp).
+  Status on_set_tensor_hash(WireReader& in, Reply& out);
+  Status on_set_tensor_hashes(WireReader& in, Reply& out);
   // Execution plans (session_plan.cpp).
   Status on_grant_standing(WireReader& in, Reply& out);
   Status on_plan_store(WireReader& in, Reply& out);
@@ -181,6 +183,10 @@ class Session {
   Status check_device(uint32_t device) const;
   // The session's limits (SessionEnv) allow one more buffer of `size` bytes.
   Status check_session_limits(uint64_t size) const;
+  // Writes the bytes the cache holds under e.sha256 into [e.offset, +e.size)
+  // of entry (already range-checked) when they are exactly e.size bytes;
+  // whether it did.
+  StatusOr<bool> fill_from_cache(BufferEntry& entry, const SetTensorHashRequest& e);
   Status receive_into(BufferEntry& entry, uint64_t offset, uint64_t size, Sha256Hasher* hasher);
   Status write_bytes(BufferEntry& entry, uint64_t offset, const uint8_t* src, uint64_t size);
   Status read_bytes(BufferEntry& entry, uint64_t offset, uint8_t* dst, uint64_t size);

@@ -10,27 +10,28 @@
 namespace tensorpc::rpc {
 
 const Session::CommandSpec Session::kCommands[kCommandCount] = {
-    {&Session::on_hello, false},            // HELLO (session_handshake.cpp)
-    {&Session::on_list_devices, false},     // LIST_DEVICES
-    {&Session::on_device_memory, false},    // DEVICE_MEMORY
-    {&Session::on_buffer_alloc, false},     // BUFFER_ALLOC
-    {&Session::on_buffer_free, false},      // BUFFER_FREE
-    {&Session::on_buffer_clear, false},     // BUFFER_CLEAR
-    {&Session::on_set_tensor, true},        // SET_TENSOR
-    {&Session::on_set_tensor_hash, false},  // SET_TENSOR_HASH
-    {&Session::on_get_tensor, false},       // GET_TENSOR
-    {&Session::on_copy_tensor, false},      // COPY_TENSOR
-    {&Session::on_graph_compute, false},    // GRAPH_COMPUTE
-    {&Session::on_graph_recompute, false},  // GRAPH_RECOMPUTE
-    {&Session::on_synchronize, false},      // SYNCHRONIZE
-    {&Session::on_ping, false},             // PING
-    {&Session::on_grant_write, false},      // GRANT_WRITE
-    {&Session::on_copy_to_peer, false},     // COPY_TO_PEER
-    {&Session::on_write_granted, true},     // WRITE_GRANTED
-    {&Session::on_plan_store, false},       // PLAN_STORE
-    {&Session::on_plan_run, false},         // PLAN_RUN
-    {&Session::on_grant_standing, false},   // GRANT_STANDING
-    {&Session::on_auth, false},             // AUTH (session_handshake.cpp)
+    {&Session::on_hello, false},              // HELLO (session_handshake.cpp)
+    {&Session::on_list_devices, false},       // LIST_DEVICES
+    {&Session::on_device_memory, false},      // DEVICE_MEMORY
+    {&Session::on_buffer_alloc, false},       // BUFFER_ALLOC
+    {&Session::on_buffer_free, false},        // BUFFER_FREE
+    {&Session::on_buffer_clear, false},       // BUFFER_CLEAR
+    {&Session::on_set_tensor, true},          // SET_TENSOR
+    {&Session::on_set_tensor_hash, false},    // SET_TENSOR_HASH (session_cache.cpp)
+    {&Session::on_get_tensor, false},         // GET_TENSOR
+    {&Session::on_copy_tensor, false},        // COPY_TENSOR
+    {&Session::on_graph_compute, false},      // GRAPH_COMPUTE
+    {&Session::on_graph_recompute, false},    // GRAPH_RECOMPUTE
+    {&Session::on_synchronize, false},        // SYNCHRONIZE
+    {&Session::on_ping, false},               // PING
+    {&Session::on_grant_write, false},        // GRANT_WRITE
+    {&Session::on_copy_to_peer, false},       // COPY_TO_PEER
+    {&Session::on_write_granted, true},       // WRITE_GRANTED
+    {&Session::on_plan_store, false},         // PLAN_STORE
+    {&Session::on_plan_run, false},           // PLAN_RUN
+    {&Session::on_grant_standing, false},     // GRANT_STANDING
+    {&Session::on_auth, false},               // AUTH (session_handshake.cpp)
+    {&Session::on_set_tensor_hashes, false},  // SET_TENSOR_HASHES (session_cache.cpp)
 };
 
 // ---- handlers -----------------------------------------------------------------------
@@ -136,24 +137,6 @@ Status Session::on_set_tensor(WireReader&, Reply&) {
     TENSORPC_RETURN_IF_ERROR(read_bytes(*entry.value(), req.offset, bytes.data(), req.size));
     env_.cache->insert(hasher->finish(), std::move(bytes));
   }
-  return Status();
-}
-
-Status Session::on_set_tensor_hash(WireReader& in, Reply& out) {
-  SetTensorHashRequest req;
-  TENSORPC_RETURN_IF_ERROR(decode(in, req));
-  auto entry = find_range(req.handle, req.offset, req.size, "SET_TENSOR_HASH:");
-  if (!entry.ok()) return entry.status();
-  SetTensorHashReply reply;
-  if (env_.cache != nullptr) {
-    WeightsCache::Bytes bytes = env_.cache->find(req.sha256);
-    // A size that does not match is the client's mistake; it sends the bytes.
-    if (bytes != nullptr && bytes->size() == req.size) {
-      TENSORPC_RETURN_IF_ERROR(write_bytes(*entry.value(), req.offset, bytes->data(), req.size));
-      reply.found = true;
-    }
-  }
-  encode(out.fields, reply);
   return Status();
 }
 

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -198,6 +199,55 @@ TEST(Messages, SetTensorHashReplyRejectsFoundOtherThanZeroOrOne) {
   const Status s = decode_bytes(bytes, back);
   EXPECT_EQ(s.code(), StatusCode::protocol_error);
   EXPECT_TRUE(names(s, "SET_TENSOR_HASH") && names(s, "'found'")) << s.to_string();
+}
+
+TEST(Messages, SetTensorHashesRequestIsACountThenSetTensorHashEntries) {
+  SetTensorHashesRequest m;
+  for (uint64_t i = 0; i < 3; ++i) {
+    SetTensorHashRequest e{.handle = i + 1, .offset = 64 * i, .size = 4096 + i, .sha256 = {}};
+    e.sha256.fill(static_cast<uint8_t>(0xa0 + i));
+    m.entries.push_back(e);
+  }
+  EXPECT_TRUE(round_trips_and_rejects_truncation(m, "SET_TENSOR_HASHES request", false));
+  const std::vector<uint8_t> bytes = bytes_of(m);
+  ASSERT_EQ(bytes.size(), 4 + 3 * kHashEntrySize);
+  EXPECT_EQ(bytes[0], 3);
+  const std::vector<uint8_t> second = bytes_of(m.entries[1]);
+  EXPECT_TRUE(std::equal(second.begin(), second.end(), bytes.begin() + 4 + kHashEntrySize));
+  EXPECT_TRUE(round_trips_and_rejects_truncation(SetTensorHashesRequest{}, "SET_TENSOR_HASHES request", false));
+}
+
+TEST(Messages, SetTensorHashesRequestRejectsACountOverTheLimitBeforeReadingEntries) {
+  WireWriter w;
+  w.u32(kMaxHashEntries + 1);
+  SetTensorHashesRequest back;
+  Status s = decode_bytes(w.bytes(), back);
+  EXPECT_EQ(s.code(), StatusCode::protocol_error);
+  EXPECT_TRUE(names(s, "'count'") && names(s, std::to_string(kMaxHashEntries))) << s.to_string();
+
+  WireWriter forged;
+  forged.u32(kMaxHashEntries);  // and no entries
+  s = decode_bytes(forged.bytes(), back);
+  EXPECT_TRUE(names(s, "'count'") && names(s, "truncated")) << s.to_string();
+}
+
+TEST(Messages, SetTensorHashesReplyIsACountThenABitmap) {
+  SetTensorHashesReply m;
+  m.found.assign(10, false);
+  m.found[0] = m.found[3] = m.found[9] = true;
+  EXPECT_EQ(bytes_of(m), (std::vector<uint8_t>{10, 0, 0, 0, 0x09, 0x02}));
+  EXPECT_TRUE(round_trips_and_rejects_truncation(m, "SET_TENSOR_HASHES reply", false));
+  SetTensorHashesReply back;
+  ASSERT_TRUE(decode_bytes(bytes_of(m), back).ok());
+  EXPECT_EQ(back.found, m.found);
+  EXPECT_EQ(bytes_of(SetTensorHashesReply{}), (std::vector<uint8_t>{0, 0, 0, 0}));
+}
+
+TEST(Messages, SetTensorHashesReplyRejectsBitsPastItsCount) {
+  SetTensorHashesReply back;
+  const Status s = decode_bytes(std::vector<uint8_t>{3, 0, 0, 0, 0x08}, back);
+  EXPECT_EQ(s.code(), StatusCode::protocol_error);
+  EXPECT_TRUE(names(s, "SET_TENSOR_HASHES reply") && names(s, "'found'")) << s.to_string();
 }
 
 TEST(Messages, BufferAllocReplyRejectsHandleZero) {

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +27,13 @@
 #include "tensorpc/status.h"
 
 namespace tensorpc::test {
+
+inline std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
 
 struct RawReply {
   rpc::FrameHeader header;
@@ -170,6 +178,19 @@ class RawClient {
     rpc::SetTensorHashReply rep;
     if (!rpc::decode(in, rep).ok()) return -1;
     return rep.found ? 1 : 0;
+  }
+
+  // SET_TENSOR_HASHES: which entries were found, or the server's error.
+  StatusOr<std::vector<bool>> set_tensor_hashes(const std::vector<rpc::SetTensorHashRequest>& entries) {
+    rpc::WireWriter w;
+    rpc::encode(w, rpc::SetTensorHashesRequest{entries});
+    auto r = call(rpc::Command::set_tensor_hashes, w);
+    if (!r.ok()) return r.status();
+    if (!r.value().status.ok()) return r.value().status;
+    rpc::WireReader in = r.value().fields();
+    rpc::SetTensorHashesReply rep;
+    TENSORPC_RETURN_IF_ERROR(rpc::decode(in, rep));
+    return rep.found;
   }
 
   Status ping() { return call_status(rpc::Command::ping); }

@@ -31,13 +31,6 @@ namespace {
 
 using rpc::Command;
 
-std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
-
 std::unique_ptr<Server> start_server(ServerOptions options = {}) {
   options.port = 0;
   if (options.devices.empty() && options.threads == 0) options.threads = 1;
