@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,13 @@ struct DeviceTraffic {
   uint64_t bytes_received = 0;
 };
 
+// All the bytes of one tensor, for Buffer::set_tensors: tensor->nbytes()
+// bytes at data.
+struct TensorBytes {
+  const Tensor* tensor = nullptr;
+  const void* data = nullptr;
+};
+
 class Buffer {
  public:
   virtual ~Buffer() = default;
@@ -61,6 +69,13 @@ class Buffer {
   // this buffer and the range must lie within t.
   virtual Status set(const Tensor& t, const void* src, uint64_t offset, uint64_t size) = 0;
   virtual Status get(const Tensor& t, void* dst, uint64_t offset, uint64_t size) const = 0;
+  // Every tensor's whole bytes, as set() of each would write them. The
+  // tensors (placed in this buffer) must not overlap: the order in which
+  // they land is the device's. This one calls set() for each in turn; a
+  // remote buffer asks its server's weights cache about many per round trip
+  // and sends only the bytes the server lacks. Stops at the first error,
+  // which may leave the tensors before it written.
+  virtual Status set_tensors(std::span<const TensorBytes> writes);
   // Every byte of the buffer set to `value`.
   virtual Status clear(uint8_t value) = 0;
   // dst's bytes (dst placed in this buffer) become src's; same nbytes.

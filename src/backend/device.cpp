@@ -57,6 +57,11 @@ Status Buffer::check_range(const Tensor& t, uint64_t offset, uint64_t size, cons
   return Status();
 }
 
+Status Buffer::set_tensors(std::span<const TensorBytes> writes) {
+  for (const TensorBytes& w : writes) TENSORPC_RETURN_IF_ERROR(set(*w.tensor, w.data, 0, w.tensor->nbytes()));
+  return Status();
+}
+
 Status Stream::compute(Graph& g) {
   TENSORPC_RETURN_IF_ERROR(compute_async(g));
   return synchronize();

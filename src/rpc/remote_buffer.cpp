@@ -1,8 +1,6 @@
 // RemoteBuffer: tensor bytes moved between the caller's memory and a
-// server's buffer, and the weights cache on the way in.
+// server's buffer (the way through the weights cache: remote_buffer_cache.cpp).
 #include "rpc/remote_buffer.h"
-
-#include <openssl/evp.h>
 
 #include "rpc/remote_device.h"
 
@@ -12,14 +10,6 @@ namespace {
 // A single SET_TENSOR frame stays within the server's default frame limit
 // (1 GiB + 64); larger sets go as several frames.
 constexpr uint64_t kMaxSetFrame = uint64_t{1} << 30;
-
-Status sha256(const uint8_t* data, uint64_t size, std::array<uint8_t, 32>& out) {
-  unsigned int length = 0;
-  if (EVP_Digest(data, size, out.data(), &length, EVP_sha256(), nullptr) != 1 || length != out.size()) {
-    return internal_error("SHA-256 of " + std::to_string(size) + " bytes failed");
-  }
-  return Status();
-}
 
 template <typename Message>
 std::vector<uint8_t> encoded(const Message& m) {
@@ -47,35 +37,29 @@ Status RemoteBuffer::set(const Tensor& t, const void* src, uint64_t offset, uint
   const auto* bytes = static_cast<const uint8_t*>(src);
   const uint64_t server_offset = t.offset + offset;
   if (size == 0) return Status();
-  // Inputs are set anew before every compute: hashing them buys nothing.
-  if (size >= device_.options().weights_cache_threshold && !(t.flags & kFlagInput)) {
-    return set_cached(server_offset, bytes, size);
+  if (through_cache(t, size)) {
+    const CachedRange range{.server_offset = server_offset, .src = bytes, .size = size};
+    return set_cached(std::span<const CachedRange>(&range, 1));
   }
   for (uint64_t done = 0; done < size;) {
     const uint64_t n = std::min(size - done, kMaxSetFrame);
-    const auto fields = encoded(SetTensorRequest{.handle = handle_, .offset = server_offset + done, .size = n});
-    TENSORPC_RETURN_IF_ERROR(connection_->send_one_way({.command = Command::set_tensor,
-                                                        .fields = fields,
-                                                        .bulk = std::span<const uint8_t>(bytes + done, n),
-                                                        .timeout = device_.reply_timeout()}));
+    TENSORPC_RETURN_IF_ERROR(send_set(server_offset + done, bytes + done, n, 0));
     done += n;
   }
   return Status();
 }
 
-Status RemoteBuffer::set_cached(uint64_t server_offset, const uint8_t* src, uint64_t size) {
-  SetTensorHashRequest request{.handle = handle_, .offset = server_offset, .size = size};
-  TENSORPC_RETURN_IF_ERROR(sha256(src, size, request.sha256));
-  SetTensorHashReply reply;
-  TENSORPC_RETURN_IF_ERROR(connection_->call(Command::set_tensor_hash, request, reply, device_.reply_timeout()));
-  if (reply.found) return Status();
-  // One frame whatever the size, so the server can hash exactly the bytes the
-  // client hashed (the server raises its frame limit for large buffers).
+bool RemoteBuffer::through_cache(const Tensor& t, uint64_t size) const {
+  // Inputs are set anew before every compute: hashing them buys nothing.
+  return size >= device_.options().weights_cache_threshold && !(t.flags & kFlagInput);
+}
+
+Status RemoteBuffer::send_set(uint64_t server_offset, const uint8_t* src, uint64_t size, uint16_t flags) {
   const auto fields = encoded(SetTensorRequest{.handle = handle_, .offset = server_offset, .size = size});
   return connection_->send_one_way({.command = Command::set_tensor,
                                     .fields = fields,
                                     .bulk = std::span<const uint8_t>(src, size),
-                                    .flags = kFlagCache,
+                                    .flags = flags,
                                     .timeout = device_.reply_timeout()});
 }
 

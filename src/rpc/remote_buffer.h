@@ -4,12 +4,17 @@
 // server's copy of the buffer, live while it does), the opaque handle the
 // server issued and the size. Its bytes are not host-addressable. Sets are
 // one-way (errors surface at the next synchronize); large ones go through the
-// server's weights cache by SHA-256 first. Gets wait and receive straight into
-// the destination. The destructor frees the server's buffer.
+// server's weights cache by SHA-256 first (remote_buffer_cache.cpp), and
+// set_tensors asks about 16 MiB of tensors per round trip. Gets wait and
+// receive straight into the destination. The destructor frees the server's
+// buffer.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "rpc/connection.h"
 #include "tensorpc/device.h"
@@ -27,6 +32,11 @@ class RemoteBuffer final : public Buffer {
   uint64_t size() const override { return size_; }
 
   Status set(const Tensor& t, const void* src, uint64_t offset, uint64_t size) override;
+  // Small tensors and inputs as set() sends them; the rest hashed (on
+  // several threads when there is much to hash), the server asked about
+  // them in batches of about 16 MiB (the next hashed while the server fills
+  // the last), and only the bytes it lacks sent.
+  Status set_tensors(std::span<const TensorBytes> writes) override;
   Status get(const Tensor& t, void* dst, uint64_t offset, uint64_t size) const override;
   // All of t, flagged SYNC: the connection's pending error instead, if any.
   Status get_after_pending(const Tensor& t, void* dst) const;
@@ -44,9 +54,25 @@ class RemoteBuffer final : public Buffer {
  private:
   // GET_TENSOR of [offset, +size) of t with these frame flags.
   Status read(const Tensor& t, void* dst, uint64_t offset, uint64_t size, uint16_t flags) const;
-  // Sends [server_offset, +size) through the weights cache: the hash, then the
-  // bytes only if the server lacks them.
-  Status set_cached(uint64_t server_offset, const uint8_t* src, uint64_t size);
+  // Bytes bound for the weights cache.
+  struct CachedRange {
+    uint64_t server_offset = 0;
+    const uint8_t* src = nullptr;
+    uint64_t size = 0;
+  };
+  // Whether a set of `size` bytes of t goes through the weights cache.
+  bool through_cache(const Tensor& t, uint64_t size) const;
+  // One SET_TENSOR frame, one-way, with these frame flags.
+  Status send_set(uint64_t server_offset, const uint8_t* src, uint64_t size, uint16_t flags);
+  // Hashes the ranges and sends them in batches with send_batch.
+  Status set_cached(std::span<const CachedRange> ranges);
+  // Asks the server about `batch` (one round trip) and sends those it lacks
+  // with the CACHE flag.
+  Status send_batch(std::span<const CachedRange> batch, std::span<const std::array<uint8_t, 32>> digests);
+  // Which of `batch` (with these digests) the server had and wrote: one
+  // SET_TENSOR_HASHES, or a SET_TENSOR_HASH each for a server older than 1.5.
+  StatusOr<std::vector<bool>> ask_cache(std::span<const CachedRange> batch,
+                                        std::span<const std::array<uint8_t, 32>> digests);
   Status copy_from_peer(const RemoteBuffer& src, uint64_t src_offset, uint64_t dst_offset, uint64_t size);
 
   RemoteDevice& device_;

@@ -1,11 +1,13 @@
 // The weights cache asked about many ranges at once: SET_TENSOR_HASHES on
-// the wire (a raw client against docs/protocol.md).
+// the wire (a raw client against docs/protocol.md) and Buffer::set_tensors
+// of a remote buffer, which sends only the bytes its server lacks.
 #include <gtest/gtest.h>
 
 #include "rpc/log.h"
 #include "rpc/remote_test_util.h"
 #include "rpc/rpc_test_util.h"
 #include "rpc/weights_cache.h"
+#include "tensorpc/context.h"
 
 namespace tensorpc::test {
 namespace {
@@ -115,6 +117,117 @@ TEST_F(SetTensorHashes, ARequestOverTheEntryLimitIsRefusedAndTheConnectionServed
   auto at_limit = c_->set_tensor_hashes(many);
   ASSERT_TRUE(at_limit.ok()) << at_limit.status().to_string();
   EXPECT_EQ(at_limit.value().size(), rpc::kMaxHashEntries);
+}
+
+// ---- Buffer::set_tensors of a remote buffer ------------------------------------------
+
+// Tensors shaped like a small model's: matrices from 64 KiB to 1 MiB, and
+// norm vectors below the cache threshold; random bytes, one buffer.
+struct ModelLike {
+  explicit ModelLike(uint32_t seed) {
+    const std::vector<int64_t> sizes = {1 << 18, 4096, 1 << 16, 1 << 16, 300000, 5000, 1 << 20, 1 << 14, 90000};
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      tensors.push_back(ctx.new_tensor(DType::i32, {sizes[i] / 4}));
+      bytes.push_back(random_bytes(static_cast<size_t>(sizes[i]), seed + static_cast<uint32_t>(i)));
+      total += static_cast<uint64_t>(sizes[i]);
+    }
+  }
+  // Placed one after another into a fresh buffer of `device`.
+  std::unique_ptr<Buffer> place(Device& device) {
+    uint64_t size = 0;
+    for (Tensor* t : tensors) size += (t->nbytes() + 255) / 256 * 256;
+    auto b = device.allocate(size);
+    EXPECT_TRUE(b.ok()) << b.status().to_string();
+    uint64_t offset = 0;
+    for (Tensor* t : tensors) {
+      EXPECT_TRUE(b.value()->place(*t, offset).ok());
+      offset += (t->nbytes() + 255) / 256 * 256;
+    }
+    return std::move(b).value();
+  }
+  std::vector<TensorBytes> writes() const {
+    std::vector<TensorBytes> w;
+    for (size_t i = 0; i < tensors.size(); ++i) w.push_back({tensors[i], bytes[i].data()});
+    return w;
+  }
+  void expect_landed(const Buffer& buffer) const {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      std::vector<uint8_t> back(bytes[i].size());
+      ASSERT_TRUE(buffer.get(*tensors[i], back.data(), 0, back.size()).ok());
+      EXPECT_EQ(back, bytes[i]) << "tensor " << i;
+    }
+  }
+
+  Context ctx;
+  std::vector<Tensor*> tensors;
+  std::vector<std::vector<uint8_t>> bytes;
+  uint64_t total = 0;
+};
+
+TEST(RemoteSetTensors, ASecondUploadSendsOnlyHashesAndSmallTensorsInOneRoundTrip) {
+  log::set_level(log::Level::error);
+  InProcessServer server;
+  auto device = remote_device(server.endpoint(), 0);
+  ModelLike model(11);
+  {
+    auto buffer = model.place(*device);
+    const ConnectionStats before = connection_stats(server.endpoint());
+    ASSERT_TRUE(buffer->set_tensors(model.writes()).ok());
+    const ConnectionStats after = connection_stats(server.endpoint());
+    EXPECT_GE(after.bytes_sent - before.bytes_sent, model.total);
+    EXPECT_EQ(after.round_trips - before.round_trips, 1u) << "one SET_TENSOR_HASHES for every cached tensor";
+    model.expect_landed(*buffer);
+  }
+  auto buffer = model.place(*device);  // new buffer (maybe a new connection): only the cache has the bytes
+  const ConnectionStats before = connection_stats(server.endpoint());
+  ASSERT_TRUE(buffer->set_tensors(model.writes()).ok());
+  const ConnectionStats after = connection_stats(server.endpoint());
+  // The tensors under 64 KiB (25 KiB) travel again, and 56 bytes per hash.
+  EXPECT_LT(after.bytes_sent - before.bytes_sent, model.total / 50);
+  EXPECT_EQ(after.round_trips - before.round_trips, 1u);
+  model.expect_landed(*buffer);
+}
+
+TEST(RemoteSetTensors, TensorsTheCacheLacksAreSentAndTheRestFilled) {
+  log::set_level(log::Level::error);
+  InProcessServer server;
+  auto device = remote_device(server.endpoint(), 0);
+  ModelLike first(21);
+  { ASSERT_TRUE(first.place(*device)->set_tensors(first.writes()).ok()); }
+  // Half the tensors changed (a fine-tuned model): those are sent whole.
+  ModelLike second(21);
+  uint64_t changed = 0;
+  for (size_t i = 0; i < second.bytes.size(); i += 2) {
+    second.bytes[i] = random_bytes(second.bytes[i].size(), 1000 + static_cast<uint32_t>(i));
+    changed += second.bytes[i].size();
+  }
+  auto buffer = second.place(*device);
+  const uint64_t before = connection_stats(server.endpoint()).bytes_sent;
+  ASSERT_TRUE(buffer->set_tensors(second.writes()).ok());
+  const uint64_t sent = connection_stats(server.endpoint()).bytes_sent - before;
+  EXPECT_GE(sent, changed);
+  EXPECT_LT(sent, changed + second.total / 50);
+  second.expect_landed(*buffer);
+}
+
+TEST(RemoteSetTensors, ATensorOfAnotherBufferIsRefusedBeforeAnythingIsSent) {
+  InProcessServer server;
+  auto device = remote_device(server.endpoint(), 0);
+  ModelLike model(31);
+  auto buffer = model.place(*device);
+  auto other = device->allocate(1024);
+  ASSERT_TRUE(other.ok());
+  Context ctx;
+  Tensor* stray = ctx.new_tensor(DType::i32, {25});
+  ASSERT_TRUE(other.value()->place(*stray, 0).ok());
+  std::vector<TensorBytes> writes = model.writes();
+  const std::vector<uint8_t> bytes(100);
+  writes.push_back({stray, bytes.data()});
+  const uint64_t before = connection_stats(server.endpoint()).bytes_sent;
+  const Status s = buffer->set_tensors(writes);
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+  EXPECT_NE(s.message().find("set_tensors"), std::string::npos) << s.to_string();
+  EXPECT_EQ(connection_stats(server.endpoint()).bytes_sent, before);
 }
 
 }  // namespace
