@@ -29,7 +29,7 @@ StatusOr<std::vector<Tensor*>> new_gguf_tensors(Context& ctx, const GgufFile& fi
   return out;
 }
 
-Status upload_gguf_tensor(const GgufTensorInfo& info, const Tensor& t) {
+StatusOr<TensorBytes> gguf_tensor_bytes(const GgufTensorInfo& info, const Tensor& t) {
   const std::string what = "upload of GGUF tensor '" + info.name + "' into " + describe(t);
   if (t.buffer == nullptr) return invalid_argument(what + ": the tensor is not placed in a buffer");
   if (t.type != info.type || t.ne != info.ne) {
@@ -42,6 +42,12 @@ Status upload_gguf_tensor(const GgufTensorInfo& info, const Tensor& t) {
     return internal_error(what + ": " + std::to_string(t.nbytes()) + " bytes in the tensor, " +
                           std::to_string(info.bytes.size()) + " in the file");
   }
+  return TensorBytes{.tensor = &t, .data = info.bytes.data()};
+}
+
+Status upload_gguf_tensor(const GgufTensorInfo& info, const Tensor& t) {
+  auto bytes = gguf_tensor_bytes(info, t);
+  if (!bytes.ok()) return bytes.status();
   if (info.bytes.empty()) return Status();
   return t.buffer->set(t, info.bytes.data(), 0, info.bytes.size());
 }

@@ -12,6 +12,7 @@
 
 #include "model/gguf.h"
 #include "tensorpc/context.h"
+#include "tensorpc/device.h"
 #include "tensorpc/status.h"
 #include "tensorpc/tensor.h"
 
@@ -28,5 +29,8 @@ StatusOr<std::vector<Tensor*>> new_gguf_tensors(Context& ctx, const GgufFile& fi
 // copy, the device's own). t must be placed, contiguous, and have info's
 // type and shape.
 Status upload_gguf_tensor(const GgufTensorInfo& info, const Tensor& t);
+// The same checks, and t with info's bytes in the mapping, for uploading
+// many tensors of one buffer at once (Buffer::set_tensors).
+StatusOr<TensorBytes> gguf_tensor_bytes(const GgufTensorInfo& info, const Tensor& t);
 
 }  // namespace tensorpc

@@ -23,6 +23,37 @@ std::string human(uint64_t bytes) {
 
 uint64_t aligned(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
+// A device's weights go up in batches of about this many bytes, one
+// Buffer::set_tensors each, with progress reported between them: at 1 Gbit/s
+// a cold batch takes half a second, so the bar moves, and a warm one is
+// large enough for a remote buffer to overlap its hashing with the server's
+// work (remote_buffer_cache.cpp).
+constexpr uint64_t kUploadBatch = uint64_t{64} << 20;
+
+// Uploads `tensors` (placed in `buffer`) from the model file's mapping;
+// `uploaded` is told each batch's bytes (aligned, as the buffer holds them).
+Status upload_weights(const LlamaModel& model, Buffer& buffer, const std::vector<Tensor*>& tensors, uint64_t alignment,
+                      const std::function<void(uint64_t)>& uploaded) {
+  std::vector<TensorBytes> batch;
+  uint64_t batch_bytes = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor* t = tensors[i];
+    const GgufTensorInfo* info = model.info_of(t);
+    if (info == nullptr) return internal_error("placement: no file record for " + describe(*t));
+    auto bytes = gguf_tensor_bytes(*info, *t);
+    if (!bytes.ok()) return bytes.status();
+    batch.push_back(bytes.value());
+    batch_bytes += aligned(t->nbytes(), alignment);
+    if (batch_bytes >= kUploadBatch || i + 1 == tensors.size()) {
+      TENSORPC_RETURN_IF_ERROR(buffer.set_tensors(batch));
+      uploaded(batch_bytes);
+      batch.clear();
+      batch_bytes = 0;
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 std::vector<int64_t> layers_per_device(int64_t n_layer, const std::vector<double>& weights) {
@@ -133,12 +164,13 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
       (kind == 0 ? p->weight_buffers_ : p->cache_buffers_)[d] = std::move(buffer).value();
     }
     if (p->cache_buffers_[d]) TENSORPC_RETURN_IF_ERROR(p->cache_buffers_[d]->clear(0));
-    for (Tensor* t : weights[d]) {
-      const GgufTensorInfo* info = model.info_of(t);
-      if (info == nullptr) return internal_error("placement: no file record for " + describe(*t));
-      TENSORPC_RETURN_IF_ERROR(upload_gguf_tensor(*info, *t).with_context("placement on " + devices[d]->name()));
-      done += aligned(t->nbytes(), a);
+    const auto uploaded = [&](uint64_t bytes) {
+      done += bytes;
       if (options.progress) options.progress(done, total, devices[d]->name());
+    };
+    if (!weights[d].empty()) {
+      TENSORPC_RETURN_IF_ERROR(upload_weights(model, *p->weight_buffers_[d], weights[d], a, uploaded)
+                                   .with_context("placement on " + devices[d]->name()));
     }
   }
   return p;

@@ -7,8 +7,9 @@
 // output norm and projection with the last; each layer's KV cache lives on
 // that layer's device. create() checks every device has room before
 // allocating anything, then allocates one buffer per device and uploads the
-// weights from the file's mapping (remote buffers send large tensors
-// through the server's weights cache).
+// weights from the file's mapping, 64 MiB at a time (Buffer::set_tensors: a
+// remote device asks its server's weights cache about 16 MiB of tensors per
+// round trip and sends only what the server lacks).
 //
 // Ownership: the placement owns its buffers and the cache descriptors; it
 // binds the model's weight descriptors to its buffers, so one model has at
@@ -29,7 +30,8 @@ struct PlacementOptions {
   std::vector<double> ratios;  // one per device (≥ 0, not all 0); empty: by free memory
   int64_t n_ctx = 0;           // KV cache positions; 0: the model's context, at most 2048
   DType cache_type = DType::f32;
-  // Called after each tensor is uploaded: bytes done, bytes in all, device name.
+  // Called after each batch of tensors is uploaded: bytes done, bytes in all,
+  // device name.
   std::function<void(uint64_t, uint64_t, const std::string&)> progress;
 };
 
