@@ -52,15 +52,15 @@ StatusOr<Endpoint> parse_endpoint(std::string_view text);
 struct RemoteOptions {
   // Set calls of at least this many bytes go through the server's weights
   // cache: the client sends the SHA-256 of the bytes first and the bytes only
-  // when the server does not have them (Buffer::set_tensors asks about many
-  // tensors in one round trip). Tensors flagged kFlagInput (set again before
+  // when the server does not have them (Buffer::set_tensors asks about 16 MiB
+  // of tensors per round trip). Tensors flagged kFlagInput (set again before
   // every compute) never do. UINT64_MAX turns the cache off.
   //
   // 64 KiB: asking costs a 56-byte entry, a hash and an entry (with --cache,
   // a file) in the server's cache, no longer a round trip each, so every
   // weight matrix of a real model goes through the cache, down to the
   // ~330 KiB ones of a small q4_0 model. What stays below are norm vectors
-  // (4 bytes × the embedding width, 3–32 KiB), under 0.1% of a model's bytes.
+  // (4 bytes × the embedding width, 3–32 KiB), about 0.1% of a model's bytes.
   uint64_t weights_cache_threshold = uint64_t{64} << 10;
   // The servers' pre-shared key (tensorpc/key.h), proven to each server when
   // a connection opens; never sent. Unset: the key in the file named by the
