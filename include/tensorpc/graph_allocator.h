@@ -29,7 +29,8 @@ struct MemoryPlan {
 // Plans g's memory with offsets aligned to `alignment`. Pure: touches no tensor.
 MemoryPlan plan_memory(const Graph& g, uint64_t alignment);
 
-// Owns one buffer on a device that grows as needed, and places graphs in it.
+// Owns one buffer on a device that grows as needed (by half again at least,
+// or exactly as needed when that does not fit), and places graphs in it.
 class GraphAllocator {
  public:
   explicit GraphAllocator(Device& device) : device_(device) {}

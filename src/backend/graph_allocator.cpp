@@ -136,8 +136,16 @@ Status GraphAllocator::allocate(Graph& g) {
   for (Tensor* t : g.nodes()) unplace(t);
   plan_ = plan_memory(g, device_.alignment());
   if (!buffer_ || buffer_->size() < plan_.peak) {
+    // A buffer that has to grow grows by half again at least: graphs that
+    // grow a little each time (a decode step's attention, one KV entry
+    // longer) then reallocate now and then, not at every step — on a remote
+    // device each reallocation is a round trip and the plans and grants
+    // naming the old buffer are made again.
+    const uint64_t need = std::max<uint64_t>(plan_.peak, 1);
+    const uint64_t roomy = buffer_ ? std::max(need, buffer_->size() + buffer_->size() / 2) : need;
     buffer_.reset();  // release the old one first: the device may be tight on memory
-    auto buffer = device_.allocate(std::max<uint64_t>(plan_.peak, 1));
+    auto buffer = device_.allocate(roomy);
+    if (!buffer.ok() && roomy > need) buffer = device_.allocate(need);
     if (!buffer.ok()) return buffer.status().with_context("graph allocator");
     buffer_ = std::move(buffer).value();
   }

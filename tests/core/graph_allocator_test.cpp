@@ -254,5 +254,44 @@ TEST(GraphAllocatorTest, ABiggerSecondGraphGrowsTheBufferAndComputes) {
   EXPECT_TRUE(all_near(read_as_f32(*out).value(), want.v, Tolerance{1e-5, 1e-6}));
 }
 
+TEST(GraphAllocatorTest, GraphsThatGrowALittleEachTimeReallocateOnlyNowAndThen) {
+  // As decode steps do: each graph a little larger than the last.
+  CpuDevice dev({.threads = 1});
+  GraphAllocator alloc(dev);
+  int reallocations = 0;
+  const Buffer* last = nullptr;
+  uint64_t last_size = 0;
+  for (int64_t n = 1024; n < 1024 + 64 * 40; n += 64) {
+    Context ctx;
+    Tensor* x = input(ctx, DType::f32, {n}, "x");
+    Graph g = Graph::build({ctx.silu(ctx.silu(x))});
+    ASSERT_TRUE(alloc.allocate(g).ok());
+    if (alloc.buffer() != last || alloc.buffer()->size() != last_size) ++reallocations;
+    last = alloc.buffer();
+    last_size = alloc.buffer()->size();
+  }
+  // Growing by exactly what each needs would reallocate at nearly every one.
+  EXPECT_LE(reallocations, 6) << "40 graphs, each 256 bytes larger than the last";
+}
+
+TEST(GraphAllocatorTest, GrowsOnlyAsNeededWhenTheRoomierBufferDoesNotFit) {
+  Context ctx1, ctx2;
+  Tensor* small = input(ctx1, DType::f32, {1024}, "small");
+  Graph g1 = Graph::build({ctx1.silu(small)});
+  Tensor* big = input(ctx2, DType::f32, {1280}, "big");
+  Graph g2 = Graph::build({ctx2.silu(big)});
+  CpuDevice dev({.threads = 1});
+  const uint64_t first = plan_memory(g1, dev.alignment()).peak;
+  const uint64_t exact = plan_memory(g2, dev.alignment()).peak;
+  ASSERT_GT(exact, first);
+  ASSERT_LT(exact, first + first / 2);  // half again the first would not fit under the limit below
+  CpuDevice limited({.threads = 1, .memory_limit = exact});
+  GraphAllocator alloc(limited);
+  ASSERT_TRUE(alloc.allocate(g1).ok());
+  Status s = alloc.allocate(g2);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(alloc.buffer()->size(), exact);
+}
+
 }  // namespace
 }  // namespace tensorpc::test
