@@ -230,16 +230,11 @@ TEST_F(KeyedServer, TheKeyFileNamedInTheEnvironmentIsUsedWhenNoKeyIsGiven) {
 
 // HELLO announcing a key; the server's nonce, or the reason there is none.
 StatusOr<AuthNonce> hello_with_key(RawClient& c) {
-  rpc::WireWriter w;
-  rpc::encode(w, rpc::HelloRequest{.features = rpc::kFeatureKey, .client = "raw keyed client"});
-  auto r = c.call(Command::hello, w);
-  if (!r.ok()) return r.status();
-  if (!r.value().status.ok()) return r.value().status;
-  rpc::HelloReply reply;
-  rpc::WireReader in = r.value().fields();
-  TENSORPC_RETURN_IF_ERROR(rpc::decode(in, reply));
-  if ((reply.features & rpc::kFeatureKey) == 0) return internal_error("the HELLO reply carries no nonce");
-  return reply.server_nonce;
+  auto reply = c.call_for<rpc::HelloReply>(
+      Command::hello, rpc::HelloRequest{.features = rpc::kFeatureKey, .client = "raw keyed client"});
+  if (!reply.ok()) return reply.status();
+  if ((reply.value().features & rpc::kFeatureKey) == 0) return internal_error("the HELLO reply carries no nonce");
+  return reply.value().server_nonce;
 }
 
 StatusOr<RawReply> send_auth(RawClient& c, const AuthNonce& client_nonce, const AuthProof& client_proof) {
@@ -250,13 +245,11 @@ StatusOr<RawReply> send_auth(RawClient& c, const AuthNonce& client_nonce, const 
 
 // The AUTH exchange done right; the server's proof, or why there is none.
 StatusOr<AuthProof> authenticate(RawClient& c, const AuthNonce& server_nonce, const AuthNonce& client_nonce) {
-  auto r = send_auth(c, client_nonce, proof(kKey, AuthRole::client, client_nonce, server_nonce));
-  if (!r.ok()) return r.status();
-  if (!r.value().status.ok()) return r.value().status;
-  rpc::AuthReply reply;
-  rpc::WireReader in = r.value().fields();
-  TENSORPC_RETURN_IF_ERROR(rpc::decode(in, reply));
-  return reply.server_proof;
+  auto reply = c.call_for<rpc::AuthReply>(
+      Command::auth, rpc::AuthRequest{.client_nonce = client_nonce,
+                                      .client_proof = proof(kKey, AuthRole::client, client_nonce, server_nonce)});
+  if (!reply.ok()) return reply.status();
+  return reply.value().server_proof;
 }
 
 TEST_F(KeyedServer, CommandsBeforeAuthenticationAreRefusedAndTheConnectionClosed) {

@@ -347,14 +347,9 @@ TEST(ServerFaults, ACopyToAStoppedServerFailsWithinTheSourcesIoTimeout) {
   // Grants for every copy below, asked for while the destination answers.
   std::vector<rpc::GrantToken> tokens;
   for (int i = 0; i < 3; ++i) {
-    rpc::WireWriter w;
-    rpc::encode(w, rpc::GrantWriteRequest{b, 0, 4096});
-    auto r = dst.call(Command::grant_write, w);
-    ASSERT_TRUE(r.ok() && r.value().status.ok());
-    rpc::WireReader in = r.value().fields();
-    rpc::GrantWriteReply reply;
-    ASSERT_TRUE(rpc::decode(in, reply).ok());
-    tokens.push_back(reply.token);
+    auto reply = dst.call_for<rpc::GrantWriteReply>(Command::grant_write, rpc::GrantWriteRequest{b, 0, 4096});
+    ASSERT_TRUE(reply.ok()) << reply.status().to_string();
+    tokens.push_back(reply.value().token);
   }
   const auto copy = [&](const rpc::GrantToken& token) {
     rpc::WireWriter w;

@@ -128,15 +128,9 @@ class WriteGrant : public ::testing::Test {
   }
 
   static StatusOr<rpc::GrantToken> grant(RawClient& c, uint64_t handle, uint64_t offset, uint64_t size) {
-    rpc::WireWriter w;
-    rpc::encode(w, rpc::GrantWriteRequest{handle, offset, size});
-    auto r = c.call(Command::grant_write, w);
-    if (!r.ok()) return r.status();
-    if (!r.value().status.ok()) return r.value().status;
-    rpc::WireReader in = r.value().fields();
-    rpc::GrantWriteReply reply;
-    TENSORPC_RETURN_IF_ERROR(rpc::decode(in, reply));
-    return reply.token;
+    auto reply = c.call_for<rpc::GrantWriteReply>(Command::grant_write, rpc::GrantWriteRequest{handle, offset, size});
+    if (!reply.ok()) return reply.status();
+    return reply.value().token;
   }
   // Asks A to copy the source's first `size` bytes to B under `token`.
   Status copy_to_b(const rpc::GrantToken& token, uint64_t size = kSize) {

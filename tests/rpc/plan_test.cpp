@@ -182,15 +182,10 @@ class PlanHostile : public ::testing::Test {
     return f;
   }
   StatusOr<rpc::GrantToken> grant_standing(RawClient& c, uint64_t handle, uint64_t offset, uint64_t size) {
-    rpc::WireWriter w;
-    rpc::encode(w, rpc::GrantStandingRequest{handle, offset, size});
-    auto r = c.call(Command::grant_standing, w);
-    if (!r.ok()) return r.status();
-    if (!r.value().status.ok()) return r.value().status;
-    rpc::GrantStandingReply reply;
-    rpc::WireReader in = r.value().fields();
-    TENSORPC_RETURN_IF_ERROR(rpc::decode(in, reply));
-    return reply.token;
+    auto reply = c.call_for<rpc::GrantStandingReply>(Command::grant_standing,
+                                                     rpc::GrantStandingRequest{handle, offset, size});
+    if (!reply.ok()) return reply.status();
+    return reply.value().token;
   }
   Status write_granted(RawClient& c, const rpc::GrantToken& token, uint64_t size) {
     rpc::WireWriter w;

@@ -118,6 +118,20 @@ class RawClient {
     if (!r.ok()) return r.status().with_context("no reply");
     return r.value().status;
   }
+  // Sends `req` as command `c` and decodes its reply: the reply, the
+  // server's error, or why no good reply came.
+  template <typename Reply, typename Request>
+  StatusOr<Reply> call_for(rpc::Command c, const Request& req) {
+    rpc::WireWriter w;
+    rpc::encode(w, req);
+    auto r = call(c, w);
+    if (!r.ok()) return r.status();
+    if (!r.value().status.ok()) return r.value().status;
+    rpc::WireReader in = r.value().fields();
+    Reply reply;
+    TENSORPC_RETURN_IF_ERROR(rpc::decode(in, reply));
+    return reply;
+  }
 
   Status hello(uint32_t major = rpc::kVersionMajor) {
     rpc::WireWriter w;
@@ -129,14 +143,8 @@ class RawClient {
   }
 
   uint64_t alloc(uint64_t size, uint32_t device = 0) {
-    rpc::WireWriter w;
-    rpc::encode(w, rpc::BufferAllocRequest{device, size});
-    auto r = call(rpc::Command::buffer_alloc, w);
-    if (!r.ok() || !r.value().status.ok()) return 0;
-    rpc::WireReader in = r.value().fields();
-    rpc::BufferAllocReply rep;
-    if (!rpc::decode(in, rep).ok()) return 0;
-    return rep.handle;
+    auto rep = call_for<rpc::BufferAllocReply>(rpc::Command::buffer_alloc, rpc::BufferAllocRequest{device, size});
+    return rep.ok() ? rep.value().handle : 0;
   }
 
   Status free(uint64_t handle) {
@@ -170,27 +178,18 @@ class RawClient {
 
   // SET_TENSOR_HASH: found (1) or not (0); -1 on an error.
   int set_tensor_hash(uint64_t handle, uint64_t offset, uint64_t size, const std::array<uint8_t, 32>& digest) {
-    rpc::WireWriter w;
-    rpc::encode(w, rpc::SetTensorHashRequest{handle, offset, size, digest});
-    auto r = call(rpc::Command::set_tensor_hash, w);
-    if (!r.ok() || !r.value().status.ok()) return -1;
-    rpc::WireReader in = r.value().fields();
-    rpc::SetTensorHashReply rep;
-    if (!rpc::decode(in, rep).ok()) return -1;
-    return rep.found ? 1 : 0;
+    auto rep = call_for<rpc::SetTensorHashReply>(rpc::Command::set_tensor_hash,
+                                                 rpc::SetTensorHashRequest{handle, offset, size, digest});
+    if (!rep.ok()) return -1;
+    return rep.value().found ? 1 : 0;
   }
 
   // SET_TENSOR_HASHES: which entries were found, or the server's error.
   StatusOr<std::vector<bool>> set_tensor_hashes(const std::vector<rpc::SetTensorHashRequest>& entries) {
-    rpc::WireWriter w;
-    rpc::encode(w, rpc::SetTensorHashesRequest{entries});
-    auto r = call(rpc::Command::set_tensor_hashes, w);
-    if (!r.ok()) return r.status();
-    if (!r.value().status.ok()) return r.value().status;
-    rpc::WireReader in = r.value().fields();
-    rpc::SetTensorHashesReply rep;
-    TENSORPC_RETURN_IF_ERROR(rpc::decode(in, rep));
-    return rep.found;
+    auto rep = call_for<rpc::SetTensorHashesReply>(rpc::Command::set_tensor_hashes,
+                                                   rpc::SetTensorHashesRequest{entries});
+    if (!rep.ok()) return rep.status();
+    return std::move(rep.value().found);
   }
 
   Status ping() { return call_status(rpc::Command::ping); }

@@ -36,17 +36,10 @@ std::unique_ptr<RawClient> raw_client(uint16_t port) {
 
 // BUFFER_ALLOC's status (the handle, when ok, through `handle`).
 Status alloc_status(RawClient& c, uint64_t size, uint32_t device = 0, uint64_t* handle = nullptr) {
-  rpc::WireWriter w;
-  rpc::encode(w, rpc::BufferAllocRequest{device, size});
-  auto r = c.call(Command::buffer_alloc, w);
-  if (!r.ok()) return r.status();
-  if (r.value().status.ok() && handle != nullptr) {
-    rpc::WireReader in = r.value().fields();
-    rpc::BufferAllocReply reply;
-    if (!rpc::decode(in, reply).ok()) return internal_error("bad BUFFER_ALLOC reply");
-    *handle = reply.handle;
-  }
-  return r.value().status;
+  auto reply = c.call_for<rpc::BufferAllocReply>(Command::buffer_alloc, rpc::BufferAllocRequest{device, size});
+  if (!reply.ok()) return reply.status();
+  if (handle != nullptr) *handle = reply.value().handle;
+  return Status();
 }
 
 bool contains(const Status& s, const std::string& text) { return s.message().find(text) != std::string::npos; }
