@@ -413,11 +413,8 @@ Status Session::compute_on(uint32_t device, Graph& graph) {
   }
   auto stream = stream_of(device);
   if (!stream.ok()) return stream.status();
-  const auto start = std::chrono::steady_clock::now();
-  Status s = stream.value()->compute(graph);
-  env_.counters->compute_ns += static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
-  return s;
+  const ElapsedInto timed(env_.counters->compute_ns);
+  return stream.value()->compute(graph);
 }
 
 template <typename Request>

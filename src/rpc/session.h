@@ -55,6 +55,22 @@ Status protocol_error(std::string msg);
 StatusOr<Tensor> byte_span(Buffer& buf, uint64_t offset, uint64_t size);
 
 // Counters every session of a server adds to (ServerStats).
+// Adds the time from its making to its end to `ns` (SessionCounters' times).
+class ElapsedInto {
+ public:
+  explicit ElapsedInto(std::atomic<uint64_t>& ns) : ns_(ns), start_(std::chrono::steady_clock::now()) {}
+  ~ElapsedInto() {
+    ns_ += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+  }
+  ElapsedInto(const ElapsedInto&) = delete;
+  ElapsedInto& operator=(const ElapsedInto&) = delete;
+
+ private:
+  std::atomic<uint64_t>& ns_;
+  const std::chrono::steady_clock::time_point start_;
+};
+
 struct SessionCounters {
   std::atomic<uint64_t> live_buffers{0};
   std::atomic<uint64_t> buffer_bytes{0};

@@ -145,16 +145,8 @@ Status Session::wait_for_arrival(const PlanStepFields& step) {
   auto grant = env_.grants ? env_.grants->find_standing(step.token, id_) : std::nullopt;
   if (!grant) return not_found("the standing grant was revoked");
   GrantArrivals& a = *grant->arrivals;
-  const auto start = std::chrono::steady_clock::now();
-  struct Tally {
-    std::atomic<uint64_t>& ns;
-    std::chrono::steady_clock::time_point start;
-    ~Tally() {
-      ns += static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
-    }
-  } tally{env_.counters->peer_wait_ns, start};
-  const auto deadline = start + std::chrono::milliseconds(step.timeout_ms);
+  const ElapsedInto timed(env_.counters->peer_wait_ns);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(step.timeout_ms);
   std::unique_lock<std::mutex> lock(a.mutex);
   // Short slices, so that shutdown() (which cannot reach this condition
   // variable) ends the wait promptly.

@@ -77,7 +77,6 @@ class Socket {
   // CA file and carries `peer_host` (the name or address it connected to);
   // a refusal is an error saying why ("certificate verify failed: ...").
   Status start_tls(const TlsContext& ctx, const std::string& peer_host, std::chrono::milliseconds timeout);
-  bool is_tls() const { return tls_ != nullptr; }
 
   // Shuts down both directions: wakes a thread blocked in recv/accept on it.
   void shutdown();
