@@ -1,4 +1,4 @@
-// CpuDevice, its buffers (aligned host memory) and its stream.
+// CpuDevice, its buffers (host memory, huge pages for large ones) and its stream.
 #include "tensorpc/cpu_device.h"
 
 #include <unistd.h>
@@ -9,8 +9,8 @@
 #include <string>
 #include <thread>
 
-#include "cpu/aligned.h"
 #include "cpu/barrier.h"
+#include "cpu/host_memory.h"
 #include "cpu/kernels.h"
 #include "cpu/op_kernels.h"
 #include "cpu/thread_pool.h"
@@ -71,28 +71,28 @@ double average_node_work(const Graph& g) {
 
 class CpuBuffer final : public Buffer {
  public:
-  CpuBuffer(CpuDevice& device, cpu::AlignedArray<char> bytes, uint64_t size, uint64_t accounted)
+  CpuBuffer(CpuDevice& device, cpu::HostMemory bytes, uint64_t size, uint64_t accounted)
       : device_(device), bytes_(std::move(bytes)), size_(size), accounted_(accounted) {}
   ~CpuBuffer() override { device_.release(accounted_); }
 
   Device& device() const override { return device_; }
   uint64_t size() const override { return size_; }
-  void* host_base() const override { return bytes_.get(); }
+  void* host_base() const override { return bytes_.data(); }
 
   Status set(const Tensor& t, const void* src, uint64_t offset, uint64_t size) override {
     TENSORPC_RETURN_IF_ERROR(check_range(t, offset, size, "set"));
-    if (size) std::memcpy(bytes_.get() + t.offset + offset, src, size);
+    if (size) std::memcpy(bytes_.data() + t.offset + offset, src, size);
     return Status();
   }
 
   Status get(const Tensor& t, void* dst, uint64_t offset, uint64_t size) const override {
     TENSORPC_RETURN_IF_ERROR(check_range(t, offset, size, "get"));
-    if (size) std::memcpy(dst, bytes_.get() + t.offset + offset, size);
+    if (size) std::memcpy(dst, bytes_.data() + t.offset + offset, size);
     return Status();
   }
 
   Status clear(uint8_t value) override {
-    std::memset(bytes_.get(), value, size_);
+    std::memset(bytes_.data(), value, size_);
     return Status();
   }
 
@@ -102,13 +102,13 @@ class CpuBuffer final : public Buffer {
       return invalid_argument("copy: " + describe(src) + " and " + describe(dst) + " differ in size");
     }
     if (src.data == nullptr) return unsupported("copy: the source " + describe(src) + " is not in host memory");
-    std::memmove(bytes_.get() + dst.offset, src.data, dst.nbytes());
+    std::memmove(bytes_.data() + dst.offset, src.data, dst.nbytes());
     return Status();
   }
 
  private:
   CpuDevice& device_;
-  cpu::AlignedArray<char> bytes_;
+  cpu::HostMemory bytes_;
   uint64_t size_;
   uint64_t accounted_;
 };
@@ -198,7 +198,7 @@ StatusOr<std::unique_ptr<Buffer>> CpuDevice::allocate(uint64_t size) {
   } else {
     allocated_ += rounded;
   }
-  cpu::AlignedArray<char> bytes(static_cast<char*>(std::aligned_alloc(alignment(), rounded)));
+  cpu::HostMemory bytes = cpu::HostMemory::allocate(rounded, alignment());
   if (!bytes) {
     allocated_ -= rounded;
     return out_of_memory(name() + ": the host could not allocate " + format_bytes(size));

@@ -1,0 +1,54 @@
+// HostMemory: the bytes behind CPU buffers; large ones are huge-page mappings.
+#include "cpu/host_memory.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+namespace tensorpc::cpu {
+namespace {
+
+TEST(HostMemory, SmallAllocationsComeFromTheHeapAligned) {
+  HostMemory m = HostMemory::allocate(1000, 64);
+  ASSERT_TRUE(m);
+  EXPECT_FALSE(m.mapped());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(m.data()) % 64, 0u);
+  std::memset(m.data(), 0x5a, 1000);
+  EXPECT_EQ(m.data()[999], 0x5a);
+}
+
+TEST(HostMemory, LargeAllocationsAreMappedOnHugePageBoundariesAndHoldTheirBytes) {
+  const uint64_t size = 3 * kHugePage + 12345;  // not a multiple of the page
+  HostMemory m = HostMemory::allocate(size, 64);
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(m.mapped());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(m.data()) % kHugePage, 0u);
+  for (uint64_t i = 0; i < size; i += 4093) m.data()[i] = static_cast<char>(i % 251);
+  m.data()[size - 1] = 7;
+  for (uint64_t i = 0; i < size; i += 4093) ASSERT_EQ(m.data()[i], static_cast<char>(i % 251)) << i;
+  EXPECT_EQ(m.data()[size - 1], 7);
+}
+
+TEST(HostMemory, MovingHandsOverOwnership) {
+  HostMemory a = HostMemory::allocate(kHugePage, 64);
+  ASSERT_TRUE(a);
+  char* bytes = a.data();
+  bytes[0] = 1;
+  HostMemory b = std::move(a);
+  EXPECT_FALSE(a);  // NOLINT(bugprone-use-after-move): the moved-from state is specified
+  EXPECT_EQ(b.data(), bytes);
+  HostMemory c = HostMemory::allocate(100, 64);
+  c = std::move(b);  // frees c's heap bytes, takes b's mapping
+  EXPECT_EQ(c.data(), bytes);
+  EXPECT_EQ(c.data()[0], 1);
+}
+
+TEST(HostMemory, AnImpossibleSizeIsAnEmptyResultNotACrash) {
+  EXPECT_FALSE(HostMemory::allocate(UINT64_MAX - 10, 64));
+  EXPECT_FALSE(HostMemory::allocate(uint64_t{1} << 62, 64));
+}
+
+}  // namespace
+}  // namespace tensorpc::cpu
