@@ -1,12 +1,14 @@
 // Barrier: a reusable rendezvous for the threads of one graph run.
 //
 // Spins briefly (graph nodes are short, and a futex round trip would cost
-// more than many of them) and then yields, so it stays fair when threads
-// outnumber cores.
+// more than many of them) and then sleeps on the phase (a futex), so that a
+// thread whose partner was descheduled — the machine busy with other work —
+// gives its core to that partner instead of spinning or yielding through its
+// time slice. The last thread to arrive wakes sleepers only when there are
+// any, so an uncontended barrier makes no system call.
 #pragma once
 
 #include <atomic>
-#include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -23,16 +25,20 @@ class Barrier {
     const unsigned phase = phase_.load(std::memory_order_acquire);
     if (arrived_.fetch_add(1, std::memory_order_acq_rel) == n_ - 1) {
       arrived_.store(0, std::memory_order_relaxed);
-      phase_.fetch_add(1, std::memory_order_acq_rel);
+      phase_.fetch_add(1, std::memory_order_seq_cst);
+      if (sleepers_.load(std::memory_order_seq_cst) > 0) phase_.notify_all();
       return;
     }
-    for (int spins = 0; phase_.load(std::memory_order_acquire) == phase; ++spins) {
-      if (spins < 4096) {
-        pause();
-      } else {
-        std::this_thread::yield();
-      }
+    for (int spins = 0; spins < kSpins; ++spins) {
+      if (phase_.load(std::memory_order_acquire) != phase) return;
+      pause();
     }
+    // Announced before the last look at the phase, and the last arriver
+    // looks at sleepers_ after moving the phase: one of the two sees the
+    // other, so a sleeper is never left behind.
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    while (phase_.load(std::memory_order_seq_cst) == phase) phase_.wait(phase, std::memory_order_seq_cst);
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
 
  private:
@@ -42,9 +48,12 @@ class Barrier {
 #endif
   }
 
+  static constexpr int kSpins = 4096;  // ~0.1 ms of pause instructions
+
   const int n_;
   std::atomic<int> arrived_{0};
   std::atomic<unsigned> phase_{0};
+  std::atomic<int> sleepers_{0};
 };
 
 }  // namespace tensorpc::cpu
