@@ -45,13 +45,13 @@ class Context {
   Tensor* mul_mat(Tensor* a, Tensor* b);
   Tensor* get_rows(Tensor* a, Tensor* rows);
   Tensor* argmax(Tensor* a);
+  Tensor* top_k(Tensor* a, int k);
 
   // ---- normalisation, attention ------------------------------------------
   Tensor* rms_norm(Tensor* a, float eps);
   Tensor* norm(Tensor* a, float eps);
   // mode: kRopeNormal or kRopeNeox.
-  Tensor* rope(Tensor* x, Tensor* positions, int n_dims, int mode, float freq_base = 10000.0f,
-               float freq_scale = 1.0f);
+  Tensor* rope(Tensor* x, Tensor* positions, int n_dims, int mode, float freq_base = 10000.0f, float freq_scale = 1.0f);
   Tensor* soft_max(Tensor* a, Tensor* mask = nullptr, float scale = 1.0f);
   Tensor* diag_mask_inf(Tensor* a, int n_past);
 
@@ -69,8 +69,7 @@ class Context {
   // ---- views (descriptors only) ------------------------------------------
   // A view of a with shape ne and byte strides nb (nb[0] is the element
   // size), starting `offset` bytes into a. Must lie within a.
-  Tensor* view(Tensor* a, std::initializer_list<int64_t> ne, std::initializer_list<uint64_t> nb,
-               uint64_t offset);
+  Tensor* view(Tensor* a, std::initializer_list<int64_t> ne, std::initializer_list<uint64_t> nb, uint64_t offset);
   // a with a new shape of the same element count; a must be contiguous.
   Tensor* reshape(Tensor* a, std::initializer_list<int64_t> ne);
   // Source dim i becomes result dim axes[i]; axes is a permutation of 0..3.
@@ -80,8 +79,7 @@ class Context {
   size_t size() const { return tensors_.size(); }
 
  private:
-  Tensor* make(DType type, const std::array<int64_t, kMaxDims>& ne, Op op,
-               std::initializer_list<Tensor*> srcs);
+  Tensor* make(DType type, const std::array<int64_t, kMaxDims>& ne, Op op, std::initializer_list<Tensor*> srcs);
   Tensor* make_view(Tensor* a, Op op);
   Tensor* binary(Op op, Tensor* a, Tensor* b);
   Tensor* unary(Op op, Tensor* a);

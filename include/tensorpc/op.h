@@ -50,9 +50,18 @@ enum class Op : uint32_t {
   // lands is unspecified. Writes a KV cache at positions given as data, so a
   // decode step's graph does not change with the position.
   set_rows = 23,
+
+  // The k largest values of each row of f32 a [n, …] and where they are:
+  // f32 [k, 2, …], row 0 the values, largest first, row 1 their indices in
+  // the row (exact as floats: n <= 2^24). Ties go to the lower index; NaN
+  // ranks below -inf. Lets a sampler read k candidates instead of a whole
+  // vocabulary of logits.  params: i32 k (1 <= k <= n)
+  top_k = 24,
 };
 
-inline constexpr uint32_t kOpCount = 24;
+inline constexpr uint32_t kOpCount = 25;
+// The longest row top_k takes: every index below it is exact as a float.
+inline constexpr int64_t kTopKMaxRow = int64_t{1} << 24;
 
 const char* name_of(Op op);
 // True for view, reshape, permute and transpose.

@@ -13,15 +13,14 @@ namespace {
 // Fails with `what` unless `ok`. A macro, so that the message (which names
 // shapes) is built only on failure: builders run for every node of every
 // step a model computes.
-#define REQUIRE(ok, op, what) \
-  do {                        \
+#define REQUIRE(ok, op, what)  \
+  do {                         \
     if (!(ok)) fail(op, what); \
   } while (false)
 
 void require_type(const Tensor* t, DType type, Op op, const char* role) {
   REQUIRE(t != nullptr, op, std::string(role) + " is null");
-  REQUIRE(t->type == type, op,
-          std::string(role) + " " + describe(*t) + " must be " + name_of(type));
+  REQUIRE(t->type == type, op, std::string(role) + " " + describe(*t) + " must be " + name_of(type));
 }
 
 void require_present(const Tensor* t, Op op, const char* role) {
@@ -40,8 +39,7 @@ bool is_float_type(DType t) { return t != DType::i32; }
 
 }  // namespace
 
-Tensor* Context::make(DType type, const std::array<int64_t, kMaxDims>& ne, Op op,
-                      std::initializer_list<Tensor*> srcs) {
+Tensor* Context::make(DType type, const std::array<int64_t, kMaxDims>& ne, Op op, std::initializer_list<Tensor*> srcs) {
   Tensor& t = tensors_.emplace_back();
   t.type = type;
   t.ne = ne;
@@ -63,8 +61,8 @@ Tensor* Context::new_tensor(DType type, const int64_t* ne, int n_dims, std::stri
     shape[i] = ne[i];
   }
   REQUIRE(shape[0] % block_size(type) == 0, op,
-          std::string(name_of(type)) + " rows need ne[0] divisible by " + std::to_string(block_size(type)) +
-              ", got " + std::to_string(shape[0]));
+          std::string(name_of(type)) + " rows need ne[0] divisible by " + std::to_string(block_size(type)) + ", got " +
+              std::to_string(shape[0]));
   Tensor* t = make(type, shape, op, {});
   t->name = std::move(name);
   return t;
@@ -119,8 +117,7 @@ Tensor* Context::mul_mat(Tensor* a, Tensor* b) {
   require_present(a, op, "a");
   require_present(b, op, "b");
   const auto shapes = [&] { return "a " + describe(*a) + " and b " + describe(*b); };
-  REQUIRE(a->type != DType::i32 && a->type != DType::bf16, op,
-          shapes() + ": weights must be f32, f16, q8_0 or q4_0");
+  REQUIRE(a->type != DType::i32 && a->type != DType::bf16, op, shapes() + ": weights must be f32, f16, q8_0 or q4_0");
   REQUIRE(b->type == DType::f32, op, shapes() + ": b must be f32");
   REQUIRE(a->ne[0] == b->ne[0], op, shapes() + ": ne[0] (K) must match");
   REQUIRE(a->ne[2] > 0 && a->ne[3] > 0 && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0, op,
@@ -148,6 +145,18 @@ Tensor* Context::argmax(Tensor* a) {
   return make(DType::i32, {a->ne[1], a->ne[2], a->ne[3], 1}, op, {a});
 }
 
+Tensor* Context::top_k(Tensor* a, int k) {
+  const Op op = Op::top_k;
+  require_type(a, DType::f32, op, "a");
+  REQUIRE(k >= 1 && k <= a->ne[0], op,
+          "k " + std::to_string(k) + " must be in [1, " + std::to_string(a->ne[0]) + "] for a " + describe(*a));
+  REQUIRE(a->ne[0] <= kTopKMaxRow, op, "a " + describe(*a) + ": rows longer than 2^24 cannot carry exact indices");
+  REQUIRE(a->ne[3] == 1, op, "a " + describe(*a) + " must have at most 3 dims");
+  Tensor* t = make(DType::f32, {k, 2, a->ne[1], a->ne[2]}, op, {a});
+  t->set_param(0, static_cast<int32_t>(k));
+  return t;
+}
+
 Tensor* Context::rms_norm(Tensor* a, float eps) {
   Tensor* t = unary(Op::rms_norm, a);
   t->set_param(0, eps);
@@ -170,7 +179,8 @@ Tensor* Context::rope(Tensor* x, Tensor* positions, int n_dims, int mode, float 
           shapes() + ": one position per token (positions.ne[0] == x.ne[2])");
   REQUIRE(n_dims > 0 && n_dims % 2 == 0 && n_dims <= x->ne[0], op,
           shapes() + ": n_dims " + std::to_string(n_dims) + " must be even and in (0, head_dim]");
-  REQUIRE(mode == kRopeNormal || mode == kRopeNeox, op, "mode " + std::to_string(mode) + " is neither normal (0) nor neox (2)");
+  REQUIRE(mode == kRopeNormal || mode == kRopeNeox, op,
+          "mode " + std::to_string(mode) + " is neither normal (0) nor neox (2)");
   REQUIRE(freq_base > 0.0f && freq_scale > 0.0f, op, "freq_base and freq_scale must be positive");
   Tensor* t = make(DType::f32, x->ne, op, {x, positions});
   t->set_param(0, static_cast<int32_t>(n_dims));
@@ -237,7 +247,8 @@ Tensor* Context::cast(Tensor* a, DType type) {
           "a " + describe(*a) + " cannot become " + name_of(type) + ": ne[0] must be divisible by " +
               std::to_string(block_size(type)));
   REQUIRE((a->type == DType::i32) == (type == DType::i32), op, "a " + describe(*a) + ": i32 converts only to i32");
-  REQUIRE(!is_quantized(a->type) || a->rows_are_contiguous(), op, "a " + describe(*a) + ": quantized rows must be contiguous");
+  REQUIRE(!is_quantized(a->type) || a->rows_are_contiguous(), op,
+          "a " + describe(*a) + ": quantized rows must be contiguous");
   return make(type, a->ne, op, {a});
 }
 
@@ -246,7 +257,9 @@ Tensor* Context::set_rows(Tensor* dst, Tensor* src, Tensor* rows) {
   require_present(dst, op, "dst");
   require_type(src, DType::f32, op, "src");
   require_type(rows, DType::i32, op, "rows");
-  const auto shapes = [&] { return "dst " + describe(*dst) + ", src " + describe(*src) + " and rows " + describe(*rows); };
+  const auto shapes = [&] {
+    return "dst " + describe(*dst) + ", src " + describe(*src) + " and rows " + describe(*rows);
+  };
   REQUIRE(dst->type != DType::i32, op, shapes() + ": dst must be a float or quantized type");
   REQUIRE(dst->ne[2] == 1 && dst->ne[3] == 1 && src->ne[2] == 1 && src->ne[3] == 1, op,
           shapes() + ": dst is [K, R] and src [K, n]");
@@ -269,7 +282,8 @@ Tensor* Context::concat(Tensor* a, Tensor* b, int dim) {
           shapes() + ": both must be f32 or both i32");
   std::array<int64_t, kMaxDims> ne = a->ne;
   for (int i = 0; i < kMaxDims; ++i) {
-    if (i != dim) REQUIRE(a->ne[i] == b->ne[i], op, shapes() + ": dims other than " + std::to_string(dim) + " must match");
+    if (i != dim)
+      REQUIRE(a->ne[i] == b->ne[i], op, shapes() + ": dims other than " + std::to_string(dim) + " must match");
   }
   ne[dim] += b->ne[dim];
   Tensor* t = make(a->type, ne, op, {a, b});

@@ -61,6 +61,7 @@ Arity arity_of(Op op) {
     case Op::gelu:
     case Op::diag_mask_inf:
     case Op::argmax:
+    case Op::top_k:
     case Op::view:
     case Op::reshape:
     case Op::permute:
@@ -104,6 +105,7 @@ Tensor* rebuild(Context& ctx, const Tensor& node) {
     case Op::diag_mask_inf: return ctx.diag_mask_inf(a, node.param<int32_t>(0));
     case Op::concat: return ctx.concat(a, b, node.param<int32_t>(0));
     case Op::argmax: return ctx.argmax(a);
+    case Op::top_k: return ctx.top_k(a, node.param<int32_t>(0));
     case Op::reshape: return ctx.reshape(a, {node.ne[0], node.ne[1], node.ne[2], node.ne[3]});
     case Op::permute:
       return ctx.permute(a, node.param<int32_t>(0), node.param<int32_t>(1), node.param<int32_t>(2),

@@ -33,6 +33,7 @@ constexpr std::array<OpEntry, kOpCount> make_table() {
   set(Op::diag_mask_inf, op_diag_mask_inf);
   set(Op::concat, op_concat);
   set(Op::argmax, op_argmax);
+  set(Op::top_k, op_top_k);
   set(Op::set_rows, op_set_rows);
   return t;
 }

@@ -8,6 +8,13 @@
 // and the scheduler's plan for it: only the inputs change. The sequence's
 // position advances with every token fed.
 //
+// eval_top() ends the step's graph with a top_k node, so the device of the
+// output projection hands back only the k largest logits and their ids: the
+// few hundred bytes a sampler needs (Sampler::candidates_needed) instead of
+// the whole vocabulary's logits, which over a network is most of a decode
+// step's traffic (128 KiB for 32,000 tokens). The logits stay on the device
+// for read_logits().
+//
 // Ownership: the generator owns its scheduler; the model, the placement and
 // their devices must outlive it. One thread uses a generator at a time.
 #pragma once
@@ -22,8 +29,9 @@
 namespace tensorpc {
 
 struct GeneratorOptions {
-  int64_t n_batch = 64;        // prompt tokens per step at most
-  int64_t kv_granularity = 32;  // decode graphs change only when the KV window grows by this
+  int64_t n_batch = 64;          // prompt tokens per step at most
+  int64_t kv_granularity = 32;   // decode graphs change only when the KV window grows by this
+  bool select_on_device = true;  // false: can_select_on_device() says no (measurements, tests)
 };
 
 class Generator {
@@ -33,6 +41,16 @@ class Generator {
   // Feeds `tokens` at the current position; returns the logits after the
   // last of them ([n_vocab]). Fails when the sequence would pass n_ctx.
   StatusOr<std::vector<float>> eval(std::span<const int32_t> tokens);
+
+  // The same step, returning the k largest logits after the last token as
+  // the top_k op lays them out ([k, 2]: values, largest first, then ids).
+  // Needs can_select_on_device().
+  StatusOr<std::vector<float>> eval_top(std::span<const int32_t> tokens, int64_t k);
+  // Whether the device of the output projection computes top_k (a server
+  // older than protocol 1.6 does not; callers then use eval()).
+  bool can_select_on_device() const;
+  // All logits of the last step that eval_top() ran (one more read).
+  StatusOr<std::vector<float>> read_logits() const;
 
   // Back to position 0 with an empty cache.
   Status reset();
@@ -51,8 +69,13 @@ class Generator {
   struct BuiltStep {
     Context ctx;
     LlamaStep step;
+    Tensor* top = nullptr;  // top_k of the logits, when k > 0
+    int64_t k = 0;
     Graph graph;
   };
+  // Runs `tokens` through steps ending in top_k(logits, k) when k > 0; reads
+  // the last step's result (the logits or the top) into the returned vector.
+  StatusOr<std::vector<float>> run(std::span<const int32_t> tokens, int64_t k);
   std::unique_ptr<BuiltStep> built_;
 };
 

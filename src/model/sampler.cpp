@@ -37,31 +37,78 @@ double Sampler::uniform() {
   return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
 }
 
+int64_t Sampler::candidates_needed(int64_t n_vocab) const {
+  const bool penalising = options_.repeat_penalty != 1.0f && options_.repeat_last_n > 0;
+  if (penalising && options_.repeat_penalty < 1.0f) return 0;
+  const int64_t penalised = penalising ? options_.repeat_last_n : 0;
+  int64_t kept = 1;  // greedy
+  if (options_.temperature > 0.0f) {
+    if (options_.top_k == 0) return 0;
+    // One more than top-k can keep: if even that many are finite, so are
+    // more than top_k of the whole vocabulary, and the chain sorts.
+    kept = static_cast<int64_t>(options_.top_k) + 1;
+  }
+  return std::min(n_vocab, kept + penalised);
+}
+
 int32_t Sampler::sample(std::span<const float> logits) {
-  constexpr float kInf = std::numeric_limits<float>::infinity();
   if (logits.empty() || logits.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) return -1;
-  const auto n = static_cast<int32_t>(logits.size());
+  pool_.clear();
+  for (size_t i = 0; i < logits.size(); ++i) pool_.push_back({logits[i], static_cast<int32_t>(i)});
+  return choose();
+}
+
+StatusOr<int32_t> Sampler::sample_candidates(std::span<const float> top, int64_t n_vocab) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const size_t k = top.size() / 2;
+  if (k == 0 || top.size() % 2 != 0) {
+    return invalid_argument("sampler: " + std::to_string(top.size()) + " values are not k candidates and their ids");
+  }
+  pool_.clear();
+  bool all_positive_inf = true;
+  for (size_t j = 0; j < k; ++j) {
+    const float id = top[k + j];
+    if (!(id >= 0.0f && id < static_cast<float>(n_vocab) && id == std::floor(id))) {
+      return invalid_argument("sampler: candidate " + std::to_string(j) + " names token " + std::to_string(id) +
+                              ", not one of the " + std::to_string(n_vocab) + " in the vocabulary");
+    }
+    pool_.push_back({top[j], static_cast<int32_t>(id)});
+    all_positive_inf = all_positive_inf && top[j] == kInf;
+  }
+  std::sort(pool_.begin(), pool_.end(), [](const Token& a, const Token& b) { return a.id < b.id; });
+  for (size_t j = 1; j < pool_.size(); ++j) {
+    if (pool_[j].id == pool_[j - 1].id) {
+      return invalid_argument("sampler: token " + std::to_string(pool_[j].id) + " is a candidate twice");
+    }
+  }
+  if (all_positive_inf && static_cast<int64_t>(k) < n_vocab) return kUndecided;
+  return choose();
+}
+
+int32_t Sampler::choose() {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
 
   // 1. Non-finite logits. +inf tokens would make the softmax NaN; they win,
   // equally, over every finite one.
-  logits_.assign(logits.begin(), logits.end());
   bool any_positive_inf = false;
-  for (float& l : logits_) {
-    if (std::isnan(l)) l = -kInf;
-    if (l == kInf) any_positive_inf = true;
+  for (Token& t : pool_) {
+    if (std::isnan(t.logit)) t.logit = -kInf;
+    if (t.logit == kInf) any_positive_inf = true;
   }
   if (any_positive_inf) {
-    for (float& l : logits_) l = l == kInf ? 0.0f : -kInf;
+    for (Token& t : pool_) t.logit = t.logit == kInf ? 0.0f : -kInf;
   }
 
-  // 2. Repetition penalty, once per distinct recent token.
+  // 2. Repetition penalty, once per distinct recent token (pool_ is in id
+  // order, so a binary search finds each).
   if (options_.repeat_penalty != 1.0f && !history_.empty()) {
     std::vector<int32_t> recent(history_.begin(), history_.end());
     std::sort(recent.begin(), recent.end());
     recent.erase(std::unique(recent.begin(), recent.end()), recent.end());
     for (int32_t id : recent) {
-      if (id >= n) continue;  // from a different vocabulary; nothing to penalise
-      float& l = logits_[id];
+      auto it = std::lower_bound(pool_.begin(), pool_.end(), id, [](const Token& t, int32_t v) { return t.id < v; });
+      if (it == pool_.end() || it->id != id) continue;  // not a candidate, or from another vocabulary
+      float& l = it->logit;
       l = l > 0.0f ? l / options_.repeat_penalty : l * options_.repeat_penalty;
     }
   }
@@ -70,18 +117,18 @@ int32_t Sampler::sample(std::span<const float> logits) {
   if (options_.temperature <= 0.0f) {
     int32_t best = -1;
     float best_logit = -kInf;
-    for (int32_t i = 0; i < n; ++i) {
-      if (logits_[i] > best_logit) {
-        best = i;
-        best_logit = logits_[i];
+    for (const Token& t : pool_) {
+      if (t.logit > best_logit) {
+        best = t.id;
+        best_logit = t.logit;
       }
     }
     return best;
   }
 
   candidates_.clear();
-  for (int32_t i = 0; i < n; ++i) {
-    if (logits_[i] > -kInf) candidates_.push_back({logits_[i], i, 0.0});
+  for (const Token& t : pool_) {
+    if (t.logit > -kInf) candidates_.push_back({t.logit, t.id, 0.0});
   }
   if (candidates_.empty()) return -1;
 

@@ -18,6 +18,14 @@
 // candidates are ordered by a total order (logit, then id); so one seed gives
 // the same tokens on every platform whose exp() agrees.
 //
+// The chain needs only the largest logits when it keeps few tokens: the
+// top_k after the penalty are among the top_k + (penalised tokens) largest
+// before it (the penalty only lowers logits). candidates_needed() says how
+// many, and sample_candidates() picks from just those (a device's top_k op:
+// the generator then reads a few hundred bytes per token, not the whole
+// vocabulary) exactly the token sample() would pick from all logits, with
+// the same draws from the engine.
+//
 // A Sampler is not thread-safe: it holds the random engine and the history.
 #pragma once
 
@@ -52,6 +60,20 @@ class Sampler {
   // history: call accept() with the token actually used.
   int32_t sample(std::span<const float> logits);
 
+  // How many of the largest logits sample_candidates() needs to decide: 0
+  // when it needs all of them (temperature > 0 without top-k, or a penalty
+  // below 1, which raises logits). At most n_vocab.
+  int64_t candidates_needed(int64_t n_vocab) const;
+
+  // What sample() would give for a vocabulary of n_vocab tokens, from its
+  // `candidates_needed(n_vocab)` largest logits as the top_k op lays them
+  // out: k values, largest first, then their k token ids (as floats).
+  // kUndecided when they cannot decide (all are +inf: more may be outside);
+  // the caller then samples from all logits. Ids that are not distinct
+  // tokens of the vocabulary are invalid_argument.
+  static constexpr int32_t kUndecided = -2;
+  StatusOr<int32_t> sample_candidates(std::span<const float> top, int64_t n_vocab);
+
   // Records `token` (a prompt or generated token) for the repetition penalty.
   // Negative ids are ignored.
   void accept(int32_t token);
@@ -66,6 +88,9 @@ class Sampler {
 
   // A uniform double in [0, 1) from the engine's top 53 bits.
   double uniform();
+  // The chain over pool_ (tokens in id order: all of the vocabulary, or the
+  // candidates that decide it).
+  int32_t choose();
 
   struct Candidate {
     float logit;
@@ -77,7 +102,11 @@ class Sampler {
   std::mt19937_64 rng_;
   std::deque<int32_t> history_;        // the last repeat_last_n accepted tokens, oldest first
   std::vector<Candidate> candidates_;  // scratch, kept to avoid an allocation per token
-  std::vector<float> logits_;          // scratch: the penalised logits
+  struct Token {
+    float logit;
+    int32_t id;
+  };
+  std::vector<Token> pool_;  // scratch: the tokens the chain chooses among
 };
 
 }  // namespace tensorpc

@@ -85,7 +85,13 @@ uint64_t RemoteDevice::max_allocation() const {
   return i.ok() ? i.value().max_allocation : 0;
 }
 
-bool RemoteDevice::supports(const Tensor& node) const { return static_cast<uint32_t>(node.op) < kOpCount; }
+bool RemoteDevice::supports(const Tensor& node) const {
+  if (static_cast<uint32_t>(node.op) >= kOpCount) return false;
+  if (node.op != Op::top_k) return true;
+  // Ops newer than 1.0 go only to servers that said they compute them.
+  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
+  return connection.ok() && connection.value()->server_hello().minor >= kTopKMinor;
+}
 
 StatusOr<std::unique_ptr<Buffer>> RemoteDevice::allocate(uint64_t size) {
   auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());

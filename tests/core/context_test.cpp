@@ -60,6 +60,16 @@ TEST_F(ContextShapeRulesTest, BinaryAndUnaryOpsTakeOnlyF32) {
   EXPECT_TRUE(throws_naming([&] { ctx.rms_norm(i, 1e-5f); }, {"rms_norm"}));
   EXPECT_TRUE(throws_naming([&] { ctx.norm(h, 1e-5f); }, {"norm"}));
   EXPECT_TRUE(throws_naming([&] { ctx.argmax(i); }, {"argmax"}));
+  EXPECT_TRUE(throws_naming([&] { ctx.top_k(i, 1); }, {"top_k"}));
+}
+
+TEST_F(ContextShapeRulesTest, TopKTakesBetweenOneAndAWholeRow) {
+  Tensor* a = t(DType::f32, {10, 3});
+  EXPECT_TRUE(throws_naming([&] { ctx.top_k(a, 0); }, {"top_k", "k 0", "[1, 10]"}));
+  EXPECT_TRUE(throws_naming([&] { ctx.top_k(a, 11); }, {"top_k", "k 11"}));
+  EXPECT_TRUE(throws_naming([&] { ctx.top_k(t(DType::f32, {4, 2, 2, 2}), 2); }, {"top_k", "3 dims"}));
+  const Tensor* r = ctx.top_k(a, 10);
+  EXPECT_EQ(r->ne, (std::array<int64_t, 4>{10, 2, 3, 1}));
 }
 
 TEST_F(ContextShapeRulesTest, SwigluNeedsEqualShapes) {
@@ -115,7 +125,8 @@ TEST_F(ContextShapeRulesTest, GetRowsNeedsI32IndicesMatchingTheBatches) {
   Tensor* a4 = t(DType::f32, {8, 10, 2, 2});
   Tensor* rows = t(DType::i32, {5, 2});
   EXPECT_TRUE(throws_naming([&] { ctx.get_rows(a, f); }, {"get_rows", describe(*f)}));
-  EXPECT_TRUE(throws_naming([&] { ctx.get_rows(a, wrong_batches); }, {"get_rows", describe(*a), describe(*wrong_batches)}));
+  EXPECT_TRUE(
+      throws_naming([&] { ctx.get_rows(a, wrong_batches); }, {"get_rows", describe(*a), describe(*wrong_batches)}));
   EXPECT_TRUE(throws_naming([&] { ctx.get_rows(a4, rows); }, {"get_rows", describe(*a4)}));
   Tensor* c = ctx.get_rows(a, rows);
   EXPECT_EQ(c->type, DType::f32);
@@ -240,7 +251,7 @@ TEST(TensorDescriptorTest, NewTensorsAreDenseWithGgufStrides) {
 TEST(TensorDescriptorTest, ViewSetsShapeStridesAndOffsetIntoItsSource) {
   Context ctx;
   Tensor* a = ctx.new_tensor(DType::f32, {8, 6});  // rows of 32 bytes
-  Tensor* v = ctx.view(a, {4, 3}, {4, 64}, 40);   // every second row, from element (2, 1)
+  Tensor* v = ctx.view(a, {4, 3}, {4, 64}, 40);    // every second row, from element (2, 1)
   EXPECT_EQ(v->op, Op::view);
   EXPECT_EQ(v->type, DType::f32);
   EXPECT_EQ(shape_of(v), (Shape{4, 3, 1, 1}));
@@ -405,9 +416,7 @@ TEST(GraphBuildTest, BuildsAVeryDeepChainInOrder) {
   EXPECT_EQ(g.nodes(), chain);
 }
 
-TEST(GraphBuildTest, ANullOutputIsAnError) {
-  EXPECT_THROW(Graph::build({nullptr}), Error);
-}
+TEST(GraphBuildTest, ANullOutputIsAnError) { EXPECT_THROW(Graph::build({nullptr}), Error); }
 
 }  // namespace
 }  // namespace tensorpc::test

@@ -155,6 +155,7 @@ TEST_F(ValidateTest, EveryNodeContextBuildsIsValid) {
       ctx.diag_mask_inf(mm, 2),
       ctx.concat(mm, y, 1),
       ctx.argmax(mm),
+      ctx.top_k(mm, 3),
       ctx.view(mm, {8, 4}, {4, 64}, 32),
       ctx.reshape(mm, {64}),
       ctx.permute(heads, 2, 0, 1, 3),
@@ -199,6 +200,18 @@ TEST_F(ValidateTest, RejectsANodeWhoseShapeOrTypeIsNotWhatItsSourcesMake) {
   Tensor a = as_decoded(ctx.argmax(t(DType::f32, {8, 2})));
   a.type = DType::f32;
   EXPECT_TRUE(refused_naming(validate_node(a), {"argmax", "i32"}));
+}
+
+TEST_F(ValidateTest, RejectsTopKWithKOutsideTheRow) {
+  Tensor n = as_decoded(ctx.top_k(t(DType::f32, {8, 2}), 3));
+  n.set_param(0, int32_t{9});
+  EXPECT_TRUE(refused_naming(validate_node(n), {"top_k", "k 9"}));
+  n.set_param(0, int32_t{0});
+  EXPECT_TRUE(refused_naming(validate_node(n), {"top_k", "k 0"}));
+  Tensor m = as_decoded(ctx.top_k(t(DType::f32, {8, 2}), 3));
+  m.ne = {4, 2, 2, 1};  // a k the param does not say
+  m.nb = {4, 16, 32, 64};
+  EXPECT_TRUE(refused_naming(validate_node(m), {"top_k"}));
 }
 
 TEST_F(ValidateTest, RejectsRopeParamsOutOfRange) {

@@ -10,6 +10,8 @@
 //   q4_0: amax / 8 * (1 + 1/256)    (a step of amax/8: the extreme maps to -8,
 //                                    the other side may clamp at +7)
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "test_util.h"
 
@@ -112,7 +114,8 @@ TEST_P(CopyTest, QuantizeThenDequantizeStaysWithinThePerBlockBound) {
     GraphRun run(dev(), {back});
     // Blocks of very different magnitudes, and one all-zero block.
     std::vector<float> values = random_floats(a->nelements(), 23, -1, 1);
-    for (size_t i = 0; i < values.size(); ++i) values[i] *= static_cast<float>(std::pow(10.0, static_cast<int>(i / 32 % 5) - 2));
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] *= static_cast<float>(std::pow(10.0, static_cast<int>(i / 32 % 5) - 2));
     std::fill(values.begin() + 64, values.begin() + 96, 0.0f);
     const auto va = run.write(a, values);
     run.compute();
@@ -192,8 +195,8 @@ TEST_P(CopyTest, CpyWritesIntoAViewAndLeavesTheRestAlone) {
   for (int64_t r = 0; r < 3; ++r)
     for (int64_t i = 0; i < 16; ++i) want(i, r + 2) = stored_as(DType::f16, static_cast<float>(xt(i, r)));
   EXPECT_TRUE(all_near(run.read(dst), want.v, Tolerance{0, 0}));
-  EXPECT_TRUE(all_near(run.read(into_rows), std::vector<double>(want.v.begin() + 32, want.v.begin() + 80),
-                       Tolerance{0, 0}));
+  EXPECT_TRUE(
+      all_near(run.read(into_rows), std::vector<double>(want.v.begin() + 32, want.v.begin() + 80), Tolerance{0, 0}));
 }
 
 TEST_P(CopyTest, CpyWritesIntoAStridedViewOfHalfRows) {
@@ -375,9 +378,9 @@ TEST_P(CopyTest, ArgmaxGivesTheIndexOfTheLargestValueOfEachRow) {
   ASSERT_EQ(shape_of(c), (Shape{6, 2, 1, 1}));
   GraphRun run(dev(), {c});
   auto values = random_floats(a->nelements(), 34, -5, -1);  // all negative: 0 is no default
-  values[0 * 37 + 0] = 3.0f;    // row 0: first element
-  values[1 * 37 + 36] = 3.0f;   // row 1: last element
-  values[2 * 37 + 20] = -0.5f;  // row 2: a middle one
+  values[0 * 37 + 0] = 3.0f;                                // row 0: first element
+  values[1 * 37 + 36] = 3.0f;                               // row 1: last element
+  values[2 * 37 + 20] = -0.5f;                              // row 2: a middle one
   const auto va = run.write(a, values);
   run.compute();
   const HostTensor h(ne, va);
@@ -390,6 +393,52 @@ TEST_P(CopyTest, ArgmaxGivesTheIndexOfTheLargestValueOfEachRow) {
   EXPECT_EQ(want[1], 36);
   EXPECT_EQ(want[2], 20);
   EXPECT_EQ(run.read_i32(c), want);
+}
+
+TEST_P(CopyTest, TopKGivesTheLargestValuesOfEachRowAndTheirIndicesBestFirst) {
+  const Shape ne = {300, 3, 2, 1};
+  const int k = 7;
+  Context ctx;
+  Tensor* a = input(ctx, DType::f32, ne, "a");
+  Tensor* c = ctx.top_k(a, k);
+  ASSERT_EQ(c->type, DType::f32);
+  ASSERT_EQ(shape_of(c), (Shape{k, 2, 3, 2}));
+  GraphRun run(dev(), {c});
+  auto values = random_floats(a->nelements(), 35, -4, 4);
+  values[0 * 300 + 5] = values[0 * 300 + 17] = 9.0f;  // row 0: a tie, the lower index first
+  values[1 * 300 + 299] = std::numeric_limits<float>::infinity();
+  values[1 * 300 + 3] = std::numeric_limits<float>::quiet_NaN();  // ranks last, never picked
+  for (int i = 0; i < 300; ++i) {
+    if (i != 7) values[2 * 300 + i] = std::numeric_limits<float>::quiet_NaN();  // row 2: one number, NaNs
+  }
+  const auto va = run.write(a, values);
+  run.compute();
+  const std::vector<float> got = run.read(c);
+  for (int64_t r = 0; r < 6; ++r) {
+    // The reference: every index ordered by (value descending, NaN last, index).
+    std::vector<int> order(300);
+    for (int i = 0; i < 300; ++i) order[i] = i;
+    const float* row = va.data() + r * 300;
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+      if (std::isnan(row[x]) != std::isnan(row[y])) return std::isnan(row[y]);
+      return !std::isnan(row[x]) && row[x] > row[y];
+    });
+    for (int j = 0; j < k; ++j) {
+      const float want_value = row[order[j]];
+      const float got_value = got[r * 2 * k + j];
+      if (std::isnan(want_value)) {
+        EXPECT_TRUE(std::isnan(got_value)) << "row " << r << " candidate " << j;
+      } else {
+        EXPECT_EQ(got_value, want_value) << "row " << r << " candidate " << j;
+      }
+      EXPECT_EQ(got[r * 2 * k + k + j], static_cast<float>(order[j])) << "row " << r << " candidate " << j;
+    }
+  }
+  EXPECT_EQ(got[k + 0], 5.0f);
+  EXPECT_EQ(got[k + 1], 17.0f);
+  EXPECT_EQ(got[2 * k + k], 299.0f);  // +inf first
+  EXPECT_EQ(got[4 * k + 0], values[2 * 300 + 7]);
+  EXPECT_EQ(got[4 * k + k], 7.0f);
 }
 
 }  // namespace

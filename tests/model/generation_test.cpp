@@ -2,13 +2,15 @@
 // token: a random llama model (f32 and q8_0, GQA, 4 layers) and, when it is
 // there, the bundled one, spread over two in-process servers with two CPU
 // devices each.
+#include "tensorpc/generation.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/demo.h"
-#include "tensorpc/generation.h"
 #include "tensorpc/random_model.h"
 #include "tensorpc/rpc_client.h"
 #include "tensorpc/server.h"
@@ -40,25 +42,31 @@ GenerateOptions greedy(int n) {
   return g;
 }
 
-// Generates on the servers' four devices (ratios 1,1,1,1) and returns the
-// tokens; also checks the table names every device.
-std::vector<int32_t> generate_remote(const LlamaModel& model, const std::vector<std::string>& endpoints,
-                                     const std::string& prompt, const GenerateOptions& g, int64_t n_ctx) {
+// Generates on the servers' four devices (ratios 1,1,1,1); also checks the
+// table names every device and that the decode went through the servers.
+std::optional<GenerateResult> run_remote(const LlamaModel& model, const std::vector<std::string>& endpoints,
+                                         const std::string& prompt, const GenerateOptions& g, int64_t n_ctx) {
   auto devices = DeviceSet::connect(false, 0, endpoints);
   EXPECT_TRUE(devices.ok()) << devices.status().to_string();
-  if (!devices.ok()) return {};
+  if (!devices.ok()) return std::nullopt;
   const std::vector<Device*> list = devices.value().devices();
   EXPECT_EQ(list.size(), 4u);
   auto placement = load_model(model, list, endpoints, std::vector<double>(list.size(), 1.0), n_ctx, nullptr);
   EXPECT_TRUE(placement.ok()) << placement.status().to_string();
-  if (!placement.ok()) return {};
+  if (!placement.ok()) return std::nullopt;
   const std::string table = placement.value()->table();
   for (Device* d : list) EXPECT_NE(table.find(d->name()), std::string::npos) << d->name() << " not in\n" << table;
   auto r = generate(model, *placement.value(), prompt, g);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
-  if (!r.ok()) return {};
-  EXPECT_GT(r.value().decode.round_trips, 0u);  // the decode really went through the servers
-  return r.value().generated;
+  if (!r.ok()) return std::nullopt;
+  EXPECT_GT(r.value().decode.round_trips, 0u);
+  return std::move(r).value();
+}
+
+std::vector<int32_t> generate_remote(const LlamaModel& model, const std::vector<std::string>& endpoints,
+                                     const std::string& prompt, const GenerateOptions& g, int64_t n_ctx) {
+  auto r = run_remote(model, endpoints, prompt, g, n_ctx);
+  return r ? r->generated : std::vector<int32_t>{};
 }
 
 std::vector<int32_t> generate_local(const LlamaModel& model, const std::string& prompt, const GenerateOptions& g,
@@ -105,6 +113,31 @@ TEST_P(RandomModelGeneration, GreedyAcrossTwoServersEqualsLocal) {
   const std::vector<int32_t> local = generate_local(*model, prompt, g, 128);
   ASSERT_EQ(local.size(), 40u);
   EXPECT_EQ(remote, local);
+}
+
+// The last server picks the sampler's candidates (top_k) and sends back a
+// few hundred bytes instead of every logit: the same tokens, greedy and
+// sampled, for a fraction of the bytes.
+TEST_P(RandomModelGeneration, CandidatesPickedOnTheServersGiveTheTokensAllLogitsGive) {
+  const std::string prompt = "in the beginning was the word";
+  TwoServers servers;
+  GenerateOptions sampled = greedy(24);
+  sampled.sampler = SamplerOptions{};  // temperature 0.8, top-k 40, top-p 0.95, penalty 1.1
+  sampled.sampler.seed = 5;
+  for (GenerateOptions g : {greedy(24), sampled}) {
+    g.generator.select_on_device = false;
+    const auto whole = run_remote(*model, servers.endpoints, prompt, g, 128);
+    g.generator.select_on_device = true;
+    const auto picked = run_remote(*model, servers.endpoints, prompt, g, 128);
+    ASSERT_TRUE(whole && picked);
+    ASSERT_EQ(picked->generated.size(), 24u);
+    EXPECT_EQ(picked->generated, whole->generated) << "temperature " << g.sampler.temperature;
+    const uint64_t whole_bytes = whole->decode.bytes_received;
+    const uint64_t picked_bytes = picked->decode.bytes_received;
+    // The random model's vocabulary is a few hundred tokens: even so, the
+    // candidates (at most 106 values and ids) are well under its logits.
+    EXPECT_LT(picked_bytes, whole_bytes) << "temperature " << g.sampler.temperature;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, RandomModelGeneration, ::testing::Values(DType::f32, DType::q8_0),

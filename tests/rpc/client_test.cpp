@@ -130,10 +130,11 @@ class FakeServer {
     (void)peer_.send_all(header, sizeof header);
     (void)peer_.send_all(w.bytes().data(), w.size());
   }
-  void reply_hello(const FrameHeader& request, uint32_t major) {
+  void reply_hello(const FrameHeader& request, uint32_t major, uint32_t minor = rpc::kVersionMinor) {
     rpc::WireWriter w;
     rpc::HelloReply hello;
     hello.major = major;
+    hello.minor = minor;
     hello.server = "fake";
     rpc::encode(w, hello);
     reply(request, Status(), w.bytes());
@@ -296,6 +297,24 @@ TEST(ClientConnection, OneEndpointSharesOneConnectionUntilTheLastUserGoes) {
   a.value().reset();
   b.value().reset();
   EXPECT_EQ(rpc::find_live_connection(fake.endpoint()), nullptr);
+}
+
+// top_k is new in 1.6: the client places it only on servers that said so, and
+// the scheduler and the generator then keep it (and the logits) elsewhere.
+TEST(RemoteDeviceOps, TopKGoesOnlyToServersThatSpeakItsVersion) {
+  Context ctx;
+  const Tensor* top = ctx.top_k(ctx.new_tensor(DType::f32, {10}), 3);
+  const Tensor* older = ctx.argmax(ctx.new_tensor(DType::f32, {10}));
+  for (uint32_t minor : {rpc::kTopKMinor - 1, rpc::kTopKMinor}) {
+    FakeServer fake([minor](FakeServer& s, const FrameHeader& h, const std::vector<uint8_t>&) {
+      if (h.command != Command::hello) return false;
+      s.reply_hello(h, rpc::kVersionMajor, minor);
+      return true;
+    });
+    auto device = remote_device(fake.endpoint(), 0);
+    EXPECT_EQ(device->supports(*top), minor >= rpc::kTopKMinor) << "a server of 1." << minor;
+    EXPECT_TRUE(device->supports(*older)) << "a server of 1." << minor;
+  }
 }
 
 }  // namespace

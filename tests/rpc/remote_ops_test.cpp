@@ -82,6 +82,7 @@ std::vector<OpCase> op_cases() {
     return Built{{c.concat(input(c, DType::f32, {32, 3, 2}), input(c, DType::f32, {32, 5, 2}), 1)}, {}};
   });
   add("argmax", [](Context& c) { return Built{{c.argmax(input(c, DType::f32, {50, 9, 2}))}, {}}; });
+  add("top_k", [](Context& c) { return Built{{c.top_k(input(c, DType::f32, {500, 3, 2}), 20)}, {}}; });
   add("views_permute_reshape", [](Context& c) {
     Tensor* x = input(c, DType::f32, {16, 6, 4, 2});
     Tensor* p = c.cont(c.permute(x, 2, 0, 1, 3));                      // a strided source materialised

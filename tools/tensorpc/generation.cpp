@@ -121,8 +121,9 @@ StatusOr<std::unique_ptr<ModelPlacement>> load_model(const LlamaModel& model, co
     if (err == nullptr || (done != total && seconds_since(last_print) < 0.1)) return;
     last_print = Clock::now();
     const double secs = std::max(seconds_since(start), 1e-9);
-    std::fprintf(err, "\rloading weights: %s / %s (%3.0f%%), %s/s, %-28s", human_bytes(static_cast<double>(done)).c_str(),
-                 human_bytes(static_cast<double>(total)).c_str(), total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
+    std::fprintf(err, "\rloading weights: %s / %s (%3.0f%%), %s/s, %-28s",
+                 human_bytes(static_cast<double>(done)).c_str(), human_bytes(static_cast<double>(total)).c_str(),
+                 total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
                  human_bytes(static_cast<double>(done) / secs).c_str(), device.c_str());
     std::fflush(err);
   };
@@ -134,14 +135,16 @@ StatusOr<std::unique_ptr<ModelPlacement>> load_model(const LlamaModel& model, co
     const uint64_t sent = bytes_sent_to(endpoints) - sent_before;
     const double spared = remote_weights > sent ? static_cast<double>(remote_weights - sent) : 0.0;
     std::fprintf(err, "sent %s to the servers for %s of weights on them: their weights caches spared %s (%.0f%%)\n",
-                 human_bytes(static_cast<double>(sent)).c_str(), human_bytes(static_cast<double>(remote_weights)).c_str(),
-                 human_bytes(spared).c_str(), 100.0 * spared / static_cast<double>(remote_weights));
+                 human_bytes(static_cast<double>(sent)).c_str(),
+                 human_bytes(static_cast<double>(remote_weights)).c_str(), human_bytes(spared).c_str(),
+                 100.0 * spared / static_cast<double>(remote_weights));
   }
   return placement;
 }
 
 StatusOr<GenerateResult> generate(const LlamaModel& model, ModelPlacement& placement, std::string_view prompt,
-                                  const GenerateOptions& options, const std::function<void(std::string_view)>& on_text) {
+                                  const GenerateOptions& options,
+                                  const std::function<void(std::string_view)>& on_text) {
   auto sampler = Sampler::create(options.sampler);
   if (!sampler.ok()) return sampler.status();
   const Tokenizer& tok = model.tokenizer();
@@ -158,19 +161,40 @@ StatusOr<GenerateResult> generate(const LlamaModel& model, ModelPlacement& place
     if (on_text) on_text(piece);
   };
 
+  // The device of the output projection picks the candidates the sampler
+  // needs when it can; else every logit comes back.
+  const int64_t n_vocab = model.hparams().n_vocab;
+  const int64_t candidates = sampler.value().candidates_needed(n_vocab);
+  const bool select_on_device = candidates > 0 && gen.can_select_on_device();
+  auto step = [&](std::span<const int32_t> tokens) -> StatusOr<int32_t> {
+    if (select_on_device) {
+      auto top = gen.eval_top(tokens, candidates);
+      if (!top.ok()) return top.status();
+      auto token = sampler.value().sample_candidates(top.value(), n_vocab);
+      if (!token.ok() || token.value() != Sampler::kUndecided) return token;
+      auto logits = gen.read_logits();  // every candidate +inf: rare enough for one more read
+      if (!logits.ok()) return logits.status();
+      return sampler.value().sample(logits.value());
+    }
+    auto logits = gen.eval(tokens);
+    if (!logits.ok()) return logits.status();
+    return sampler.value().sample(logits.value());
+  };
+
   Clock::time_point t0 = Clock::now();
-  auto logits = gen.eval(r.prompt);
-  if (!logits.ok()) return logits.status().with_context("prompt");
+  auto first = step(r.prompt);
+  if (!first.ok()) return first.status().with_context("prompt");
   const SchedulerCounters before = gen.scheduler().totals();
   Clock::time_point decode_start;
   for (int i = 0; i < options.n_predict; ++i) {
+    int32_t next = first.value();
     if (i > 0) {
       const int32_t last = r.generated.back();
-      logits = gen.eval(std::span<const int32_t>(&last, 1));
-      if (!logits.ok()) return logits.status().with_context("token " + std::to_string(i));
+      auto sampled = step(std::span<const int32_t>(&last, 1));
+      if (!sampled.ok()) return sampled.status().with_context("token " + std::to_string(i));
+      next = sampled.value();
       ++r.decode_steps;
     }
-    const int32_t next = sampler.value().sample(logits.value());
     if (next < 0) return internal_error("no token can be sampled: every logit is NaN or -inf");
     sampler.value().accept(next);
     r.generated.push_back(next);
