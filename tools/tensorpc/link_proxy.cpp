@@ -3,7 +3,9 @@
 // writer that delivers them at that time.
 #include "tensorpc/link_proxy.h"
 
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,6 +13,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <list>
 #include <mutex>
@@ -26,6 +29,40 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kChunk = 64 << 10;       // read at most this much at once
 constexpr size_t kMaxInFlight = 4 << 20;  // bytes a direction holds before it stops reading
+
+// The proxy's own thread wake-ups must not count as link time, or a round
+// trip over it costs more than twice the delay (on a virtual machine, by
+// 100–200 µs a hop). So a chunk's time is the kernel's receive timestamp,
+// not when the reader woke; the writer sleeps with a 1 µs timer slack (the
+// default is 50 µs) to just before the chunk is due and spins the rest.
+constexpr auto kSpinBeforeDue = std::chrono::microseconds(40);
+
+// The kernel's receive time of the bytes recvmsg() returned, on the steady
+// clock (the timestamp is wall-clock time): now where it gave none.
+Clock::time_point received_at(const msghdr& msg) {
+  const Clock::time_point now = Clock::now();
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(const_cast<msghdr*>(&msg), c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS) continue;
+    timespec stamp{};
+    std::memcpy(&stamp, CMSG_DATA(c), sizeof stamp);
+    timespec wall{};
+    clock_gettime(CLOCK_REALTIME, &wall);
+    const auto ago =
+        std::chrono::seconds(wall.tv_sec - stamp.tv_sec) + std::chrono::nanoseconds(wall.tv_nsec - stamp.tv_nsec);
+    // A clock step could make it nonsense: trust it only within a second.
+    if (ago >= Clock::duration::zero() && ago < std::chrono::seconds(1)) {
+      return now - std::chrono::duration_cast<Clock::duration>(ago);
+    }
+  }
+  return now;
+}
+
+// Sleeps to `due` on a tight timer, spinning its last microseconds.
+void wait_until(Clock::time_point due) {
+  if (Clock::now() + kSpinBeforeDue < due) std::this_thread::sleep_until(due - kSpinBeforeDue);
+  while (Clock::now() < due) {
+  }
+}
 
 // Splits "12.5ms" into 12.5 and "ms"; false when there is no number.
 bool split_number(std::string_view text, double* value, std::string_view* unit) {
@@ -72,6 +109,9 @@ class Direction {
 
   void read_loop() {
     std::vector<uint8_t> buf(kChunk);
+    const int on = 1;
+    ::setsockopt(from_, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);  // without it, wake-up time counts
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
     Clock::time_point line_free = Clock::now();  // when the link has sent everything queued
     for (;;) {
       {
@@ -79,10 +119,16 @@ class Direction {
         space_.wait(lock, [&] { return in_flight_ < kMaxInFlight || failed_; });
         if (failed_) break;
       }
-      const ssize_t n = ::recv(from_, buf.data(), buf.size(), 0);
+      iovec iov{buf.data(), buf.size()};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      const ssize_t n = ::recvmsg(from_, &msg, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
-      const Clock::time_point now = Clock::now();
+      const Clock::time_point now = received_at(msg);
       line_free = std::max(now, line_free);
       if (shape_.bits_per_second > 0) {
         line_free += std::chrono::duration_cast<Clock::duration>(
@@ -94,6 +140,7 @@ class Direction {
   }
 
   void write_loop() {
+    ::prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // this thread's sleeps end within a microsecond
     for (;;) {
       Chunk c;
       {
@@ -106,7 +153,7 @@ class Direction {
         ::shutdown(to_, SHUT_WR);  // pass the sender's end of stream on
         return;
       }
-      std::this_thread::sleep_until(c.arrival);
+      wait_until(c.arrival);
       if (!send_all(c.bytes)) {
         // The receiver is gone: stop reading too, so both ends see the close.
         ::shutdown(from_, SHUT_RDWR);
