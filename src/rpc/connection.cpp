@@ -53,8 +53,10 @@ StatusOr<std::shared_ptr<Connection>> Connection::open(const Endpoint& endpoint,
   const Status said = c->hello(key, timeout);
   if (!said.ok() && tls == nullptr && said.code() == StatusCode::io_error) {
     // A TLS server hangs up on the plain HELLO, which reads as no TLS record.
-    return Status(said.code(), said.message() + " (if the server was started with --tls-cert, it speaks only TLS: "
-                                                "connect with --tls-ca or " + kTlsCaVariable + ")");
+    return Status(said.code(), said.message() +
+                                   " (if the server was started with --tls-cert, it speaks only TLS: "
+                                   "connect with --tls-ca or " +
+                                   kTlsCaVariable + ")");
   }
   TENSORPC_RETURN_IF_ERROR(said);
   return c;
@@ -115,6 +117,26 @@ StatusOr<std::vector<uint8_t>> Connection::call(const Request& request, std::spa
   TENSORPC_RETURN_IF_ERROR(send_locked(request, request.flags, id));
   round_trips_.fetch_add(1, std::memory_order_relaxed);
   return receive_reply_locked(request.command, id, bulk_in);
+}
+
+std::vector<StatusOr<std::vector<uint8_t>>> Connection::call_all(std::span<const Request> requests) {
+  std::vector<StatusOr<std::vector<uint8_t>>> results;
+  results.reserve(requests.size());
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<uint64_t> ids;
+  ids.reserve(requests.size());
+  Status failed;
+  for (const Request& request : requests) {
+    failed = check_usable_locked(request.command, /*expect_silence=*/false);
+    if (failed.ok()) failed = send_locked(request, request.flags, next_request_id_);
+    if (!failed.ok()) break;
+    ids.push_back(next_request_id_++);
+  }
+  if (!ids.empty()) round_trips_.fetch_add(1, std::memory_order_relaxed);
+  // Every request that went out has its reply read, so the stream stays in step.
+  for (size_t i = 0; i < ids.size(); ++i) results.push_back(receive_reply_locked(requests[i].command, ids[i], {}));
+  while (results.size() < requests.size()) results.push_back(failed.ok() ? internal_error("not sent") : failed);
+  return results;
 }
 
 Status Connection::call_status_only(Command command, std::span<const uint8_t> fields,
@@ -218,6 +240,44 @@ StatusOr<GrantToken> Connection::standing_grant(uint64_t handle, uint64_t offset
       Command::grant_standing, GrantStandingRequest{.handle = handle, .offset = offset, .size = size}, reply, timeout));
   standing_grants_.emplace(key, reply.token);
   return reply.token;
+}
+
+Status Connection::hold_standing_grants(std::span<const std::array<uint64_t, 3>> ranges,
+                                        std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(grants_mutex_);
+  std::vector<std::array<uint64_t, 3>> missing;
+  for (const auto& range : ranges) {
+    if (standing_grants_.count(range) == 0 && std::find(missing.begin(), missing.end(), range) == missing.end()) {
+      missing.push_back(range);
+    }
+  }
+  if (missing.empty()) return Status();
+  std::vector<std::vector<uint8_t>> fields;
+  std::vector<Request> requests;
+  fields.reserve(missing.size());
+  for (const auto& [handle, offset, size] : missing) {
+    WireWriter w;
+    encode(w, GrantStandingRequest{.handle = handle, .offset = offset, .size = size});
+    fields.push_back(std::move(w.bytes()));
+    requests.push_back({.command = Command::grant_standing, .fields = fields.back(), .timeout = timeout});
+  }
+  auto replies = call_all(requests);
+  Status first_failure;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    if (!replies[i].ok()) {
+      if (first_failure.ok()) first_failure = replies[i].status();
+      continue;
+    }
+    WireReader r(replies[i].value());
+    GrantStandingReply reply;
+    const Status s = decode(r, reply);
+    if (!s.ok()) {
+      if (first_failure.ok()) first_failure = fail(Command::grant_standing, s);
+      continue;
+    }
+    standing_grants_.emplace(missing[i], reply.token);
+  }
+  return first_failure;
 }
 
 void Connection::forget_standing_grants() {
@@ -412,8 +472,7 @@ ConnectionCache& process_cache() {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint,
-                                                     const ClientCredentials& credentials,
+StatusOr<std::shared_ptr<Connection>> get_connection(const std::string& endpoint, const ClientCredentials& credentials,
                                                      std::chrono::milliseconds open_timeout) {
   return process_cache().get(endpoint, credentials, open_timeout);
 }

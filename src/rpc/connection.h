@@ -91,6 +91,11 @@ class Connection {
   // `bulk_in` is not empty the reply ends with exactly that many bytes, which
   // are received straight into it.
   StatusOr<std::vector<uint8_t>> call(const Request& request, std::span<uint8_t> bulk_in = {});
+  // Several requests in one round trip: sent back to back, then their
+  // replies read in order (a server answers a connection's requests in
+  // order). One result per request, as call() gives; a request the server
+  // refuses does not stop the ones after it.
+  std::vector<StatusOr<std::vector<uint8_t>>> call_all(std::span<const Request> requests);
   // Sends `request` flagged NO_REPLY and returns without waiting: a failure
   // on the server surfaces at the next SYNCHRONIZE.
   Status send_one_way(const Request& request);
@@ -138,6 +143,12 @@ class Connection {
   // for the life of the connection, so every plan naming that range agrees.
   StatusOr<GrantToken> standing_grant(uint64_t handle, uint64_t offset, uint64_t size,
                                       std::chrono::milliseconds timeout = {});
+  // Makes sure a standing grant is held for every (handle, offset, size) in
+  // `ranges`: those not held yet are asked for in one round trip (call_all),
+  // so a plan with many hand-overs waits one link round trip for its grants,
+  // not one per range. The first refusal is the error; the grants given
+  // before and after it are kept.
+  Status hold_standing_grants(std::span<const std::array<uint64_t, 3>> ranges, std::chrono::milliseconds timeout = {});
   // Forgets the standing grants asked for so far, so later plans ask for new
   // ones (after a failed run, bytes of that run may still arrive under the
   // old tokens; the next run must not take them for its own).

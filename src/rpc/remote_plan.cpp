@@ -3,6 +3,8 @@
 #include "rpc/remote_plan.h"
 
 #include <algorithm>
+#include <array>
+#include <map>
 
 #include "rpc/graph_codec.h"
 #include "rpc/plan_codec.h"
@@ -34,6 +36,20 @@ Status RemotePlanRunner::run_async(const ExecutionPlanSpec& spec) {
     }
     return b;
   };
+
+  // Every standing grant the plan needs that is not held yet, asked for in
+  // one round trip per server that gives them, before anything is encoded.
+  std::map<Connection*, std::vector<std::array<uint64_t, 3>>> grants;
+  for (const ExecutionPlanSpec::Step& step : spec.steps) {
+    if (step.kind != ExecutionPlanSpec::StepKind::send && step.kind != ExecutionPlanSpec::StepKind::wait) continue;
+    const RemoteBuffer* dst = remote_of(step.dst);
+    if (dst == nullptr) continue;  // refused with its reason below
+    grants[dst->connection().get()].push_back({dst->handle(), step.dst->offset, step.dst->nbytes()});
+  }
+  for (auto& [giver, ranges] : grants) {
+    const Status s = giver->hold_standing_grants(ranges, timeout_);
+    if (!s.ok()) return s.with_context("execution plan for " + here);
+  }
 
   WireWriter w;
   w.u32(static_cast<uint32_t>(spec.steps.size()));

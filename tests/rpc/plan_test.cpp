@@ -9,7 +9,9 @@
 #include <thread>
 
 #include "remote_test_util.h"
+#include "rpc/connection.h"
 #include "rpc/plan_codec.h"
+#include "rpc/remote_buffer.h"
 #include "rpc_test_util.h"
 
 namespace tensorpc::test {
@@ -90,6 +92,64 @@ TEST_F(PlanPair, APlanSendsServerToServerAndTheWaitingPlanRunsOnItsBytesRunAfter
   EXPECT_GT(b_.stats().peer_wait_ns, 0u);
   EXPECT_EQ(a_.stats().compute_ns, 0u);
   EXPECT_EQ(a_.stats().peer_wait_ns, 0u);
+}
+
+// A plan that hands several tensors to one server asks that server for all
+// their standing grants in one round trip (over a LAN, one link round trip
+// instead of one per tensor), and every tensor arrives.
+TEST_F(PlanPair, APlanGetsTheGrantsOfAllItsSendsToAServerInOneRoundTrip) {
+  Placed src2(ctx_, *da_, "src2"), src3(ctx_, *da_, "src3");
+  Placed dst2(ctx_, *db_, "dst2"), dst3(ctx_, *db_, "dst3");
+  auto on_a = runner_of(*da_), on_b = runner_of(*db_);
+  ExecutionPlanSpec send, receive;
+  const std::vector<std::pair<Placed*, Placed*>> pairs = {{&src_, &dst_}, {&src2, &dst2}, {&src3, &dst3}};
+  for (auto [from, to] : pairs) {
+    send.send(*from->t, *to->t);
+    receive.wait(*from->t, *to->t);
+  }
+  std::vector<std::vector<float>> values;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    values.push_back(random_floats(kFloats, 70 + static_cast<uint32_t>(i)));
+    check(write_from_f32(*pairs[i].first->t, values.back()), "source");
+  }
+  const auto before = connection_stats(b_.endpoint());
+  ASSERT_TRUE(on_a->run_async(send).ok());
+  EXPECT_EQ(connection_stats(b_.endpoint()).round_trips - before.round_trips, 1u) << "three grants, one round trip";
+  ASSERT_TRUE(on_b->run_async(receive).ok());  // the same ranges: the grants are held already
+  EXPECT_EQ(connection_stats(b_.endpoint()).round_trips - before.round_trips, 1u);
+  const Status sb = on_b->synchronize();
+  ASSERT_TRUE(sb.ok()) << sb.to_string();
+  ASSERT_TRUE(on_a->synchronize().ok());
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    auto got = read_as_f32(*pairs[i].second->t);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got.value(), values[i]) << "tensor " << i;
+  }
+}
+
+// Grants asked together: a refused one is the error, the others are still
+// given and kept, and the connection stays in step for the next call.
+TEST_F(PlanPair, AGrantRefusedAmongOthersFailsAloneAndTheConnectionGoesOn) {
+  const auto* dst = dynamic_cast<const rpc::RemoteBuffer*>(dst_.t->buffer);
+  const auto* out = dynamic_cast<const rpc::RemoteBuffer*>(out_.t->buffer);
+  ASSERT_NE(dst, nullptr);
+  ASSERT_NE(out, nullptr);
+  rpc::Connection& b = *dst->connection();
+  const uint64_t size = dst_.t->nbytes();
+  const std::vector<std::array<uint64_t, 3>> ranges = {
+      {dst->handle(), 0, size}, {dst->handle() + 1000, 0, size}, {out->handle(), 0, size}};
+  const Status s = b.hold_standing_grants(ranges);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(contains(s.to_string(), "GRANT_STANDING")) << s.to_string();
+  const auto before = connection_stats(b_.endpoint());
+  EXPECT_TRUE(b.standing_grant(dst->handle(), 0, size).ok());
+  EXPECT_TRUE(b.standing_grant(out->handle(), 0, size).ok());
+  EXPECT_EQ(connection_stats(b_.endpoint()).round_trips - before.round_trips, 0u) << "both were kept";
+  const auto values = random_floats(kFloats, 90);
+  check(write_from_f32(*dst_.t, values), "dst");
+  auto got = read_as_f32(*dst_.t);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got.value(), values);
 }
 
 TEST_F(PlanPair, AWaitWhoseBytesNeverComeTimesOutNamingBothEndpoints) {
@@ -182,8 +242,8 @@ class PlanHostile : public ::testing::Test {
     return f;
   }
   StatusOr<rpc::GrantToken> grant_standing(RawClient& c, uint64_t handle, uint64_t offset, uint64_t size) {
-    auto reply = c.call_for<rpc::GrantStandingReply>(Command::grant_standing,
-                                                     rpc::GrantStandingRequest{handle, offset, size});
+    auto reply =
+        c.call_for<rpc::GrantStandingReply>(Command::grant_standing, rpc::GrantStandingRequest{handle, offset, size});
     if (!reply.ok()) return reply.status();
     return reply.value().token;
   }
