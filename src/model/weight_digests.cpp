@@ -2,6 +2,7 @@
 // weight_digests.h).
 #include "model/weight_digests.h"
 
+#include <array>
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
@@ -119,7 +120,8 @@ Status WeightDigests::save() {
   }
   if (!s.ok()) {
     path_.clear();  // in memory only from now on
-    return s.with_context("saving weight digests");
+    save_failure_ = s.with_context("saving weight digests");
+    return save_failure_;
   }
   return Status();
 }

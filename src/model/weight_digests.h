@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -59,8 +60,11 @@ class WeightDigests {
   // How many digests are known.
   size_t known() const;
   // Writes every known digest to the store file. Nothing to do in memory
-  // only; after a failure (returned) the memo stays in memory only.
+  // only; after a failure (returned, and kept in save_failure()) the memo
+  // stays in memory only.
   Status save();
+  // Why the store could not be written, if it could not (ok otherwise).
+  const Status& save_failure() const { return save_failure_; }
   // The store file, "" when in memory only.
   const std::string& path() const { return path_; }
 
@@ -74,6 +78,7 @@ class WeightDigests {
   std::string path_;
   FileIdentity identity_;
   std::map<std::pair<uint64_t, uint64_t>, ContentDigest> digests_;  // (offset, size) → digest
+  Status save_failure_;
 };
 
 }  // namespace tensorpc

@@ -193,6 +193,7 @@ TEST_F(DigestMemo, AnUnwritableOrDisabledStoreDoesNotFailTheLoad) {
     const Load cold = load(*model);
     ASSERT_EQ(cold.tokens.size(), 8u) << dir;
     EXPECT_EQ(model->digests().path(), "") << dir << ": in memory only";
+    EXPECT_EQ(model->digests().save_failure().ok(), dir != under_a_file) << model->digests().save_failure().to_string();
     // The memo still spares this model's next load the hashing.
     EXPECT_GT(model->digests().known(), 20u) << dir;
     const Load warm = load(*model);

@@ -210,6 +210,7 @@ TEST_F(WeightDigestsTest, AnUnwritableStoreFailsOnlyTheSaveAndThenStaysInMemory)
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find(under_a_file), std::string::npos) << s.to_string();
   EXPECT_EQ(d.path(), "") << "in memory only after a failure";
+  EXPECT_EQ(d.save_failure().message(), s.message());
   EXPECT_TRUE(d.save().ok()) << "nothing more is tried";
   EXPECT_TRUE(d.slot(4096, 65536).known) << "the memo keeps what it knows";
 }

@@ -121,27 +121,33 @@ StatusOr<std::unique_ptr<ModelPlacement>> load_model(const LlamaModel& model, co
     if (err == nullptr || (done != total && seconds_since(last_print) < 0.1)) return;
     last_print = Clock::now();
     const double secs = std::max(seconds_since(start), 1e-9);
-    std::fprintf(err, "\rloading weights: %s / %s (%3.0f%%), %s/s, %-28s", human_bytes(static_cast<double>(done)).c_str(),
-                 human_bytes(static_cast<double>(total)).c_str(), total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
+    std::fprintf(err, "\rloading weights: %s / %s (%3.0f%%), %s/s, %-28s",
+                 human_bytes(static_cast<double>(done)).c_str(), human_bytes(static_cast<double>(total)).c_str(),
+                 total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
                  human_bytes(static_cast<double>(done) / secs).c_str(), device.c_str());
     std::fflush(err);
   };
   auto placement = ModelPlacement::create(model, devices, options);
   if (err != nullptr && last_done > 0) std::fprintf(err, "\n");
   if (!placement.ok()) return placement.status();
+  if (const Status& s = model.digests().save_failure(); err != nullptr && !s.ok()) {
+    std::fprintf(err, "warning: %s (the next load hashes the weights again)\n", s.to_string().c_str());
+  }
   if (err != nullptr && remote_weights > 0) {
     // Bytes sent include frame headers and the hashes the cache protocol sends first.
     const uint64_t sent = bytes_sent_to(endpoints) - sent_before;
     const double spared = remote_weights > sent ? static_cast<double>(remote_weights - sent) : 0.0;
     std::fprintf(err, "sent %s to the servers for %s of weights on them: their weights caches spared %s (%.0f%%)\n",
-                 human_bytes(static_cast<double>(sent)).c_str(), human_bytes(static_cast<double>(remote_weights)).c_str(),
-                 human_bytes(spared).c_str(), 100.0 * spared / static_cast<double>(remote_weights));
+                 human_bytes(static_cast<double>(sent)).c_str(),
+                 human_bytes(static_cast<double>(remote_weights)).c_str(), human_bytes(spared).c_str(),
+                 100.0 * spared / static_cast<double>(remote_weights));
   }
   return placement;
 }
 
 StatusOr<GenerateResult> generate(const LlamaModel& model, ModelPlacement& placement, std::string_view prompt,
-                                  const GenerateOptions& options, const std::function<void(std::string_view)>& on_text) {
+                                  const GenerateOptions& options,
+                                  const std::function<void(std::string_view)>& on_text) {
   auto sampler = Sampler::create(options.sampler);
   if (!sampler.ok()) return sampler.status();
   const Tokenizer& tok = model.tokenizer();
