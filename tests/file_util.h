@@ -1,5 +1,5 @@
 // Helpers shared by tests that touch files and the environment: a temporary
-// file with given bytes, the text a command wrote to a FILE*, and an
+// file with given bytes, a temporary directory, the text a command wrote to a FILE*, and an
 // environment variable set for one test.
 #pragma once
 
@@ -28,6 +28,22 @@ struct TempFile {
   ~TempFile() { std::filesystem::remove(path); }
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
+  std::string path;
+};
+
+// A fresh directory under /tmp, removed with what it holds when this goes.
+struct ScopedTempDir {
+  ScopedTempDir() {
+    char tmpl[] = "/tmp/tensorpc-test-dir-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path = tmpl;
+  }
+  ~ScopedTempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
   std::string path;
 };
 

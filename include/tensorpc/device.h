@@ -13,6 +13,7 @@
 // buffers and streams.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -47,11 +48,28 @@ struct DeviceTraffic {
   uint64_t bytes_received = 0;
 };
 
+// The SHA-256 of a tensor's bytes, for callers that load the same bytes again.
+struct ContentDigest {
+  bool known = false;
+  std::array<uint8_t, 32> sha256{};
+};
+
 // All the bytes of one tensor, for Buffer::set_tensors: tensor->nbytes()
 // bytes at data.
+//
+// `digest`, when not null, is the SHA-256 of those bytes, in and out. A
+// buffer that hashes what it is given (a remote buffer, for its server's
+// weights cache) uses a known digest instead of hashing the bytes, and fills
+// in (and sets `known` on) the ones it computes; other buffers, and tensors a
+// remote buffer sends without the cache (small ones, inputs), leave it as it
+// is. A known digest that does not match the bytes makes the server fill the
+// tensor with whatever it holds under that digest: the caller's own loss
+// only, since a server caches only bytes it hashed itself, so no client can
+// change what another one loads.
 struct TensorBytes {
   const Tensor* tensor = nullptr;
   const void* data = nullptr;
+  ContentDigest* digest = nullptr;
 };
 
 class Buffer {

@@ -38,6 +38,10 @@ StatusOr<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) 
   std::unique_ptr<MappedFile> f(new MappedFile());
   f->path_ = path;
   f->size_ = static_cast<uint64_t>(st.st_size);
+  f->identity_ = {.device = static_cast<uint64_t>(st.st_dev),
+                  .inode = static_cast<uint64_t>(st.st_ino),
+                  .size = f->size_,
+                  .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
   if (f->size_ > 0) {
     // The descriptor is not needed once mapped: the mapping keeps the file.
     void* addr = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
@@ -49,6 +53,49 @@ StatusOr<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) 
 
 MappedFile::~MappedFile() {
   if (addr_ != nullptr) ::munmap(addr_, size_);
+}
+
+StatusOr<std::vector<uint8_t>> read_small_file(const std::string& path, uint64_t limit) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0) return errno_status("cannot open", path);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return errno_status("cannot stat", path);
+  if (!S_ISREG(st.st_mode)) return invalid_argument("'" + path + "' is not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > limit) {
+    return invalid_argument("'" + path + "' holds more than " + std::to_string(limit) + " bytes");
+  }
+  // One byte more than fstat said, to see a file that grew meanwhile.
+  const uint64_t expected = static_cast<uint64_t>(st.st_size);
+  std::vector<uint8_t> bytes(static_cast<size_t>(expected) + 1);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_status("cannot read", path);
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  if (done > expected) return io_error("'" + path + "' grew while it was read");
+  bytes.resize(done);
+  return bytes;
+}
+
+Status make_directories(const std::string& path, unsigned mode) {
+  if (path.empty()) return invalid_argument("no directory to create");
+  // Each prefix ending before a '/', then the whole path.
+  for (size_t end = path.find('/', 1);; end = path.find('/', end + 1)) {
+    const std::string dir = path.substr(0, end);
+    if (::mkdir(dir.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST) {
+      return errno_status("cannot create the directory", dir);
+    }
+    if (end == std::string::npos) break;
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return errno_status("cannot stat", path);
+  if (!S_ISDIR(st.st_mode)) return invalid_argument("'" + path + "' is not a directory");
+  return Status();
 }
 
 StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::create(const std::string& path) {

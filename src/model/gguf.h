@@ -31,6 +31,7 @@
 namespace tensorpc {
 
 class MappedFile;
+struct FileIdentity;
 
 // Metadata value types; the numbers are the format's type ids.
 enum class GgufType : uint32_t {
@@ -123,6 +124,8 @@ class GgufFile {
   // File offset of the data section (aligned); tensor offsets count from it.
   uint64_t data_offset() const { return data_offset_; }
   uint64_t size() const { return bytes_.size(); }
+  // The version of the file mapped (open() only; null for bytes in memory).
+  const FileIdentity* identity() const;
 
   // ---- metadata ------------------------------------------------------------
   // Every key in file order, with its type; iterate this to list metadata.

@@ -176,7 +176,8 @@ class GgufParser {
     std::string_view name;
     TENSORPC_RETURN_IF_ERROR(r_.read_string(name, what));
     // A tensor is found by its name: an empty one names nothing (the writer refuses it too).
-    if (name.empty()) return invalid_argument(what + " at offset " + std::to_string(r_.pos() - 8) + " has an empty name");
+    if (name.empty())
+      return invalid_argument(what + " at offset " + std::to_string(r_.pos() - 8) + " has an empty name");
     const std::string t = "tensor " + quoted(name);
     uint32_t n_dims = 0;
     TENSORPC_RETURN_IF_ERROR(r_.read(n_dims, t + ": n_dims"));
@@ -313,6 +314,8 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   (*f)->mapping_ = std::move(*m);
   return f;
 }
+
+const FileIdentity* GgufFile::identity() const { return mapping_ ? &mapping_->identity() : nullptr; }
 
 const GgufKeyInfo* GgufFile::find_key(std::string_view key) const {
   auto it = key_index_.find(key);

@@ -16,11 +16,13 @@ StatusOr<int64_t> required(const GgufFile& f, const char* key) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::open(const std::string& path) {
+StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::open(const std::string& path, ModelOpenOptions options) {
   auto file = GgufFile::open(path);
   if (!file.ok()) return file.status().with_context(path);
   auto model = from_file(std::move(file).value(), path);
   if (!model.ok()) return model.status().with_context(path);
+  const std::string dir = options.digest_dir ? *options.digest_dir : WeightDigests::default_dir();
+  model.value()->digest_dir_ = dir == "off" ? std::string() : dir;
   return model;
 }
 
@@ -148,7 +150,8 @@ Status LlamaModel::read_tokenizer() {
   auto add_bos = f.get_bool("tokenizer.ggml.add_bos_token", true);
   auto add_eos = f.get_bool("tokenizer.ggml.add_eos_token", false);
   auto prefix = f.get_bool("tokenizer.ggml.add_space_prefix", true);
-  for (const Status& s : {bos.status(), eos.status(), unk.status(), add_bos.status(), add_eos.status(), prefix.status()}) {
+  for (const Status& s :
+       {bos.status(), eos.status(), unk.status(), add_bos.status(), add_eos.status(), prefix.status()}) {
     TENSORPC_RETURN_IF_ERROR(s);
   }
   v.bos = bos.value();
@@ -161,6 +164,15 @@ Status LlamaModel::read_tokenizer() {
   if (!tok.ok()) return tok.status().with_context("llama model: tokenizer");
   tokenizer_ = std::make_unique<Tokenizer>(std::move(tok).value());
   return Status();
+}
+
+WeightDigests& LlamaModel::digests() const {
+  if (!digests_) {
+    const FileIdentity* identity = file_->identity();
+    digests_ = std::make_unique<WeightDigests>(identity != nullptr ? WeightDigests::open(digest_dir_, *identity)
+                                                                   : WeightDigests());
+  }
+  return *digests_;
 }
 
 const GgufTensorInfo* LlamaModel::info_of(const Tensor* weight) const {

@@ -6,26 +6,41 @@
 // without touching the weights' bytes; they stay in the file's mapping until
 // a ModelPlacement uploads them to devices (placement.h).
 //
-// Ownership: the model owns the mapped file, the descriptors' Context and the
-// tokenizer. Descriptors are placed into buffers by whoever loads the model;
-// a model must outlive those buffers' use.
+// It also keeps the digests of its tensors' bytes (WeightDigests), so that
+// loading it again onto a server's weights cache hashes nothing: for a file,
+// in the digest store of its identity (read on first use of digests()); for
+// bytes in memory, in memory only.
+//
+// Ownership: the model owns the mapped file, the descriptors' Context, the
+// tokenizer and the digests. Descriptors are placed into buffers by whoever
+// loads the model; a model must outlive those buffers' use. The digests are a
+// memo that loading writes through a const model: like the descriptors, they
+// are used by one placement at a time (placement.h), so that is safe.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/gguf.h"
 #include "model/llama.h"
 #include "model/tokenizer.h"
+#include "model/weight_digests.h"
 #include "tensorpc/context.h"
 
 namespace tensorpc {
 
+struct ModelOpenOptions {
+  // The directory of the digest store (WeightDigests); unset:
+  // WeightDigests::default_dir(); "" or "off": the digests stay in memory.
+  std::optional<std::string> digest_dir;
+};
+
 class LlamaModel {
  public:
   // Errors name the file and what is wrong: the key, the tensor, the shape.
-  static StatusOr<std::unique_ptr<LlamaModel>> open(const std::string& path);
+  static StatusOr<std::unique_ptr<LlamaModel>> open(const std::string& path, ModelOpenOptions options = {});
   // The same from bytes already in memory (tests); they must outlive the model.
   static StatusOr<std::unique_ptr<LlamaModel>> open_memory(std::span<const uint8_t> bytes, std::string name);
 
@@ -34,6 +49,8 @@ class LlamaModel {
   const LlamaWeights& weights() const { return weights_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const GgufFile& file() const { return *file_; }
+  // The digests of the tensors' bytes, keyed by their offset in the file.
+  WeightDigests& digests() const;
 
   // The file's record of the tensor behind a weight descriptor (for upload).
   const GgufTensorInfo* info_of(const Tensor* weight) const;
@@ -57,6 +74,8 @@ class LlamaModel {
   LlamaWeights weights_;
   std::vector<std::pair<const Tensor*, const GgufTensorInfo*>> infos_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::string digest_dir_;                          // "" for memory only
+  mutable std::unique_ptr<WeightDigests> digests_;  // read on first use
 };
 
 }  // namespace tensorpc

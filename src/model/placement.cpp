@@ -30,8 +30,10 @@ uint64_t aligned(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 // work (remote_buffer_cache.cpp).
 constexpr uint64_t kUploadBatch = uint64_t{64} << 20;
 
-// Uploads `tensors` (placed in `buffer`) from the model file's mapping;
-// `uploaded` is told each batch's bytes (aligned, as the buffer holds them).
+// Uploads `tensors` (placed in `buffer`) from the model file's mapping, each
+// with its digest in the model's memo (a remote buffer uses the known ones
+// and fills in the rest); `uploaded` is told each batch's bytes (aligned, as
+// the buffer holds them).
 Status upload_weights(const LlamaModel& model, Buffer& buffer, const std::vector<Tensor*>& tensors, uint64_t alignment,
                       const std::function<void(uint64_t)>& uploaded) {
   std::vector<TensorBytes> batch;
@@ -43,6 +45,7 @@ Status upload_weights(const LlamaModel& model, Buffer& buffer, const std::vector
     auto bytes = gguf_tensor_bytes(*info, *t);
     if (!bytes.ok()) return bytes.status();
     batch.push_back(bytes.value());
+    batch.back().digest = &model.digests().slot(model.file().data_offset() + info->offset, info->bytes.size());
     batch_bytes += aligned(t->nbytes(), alignment);
     if (batch_bytes >= kUploadBatch || i + 1 == tensors.size()) {
       TENSORPC_RETURN_IF_ERROR(buffer.set_tensors(batch));
@@ -88,8 +91,8 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
     for (Device* d : devices) ratios.push_back(static_cast<double>(d->memory().free));
   }
   if (ratios.size() != nd) {
-    return invalid_argument("placement: " + std::to_string(ratios.size()) + " split ratios for " +
-                            std::to_string(nd) + " devices");
+    return invalid_argument("placement: " + std::to_string(ratios.size()) + " split ratios for " + std::to_string(nd) +
+                            " devices");
   }
   for (double r : ratios) {
     if (!(r >= 0) || !std::isfinite(r)) return invalid_argument("placement: split ratios must be finite and ≥ 0");
@@ -107,8 +110,10 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
   if (n_ctx <= 0) n_ctx = 2048;
   p->cache_.n_ctx = n_ctx;
   for (int64_t l = 0; l < hp.n_layer; ++l) {
-    p->cache_.k.push_back(p->cache_ctx_.new_tensor(options.cache_type, {hp.kv_dim(), n_ctx}, "cache_k." + std::to_string(l)));
-    p->cache_.v.push_back(p->cache_ctx_.new_tensor(options.cache_type, {hp.kv_dim(), n_ctx}, "cache_v." + std::to_string(l)));
+    p->cache_.k.push_back(
+        p->cache_ctx_.new_tensor(options.cache_type, {hp.kv_dim(), n_ctx}, "cache_k." + std::to_string(l)));
+    p->cache_.v.push_back(
+        p->cache_ctx_.new_tensor(options.cache_type, {hp.kv_dim(), n_ctx}, "cache_v." + std::to_string(l)));
   }
 
   // What lives where.
@@ -146,6 +151,7 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
   }
   p->weight_buffers_.resize(nd);
   p->cache_buffers_.resize(nd);
+  const size_t digests_known = model.digests().known();
   uint64_t total = 0, done = 0;
   for (uint64_t b : p->device_weights_) total += b;
   for (size_t d = 0; d < nd; ++d) {
@@ -173,6 +179,10 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
                                    .with_context("placement on " + devices[d]->name()));
     }
   }
+  // The digests remote buffers computed, for the next load of this file. Not
+  // saving them costs that load the hashing, nothing more: the failure stays
+  // in WeightDigests::save_failure() for whoever reports to a person.
+  if (model.digests().known() > digests_known) (void)model.digests().save();
   return p;
 }
 
@@ -183,7 +193,9 @@ Status ModelPlacement::clear_cache() {
   return Status();
 }
 
-uint64_t ModelPlacement::weight_bytes() const { return std::accumulate(device_weights_.begin(), device_weights_.end(), uint64_t{0}); }
+uint64_t ModelPlacement::weight_bytes() const {
+  return std::accumulate(device_weights_.begin(), device_weights_.end(), uint64_t{0});
+}
 
 std::string ModelPlacement::table() const {
   std::string out;

@@ -9,7 +9,11 @@
 // allocating anything, then allocates one buffer per device and uploads the
 // weights from the file's mapping, 64 MiB at a time (Buffer::set_tensors: a
 // remote device asks its server's weights cache about 16 MiB of tensors per
-// round trip and sends only what the server lacks).
+// round trip and sends only what the server lacks). Each tensor goes with
+// its digest in the model's memo (LlamaModel::digests), which a remote
+// device uses instead of hashing, or fills in; the memo is saved after the
+// upload when it learnt something, and failing to save it fails nothing
+// (WeightDigests::save_failure says why).
 //
 // Ownership: the placement owns its buffers and the cache descriptors; it
 // binds the model's weight descriptors to its buffers, so one model has at

@@ -33,9 +33,11 @@ class RemoteBuffer final : public Buffer {
 
   Status set(const Tensor& t, const void* src, uint64_t offset, uint64_t size) override;
   // Small tensors and inputs as set() sends them; the rest hashed (on
-  // several threads when there is much to hash), the server asked about
-  // them in batches of about 16 MiB (the next hashed while the server fills
-  // the last), and only the bytes it lacks sent.
+  // several threads when there is much to hash) unless the caller knows
+  // their digest (TensorBytes::digest, filled in when it does not), the
+  // server asked about them in batches of about 16 MiB to hash (the next
+  // hashed while the server fills the last), and only the bytes it lacks
+  // sent.
   Status set_tensors(std::span<const TensorBytes> writes) override;
   Status get(const Tensor& t, void* dst, uint64_t offset, uint64_t size) const override;
   // All of t, flagged SYNC: the connection's pending error instead, if any.
@@ -59,12 +61,20 @@ class RemoteBuffer final : public Buffer {
     uint64_t server_offset = 0;
     const uint8_t* src = nullptr;
     uint64_t size = 0;
+    ContentDigest* digest = nullptr;  // the caller's, used when known and filled in when not; may be null
+
+    bool digest_known() const { return digest != nullptr && digest->known; }
   };
+  // The digest of every range of `batch` into `out` (same index): the known
+  // ones copied, the rest hashed and written back to the caller's
+  // ContentDigest. Starts no thread when every digest is known.
+  static Status digest_batch(std::span<const CachedRange> batch, std::span<std::array<uint8_t, 32>> out);
   // Whether a set of `size` bytes of t goes through the weights cache.
   bool through_cache(const Tensor& t, uint64_t size) const;
   // One SET_TENSOR frame, one-way, with these frame flags.
   Status send_set(uint64_t server_offset, const uint8_t* src, uint64_t size, uint16_t flags);
-  // Hashes the ranges and sends them in batches with send_batch.
+  // Hashes the ranges whose digest is not known and sends them in batches
+  // with send_batch.
   Status set_cached(std::span<const CachedRange> ranges);
   // Asks the server about `batch` (one round trip) and sends those it lacks
   // with the CACHE flag.

@@ -1,5 +1,6 @@
 // RemoteBuffer's sets through the server's weights cache (docs/protocol.md,
-// "Weights cache"): the client hashes the bytes, asks the server about many
+// "Weights cache"): the client hashes the bytes (unless the caller knows
+// their digest already, TensorBytes::digest), asks the server about many
 // ranges in one SET_TENSOR_HASHES round trip — the server fills each range it
 // has from its cache — and sends only the bytes of the ranges it lacks, with
 // the CACHE flag, so the next load finds them. Hashing the next batch
@@ -19,9 +20,11 @@ namespace tensorpc::rpc {
 namespace {
 
 // The ranges of one SET_TENSOR_HASHES: up to kMaxHashEntries, and about
-// this many bytes, so that hashing the next batch (~10 ms on two cores)
-// overlaps the server's filling of this one, and a load costs a round trip
-// per 16 MiB.
+// this many bytes to hash, so that hashing the next batch (~10 ms on two
+// cores) overlaps the server's filling of this one, and a load costs a round
+// trip per 16 MiB hashed. Ranges whose digest is known count no bytes: a
+// reload with every digest known asks about up to kMaxHashEntries ranges per
+// round trip.
 constexpr uint64_t kPipelineBytes = uint64_t{16} << 20;
 
 // A hashing thread is started for every this many bytes at the most (SHA-256
@@ -73,7 +76,10 @@ Status RemoteBuffer::set_tensors(std::span<const TensorBytes> writes) {
   for (const TensorBytes& w : writes) {
     const uint64_t size = w.tensor->nbytes();
     if (through_cache(*w.tensor, size)) {
-      cached.push_back({.server_offset = w.tensor->offset, .src = static_cast<const uint8_t*>(w.data), .size = size});
+      cached.push_back({.server_offset = w.tensor->offset,
+                        .src = static_cast<const uint8_t*>(w.data),
+                        .size = size,
+                        .digest = w.digest});
     } else {
       TENSORPC_RETURN_IF_ERROR(set(*w.tensor, w.data, 0, size));
     }
@@ -87,19 +93,39 @@ Status RemoteBuffer::set_cached(std::span<const CachedRange> ranges) {
   std::vector<Sha256> digests(ranges.size());
   std::future<Status> in_flight;  // the previous batch's send_batch; ends before `digests`
   for (size_t first = 0, n = 0; first < ranges.size(); first += n) {
-    uint64_t bytes = 0;
-    for (n = 0; first + n < ranges.size() && n < kMaxHashEntries && bytes < kPipelineBytes; ++n) {
-      bytes += ranges[first + n].size;
+    uint64_t to_hash = 0;
+    for (n = 0; first + n < ranges.size() && n < kMaxHashEntries && to_hash < kPipelineBytes; ++n) {
+      if (!ranges[first + n].digest_known()) to_hash += ranges[first + n].size;
     }
     const std::span<const CachedRange> batch = ranges.subspan(first, n);
     const std::span<Sha256> batch_digests = std::span<Sha256>(digests).subspan(first, n);
-    std::vector<std::span<const uint8_t>> inputs;
-    for (const CachedRange& r : batch) inputs.emplace_back(r.src, r.size);
-    TENSORPC_RETURN_IF_ERROR(sha256_all(inputs, batch_digests));
+    TENSORPC_RETURN_IF_ERROR(digest_batch(batch, batch_digests));
     if (in_flight.valid()) TENSORPC_RETURN_IF_ERROR(in_flight.get());
     if (first + n == ranges.size()) return send_batch(batch, batch_digests);  // nothing left to overlap
     in_flight =
         std::async(std::launch::async, [this, batch, batch_digests] { return send_batch(batch, batch_digests); });
+  }
+  return Status();
+}
+
+Status RemoteBuffer::digest_batch(std::span<const CachedRange> batch, std::span<Sha256> out) {
+  std::vector<std::span<const uint8_t>> inputs;
+  std::vector<size_t> hashed;  // index in batch of each input
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].digest_known()) {
+      out[i] = batch[i].digest->sha256;
+    } else {
+      inputs.emplace_back(batch[i].src, batch[i].size);
+      hashed.push_back(i);
+    }
+  }
+  if (inputs.empty()) return Status();
+  std::vector<Sha256> computed(inputs.size());
+  TENSORPC_RETURN_IF_ERROR(sha256_all(inputs, computed));
+  for (size_t k = 0; k < hashed.size(); ++k) {
+    const CachedRange& r = batch[hashed[k]];
+    out[hashed[k]] = computed[k];
+    if (r.digest != nullptr) *r.digest = ContentDigest{.known = true, .sha256 = computed[k]};
   }
   return Status();
 }

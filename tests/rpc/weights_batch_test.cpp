@@ -1,6 +1,7 @@
 // The weights cache asked about many ranges at once: SET_TENSOR_HASHES on
 // the wire (a raw client against docs/protocol.md) and Buffer::set_tensors
-// of a remote buffer, which sends only the bytes its server lacks.
+// of a remote buffer, which sends only the bytes its server lacks and hashes
+// only the tensors whose digest its caller does not know.
 #include <gtest/gtest.h>
 
 #include "rpc/log.h"
@@ -208,6 +209,155 @@ TEST(RemoteSetTensors, TensorsTheCacheLacksAreSentAndTheRestFilled) {
   EXPECT_GE(sent, changed);
   EXPECT_LT(sent, changed + second.total / 50);
   second.expect_landed(*buffer);
+}
+
+// ---- TensorBytes::digest: the caller's memo of the digests ---------------------------
+
+// Bytes of the tensors of `model` that set_tensors sends without the cache
+// (under the default threshold of 64 KiB).
+uint64_t small_bytes(const ModelLike& model) {
+  uint64_t n = 0;
+  for (const auto& b : model.bytes) n += b.size() < (64u << 10) ? b.size() : 0;
+  return n;
+}
+
+// The writes of `model`, each with its digest in `digests`.
+std::vector<TensorBytes> writes_with(const ModelLike& model, std::vector<ContentDigest>& digests) {
+  digests.resize(model.tensors.size());
+  std::vector<TensorBytes> w = model.writes();
+  for (size_t i = 0; i < w.size(); ++i) w[i].digest = &digests[i];
+  return w;
+}
+
+TEST(RemoteSetTensorsDigests, UnknownDigestsAreFilledInWithTheBytesSha256) {
+  log::set_level(log::Level::error);
+  InProcessServer server;
+  auto device = remote_device(server.endpoint(), 0);
+  ModelLike model(41);
+  auto buffer = model.place(*device);
+  std::vector<ContentDigest> digests;
+  ASSERT_TRUE(buffer->set_tensors(writes_with(model, digests)).ok());
+  for (size_t i = 0; i < digests.size(); ++i) {
+    const std::vector<uint8_t>& b = model.bytes[i];
+    if (b.size() < (64u << 10)) {
+      EXPECT_FALSE(digests[i].known) << "tensor " << i << " is sent without the cache, so never hashed";
+    } else {
+      EXPECT_TRUE(digests[i].known) << "tensor " << i;
+      EXPECT_EQ(digests[i].sha256, rpc::sha256(b.data(), b.size())) << "tensor " << i;
+    }
+  }
+  model.expect_landed(*buffer);
+}
+
+TEST(RemoteSetTensorsDigests, KnownDigestsMoveNoTensorBytesAndTheTensorsReadBackEqual) {
+  log::set_level(log::Level::error);
+  InProcessServer server;
+  auto device = remote_device(server.endpoint(), 0);
+  ModelLike model(51);
+  std::vector<ContentDigest> digests;
+  {
+    auto buffer = model.place(*device);
+    ASSERT_TRUE(buffer->set_tensors(writes_with(model, digests)).ok());
+    model.expect_landed(*buffer);  // a round trip: the server has cached the bytes
+  }
+  const std::vector<ContentDigest> first = digests;
+
+  auto buffer = model.place(*device);  // a fresh buffer: only the weights cache has the bytes
+  const ConnectionStats before = connection_stats(server.endpoint());
+  ASSERT_TRUE(buffer->set_tensors(writes_with(model, digests)).ok());
+  const ConnectionStats after = connection_stats(server.endpoint());
+  // The small tensors, a frame for each, and one SET_TENSOR_HASHES of 6 entries.
+  EXPECT_LT(after.bytes_sent - before.bytes_sent, small_bytes(model) + 2048);
+  EXPECT_EQ(after.round_trips - before.round_trips, 1u);
+  model.expect_landed(*buffer);
+  for (size_t i = 0; i < digests.size(); ++i) {
+    EXPECT_EQ(digests[i].known, first[i].known) << i;
+    EXPECT_EQ(digests[i].sha256, first[i].sha256) << i;
+  }
+}
+
+TEST(RemoteSetTensorsDigests, AKnownDigestIsUsedAsGivenNotRecomputed) {
+  log::set_level(log::Level::error);
+  InProcessServer server;
+  auto device = remote_device(server.endpoint(), 0);
+  Context ctx;
+  Tensor* t = ctx.new_tensor(DType::i32, {1 << 16});  // 256 KiB: through the cache
+  const std::vector<uint8_t> cached = random_bytes(t->nbytes(), 61), other = random_bytes(t->nbytes(), 62);
+  auto first = device->allocate(t->nbytes());
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(first.value()->place(*t, 0).ok());
+  ASSERT_TRUE(first.value()->set_tensors(std::vector<TensorBytes>{{t, cached.data()}}).ok());
+
+  // A caller that claims `other` has the digest of `cached` gets what the
+  // server holds under that digest: the claim is not checked by hashing.
+  auto second = device->allocate(t->nbytes());
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(second.value()->place(*t, 0).ok());
+  ContentDigest claimed{.known = true, .sha256 = rpc::sha256(cached.data(), cached.size())};
+  ASSERT_TRUE(second.value()->set_tensors(std::vector<TensorBytes>{{t, other.data(), &claimed}}).ok());
+  std::vector<uint8_t> back(t->nbytes());
+  ASSERT_TRUE(second.value()->get(*t, back.data(), 0, back.size()).ok());
+  EXPECT_EQ(back, cached);
+}
+
+TEST(RemoteSetTensorsDigests, KnownDigestsAreSentAndCachedWhenTheServerLacksThem) {
+  log::set_level(log::Level::error);
+  ModelLike model(71);
+  std::vector<ContentDigest> digests;
+  {
+    InProcessServer first;
+    auto device = remote_device(first.endpoint(), 0);
+    ASSERT_TRUE(model.place(*device)->set_tensors(writes_with(model, digests)).ok());
+  }
+  // Another server, whose cache is empty: the bytes travel, and it caches them.
+  InProcessServer server;
+  auto device = remote_device(server.endpoint(), 0);
+  {
+    auto buffer = model.place(*device);
+    const uint64_t before = connection_stats(server.endpoint()).bytes_sent;
+    ASSERT_TRUE(buffer->set_tensors(writes_with(model, digests)).ok());
+    EXPECT_GE(connection_stats(server.endpoint()).bytes_sent - before, model.total);
+    model.expect_landed(*buffer);
+  }
+  auto buffer = model.place(*device);
+  const uint64_t before = connection_stats(server.endpoint()).bytes_sent;
+  ASSERT_TRUE(buffer->set_tensors(writes_with(model, digests)).ok());
+  EXPECT_LT(connection_stats(server.endpoint()).bytes_sent - before, small_bytes(model) + 2048);
+  model.expect_landed(*buffer);
+}
+
+TEST(RemoteSetTensorsDigests, WithEveryDigestKnownManyMegabytesTakeOneRoundTrip) {
+  log::set_level(log::Level::error);
+  InProcessServer server;
+  auto device = remote_device(server.endpoint(), 0);
+  // 20 tensors of 1 MiB: hashing them takes two batches (16 MiB, then 4).
+  Context ctx;
+  std::vector<Tensor*> tensors;
+  std::vector<std::vector<uint8_t>> bytes;
+  for (uint32_t i = 0; i < 20; ++i) {
+    tensors.push_back(ctx.new_tensor(DType::i32, {1 << 18}));
+    bytes.push_back(random_bytes(1 << 20, 100 + i));
+  }
+  std::vector<ContentDigest> digests(tensors.size());
+  const auto upload = [&]() -> uint64_t {
+    auto buffer = device->allocate(uint64_t{20} << 20);
+    EXPECT_TRUE(buffer.ok());
+    if (!buffer.ok()) return 0;
+    std::vector<TensorBytes> writes;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      EXPECT_TRUE(buffer.value()->place(*tensors[i], i << 20).ok());
+      writes.push_back({tensors[i], bytes[i].data(), &digests[i]});
+    }
+    const uint64_t before = connection_stats(server.endpoint()).round_trips;
+    EXPECT_TRUE(buffer.value()->set_tensors(writes).ok());
+    const uint64_t round_trips = connection_stats(server.endpoint()).round_trips - before;
+    std::vector<uint8_t> back(1 << 20);
+    EXPECT_TRUE(buffer.value()->get(*tensors[19], back.data(), 0, back.size()).ok());
+    EXPECT_EQ(back, bytes[19]);
+    return round_trips;
+  };
+  EXPECT_EQ(upload(), 2u);
+  EXPECT_EQ(upload(), 1u) << "no bytes to hash: one SET_TENSOR_HASHES asks about all";
 }
 
 TEST(RemoteSetTensors, ATensorOfAnotherBufferIsRefusedBeforeAnythingIsSent) {

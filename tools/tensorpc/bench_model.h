@@ -54,8 +54,12 @@ StatusOr<GenerationSpeed> measure_generation(const LlamaModel& model, const std:
 StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& model, const ModelBenchOptions& options);
 
 // Load of `model` onto a fresh one-device server behind the emulated link,
-// then again onto the same server: "load.<key>.time" (warm against cold,
-// target ≤ 0.1×) and "load.<key>.bytes" (bytes sent each time).
+// with an empty digest store (the client hashes every weight), then again
+// onto the same server from the file opened anew, as a second `tensorpc run`
+// would (its digests come from the store, so the client hashes nothing and
+// the server's weights cache fills every weight): "load.<key>.time" (warm
+// against cold, target ≤ 0.1×) and "load.<key>.bytes" (bytes sent each
+// time). The store is a temporary directory, removed afterwards.
 StatusOr<std::vector<Figure>> bench_model_load(const BenchModel& model, const ModelBenchOptions& options);
 
 // A random ~100 M-parameter llama model (n_embd 768, 12 layers, n_ff 2048,

@@ -130,6 +130,9 @@ StatusOr<std::unique_ptr<ModelPlacement>> load_model(const LlamaModel& model, co
   auto placement = ModelPlacement::create(model, devices, options);
   if (err != nullptr && last_done > 0) std::fprintf(err, "\n");
   if (!placement.ok()) return placement.status();
+  if (const Status& s = model.digests().save_failure(); err != nullptr && !s.ok()) {
+    std::fprintf(err, "warning: %s (the next load hashes the weights again)\n", s.to_string().c_str());
+  }
   if (err != nullptr && remote_weights > 0) {
     // Bytes sent include frame headers and the hashes the cache protocol sends first.
     const uint64_t sent = bytes_sent_to(endpoints) - sent_before;
