@@ -94,6 +94,11 @@ class Buffer {
   // and sends only the bytes the server lacks. Stops at the first error,
   // which may leave the tensors before it written.
   virtual Status set_tensors(std::span<const TensorBytes> writes);
+  // Returns when every set() and set_tensors() before it has landed, with
+  // the first error among them. A remote buffer's sets are one-way, so this
+  // is a round trip (SYNCHRONIZE); its server then also holds their bytes in
+  // its weights cache. A local buffer's sets are done when they return.
+  virtual Status synchronize() { return Status(); }
   // Every byte of the buffer set to `value`.
   virtual Status clear(uint8_t value) = 0;
   // dst's bytes (dst placed in this buffer) become src's; same nbytes.

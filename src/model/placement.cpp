@@ -54,7 +54,9 @@ Status upload_weights(const LlamaModel& model, Buffer& buffer, const std::vector
       batch_bytes = 0;
     }
   }
-  return Status();
+  // Uploads are one-way to a server: a load is done when they have landed
+  // (and are in its weights cache for the next load), or failed here.
+  return buffer.synchronize();
 }
 
 }  // namespace

@@ -86,6 +86,10 @@ Status RemoteBuffer::read(const Tensor& t, void* dst, uint64_t offset, uint64_t 
   return Status();
 }
 
+Status RemoteBuffer::synchronize() {
+  return connection_->call_status_only(Command::synchronize, {}, device_.reply_timeout());
+}
+
 Status RemoteBuffer::clear(uint8_t value) {
   return connection_->call(Command::buffer_clear, BufferClearRequest{.handle = handle_, .value = value},
                            device_.reply_timeout());

@@ -42,6 +42,7 @@ class RemoteBuffer final : public Buffer {
   Status get(const Tensor& t, void* dst, uint64_t offset, uint64_t size) const override;
   // All of t, flagged SYNC: the connection's pending error instead, if any.
   Status get_after_pending(const Tensor& t, void* dst) const;
+  Status synchronize() override;
   Status clear(uint8_t value) override;
   // From a RemoteBuffer on the same connection: on the server (COPY_TENSOR,
   // one-way). From a RemoteBuffer of another server: server to server (a
