@@ -84,7 +84,7 @@ Row measure(const LlamaModel& model, const Config& c, int n_predict, int reps) {
   std::vector<std::unique_ptr<Server>> servers;
   std::vector<std::string> endpoints;
   for (int s = 0; s < c.servers; ++s) {
-    auto server = start_loopback_server(c.devices_per_server, c.threads_per_device);
+    auto server = start_loopback_server(c.devices_per_server, c.threads_per_device, {}, /*pin_threads=*/true);
     if (!server.ok()) {
       std::fprintf(stderr, "%s: %s\n", c.name, server.status().to_string().c_str());
       return row;

@@ -70,11 +70,13 @@ StatusOr<DeviceSpec> parse_device_spec(std::string_view text) {
   return spec;
 }
 
-std::vector<std::shared_ptr<Device>> make_devices(const std::vector<DeviceSpec>& specs) {
+std::vector<std::shared_ptr<Device>> make_devices(const std::vector<DeviceSpec>& specs, bool pin_threads) {
   std::vector<std::shared_ptr<Device>> devices;
   for (size_t i = 0; i < specs.size(); ++i) {
-    devices.push_back(std::make_shared<CpuDevice>(CpuDeviceOptions{
-        .name = "cpu" + std::to_string(i), .threads = specs[i].threads, .memory_limit = specs[i].memory_limit}));
+    devices.push_back(std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu" + std::to_string(i),
+                                                                   .threads = specs[i].threads,
+                                                                   .memory_limit = specs[i].memory_limit,
+                                                                   .pin_threads = pin_threads}));
   }
   return devices;
 }

@@ -29,8 +29,9 @@ struct DeviceSpec {
 // quotes the spec and says what was expected.
 StatusOr<DeviceSpec> parse_device_spec(std::string_view text);
 
-// One device per spec, named cpu0, cpu1, … in order.
-std::vector<std::shared_ptr<Device>> make_devices(const std::vector<DeviceSpec>& specs);
+// One device per spec, named cpu0, cpu1, … in order; `pin_threads`:
+// CpuDeviceOptions::pin_threads for each.
+std::vector<std::shared_ptr<Device>> make_devices(const std::vector<DeviceSpec>& specs, bool pin_threads = false);
 
 // "4GiB", "512M", "1.5G", "1024": bytes. k/M/G/T are powers of 1000,
 // KiB/MiB/GiB/TiB powers of 1024; a trailing "B" and the case of the letters

@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", options.threads, "threads of the default CPU device (0: every core)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  bool pin_threads = false;
+  app.add_flag("--pin-threads", pin_threads,
+               "run thread i of every device on core i (for a machine whose cores the server has to itself)");
   app.add_option("--cache", options.cache_dir, "directory of the weights cache on disk (default: memory only)");
   app.add_option("--cache-memory", cache_memory, "bytes the in-memory weights cache may hold (e.g. 4GiB)")
       ->check(byte_count);
@@ -133,7 +136,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // Made here rather than by Server::start so they can be listed below.
-  options.devices = tensorpc::tools::make_devices(specs);
+  options.devices = tensorpc::tools::make_devices(specs, pin_threads);
   auto server = tensorpc::Server::start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "tensorpc-server: %s\n", server.status().to_string().c_str());

@@ -31,6 +31,13 @@ struct CpuDeviceOptions {
   // for them a barrier per node costs more than the threads save. 0: always
   // use every thread (tests of the threaded kernels).
   double min_work_per_node_for_threads = 32768;
+  // Thread i of the device runs on core i (mod the cores there are), the
+  // calling thread on core 0 while it computes. Devices that take turns on
+  // the same cores — the stages of a pipeline on one machine — then find
+  // their threads where the last stage's were, instead of two of them woken
+  // onto one core while another idles. For a machine whose cores the
+  // devices have to themselves; off by default.
+  bool pin_threads = false;
 };
 
 class CpuDevice final : public Device {

@@ -154,13 +154,14 @@ CpuDevice::CpuDevice(CpuDeviceOptions options)
       kernels_(options_.portable_kernels ? &cpu::portable_kernels() : &cpu::best_kernels()) {
   int threads = options_.threads;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  pool_ = std::make_unique<cpu::ThreadPool>(threads);
+  pool_ = std::make_unique<cpu::ThreadPool>(threads, options_.pin_threads);
 }
 
 CpuDevice::~CpuDevice() = default;
 
 std::string CpuDevice::description() const {
-  std::string d = "CPU, " + std::to_string(threads()) + " threads, " + kernels_->name + " kernels";
+  std::string d = "CPU, " + std::to_string(threads()) + " threads" + (options_.pin_threads ? " pinned to cores" : "") +
+                  ", " + kernels_->name + " kernels";
   if (options_.memory_limit) d += ", limit " + format_bytes(options_.memory_limit);
   return d;
 }
@@ -214,7 +215,7 @@ int CpuDevice::threads() const { return pool_->size(); }
 
 void CpuDevice::set_threads(int threads) {
   std::lock_guard<std::mutex> lock(compute_mutex_);
-  pool_ = std::make_unique<cpu::ThreadPool>(threads);
+  pool_ = std::make_unique<cpu::ThreadPool>(threads, options_.pin_threads);
 }
 
 Status CpuDevice::compute(Graph& g) {

@@ -1,8 +1,44 @@
 #include "cpu/thread_pool.h"
 
-namespace tensorpc::cpu {
+#include <pthread.h>
+#include <sched.h>
 
-ThreadPool::ThreadPool(int threads) {
+#include <algorithm>
+
+namespace tensorpc::cpu {
+namespace {
+
+// Puts the calling thread on `core` (mod the cores there are); failure (a
+// core outside the process's allowed set, say) leaves it where it was.
+void run_on_core(int core) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core % cores, &set);
+  (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+// The calling thread on core 0 for one run, and back on its own cores after.
+class CoreZeroForARun {
+ public:
+  explicit CoreZeroForARun(bool pin)
+      : pinned_(pin && pthread_getaffinity_np(pthread_self(), sizeof saved_, &saved_) == 0) {
+    if (pinned_) run_on_core(0);
+  }
+  ~CoreZeroForARun() {
+    if (pinned_) (void)pthread_setaffinity_np(pthread_self(), sizeof saved_, &saved_);
+  }
+  CoreZeroForARun(const CoreZeroForARun&) = delete;
+  CoreZeroForARun& operator=(const CoreZeroForARun&) = delete;
+
+ private:
+  cpu_set_t saved_{};
+  const bool pinned_;
+};
+
+}  // namespace
+
+ThreadPool::ThreadPool(int threads, bool pinned) : pinned_(pinned) {
   const int n = threads < 1 ? 1 : threads;
   workers_.reserve(static_cast<size_t>(n - 1));
   for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
@@ -19,6 +55,7 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
   const int nth = size();
+  const CoreZeroForARun on_core_zero(pinned_ && nth > 1);
   if (nth > 1) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -37,6 +74,7 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
 }
 
 void ThreadPool::worker_loop(int ith) {
+  if (pinned_) run_on_core(ith);
   unsigned seen = 0;
   for (;;) {
     const std::function<void(int, int)>* job;

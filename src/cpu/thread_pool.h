@@ -2,7 +2,9 @@
 //
 // run(fn) calls fn(ith, nth) once on each of the nth threads — the caller is
 // thread 0 — and returns when all calls have returned. Workers sleep between
-// runs. One run at a time; the CPU device serialises callers.
+// runs. One run at a time; the CPU device serialises callers. Pinned, thread
+// i runs on core i mod the cores there are, and the caller on core 0 for the
+// length of a run (its own mask back afterwards).
 #pragma once
 
 #include <condition_variable>
@@ -15,7 +17,7 @@ namespace tensorpc::cpu {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads);
+  explicit ThreadPool(int threads, bool pinned = false);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -34,6 +36,7 @@ class ThreadPool {
   unsigned generation_ = 0;
   int running_ = 0;
   bool stopping_ = false;
+  const bool pinned_;
 };
 
 }  // namespace tensorpc::cpu

@@ -57,6 +57,14 @@ TEST(DeviceSpec, MakeDevicesNamesThemInOrderWithTheirLimits) {
   EXPECT_EQ(devices[1]->memory().total, kGiB);
 }
 
+TEST(DeviceSpec, MakeDevicesPinsTheirThreadsWhenAsked) {
+  for (bool pin : {false, true}) {
+    const auto devices = make_devices({DeviceSpec{.threads = 2}}, pin);
+    ASSERT_EQ(devices.size(), 1u);
+    EXPECT_EQ(devices[0]->description().find("pinned to cores") != std::string::npos, pin) << devices[0]->description();
+  }
+}
+
 TEST(ByteCount, Suffixes) {
   uint64_t v = 0;
   EXPECT_TRUE(parse_byte_count("1024", v) && v == 1024);

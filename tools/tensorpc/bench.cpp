@@ -146,7 +146,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("-r,--repetitions", o->repetitions, "repetitions per figure, median reported (0: 5, quick 3)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("-t,--threads", o->threads, "cores the model layouts share out (0: every core)")
+  cmd->add_option("-t,--threads", o->threads, "threads of the local CPU and of each server device (0: every core)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-n,--tokens", o->n_predict, "tokens per generation (0: 33, quick 9)")->check(CLI::NonNegativeNumber);
   cmd->callback([o, link, exit_code] {

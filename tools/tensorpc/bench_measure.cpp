@@ -29,13 +29,14 @@ StatusOr<double> median_of(int repetitions, const std::function<StatusOr<double>
   return values[values.size() / 2];
 }
 
-StatusOr<std::unique_ptr<Server>> start_loopback_server(int devices, int threads_per_device, const TlsOptions& tls) {
+StatusOr<std::unique_ptr<Server>> start_loopback_server(int devices, int threads_per_device, const TlsOptions& tls,
+                                                        bool pin_threads) {
   ServerOptions options;
   options.port = 0;
   options.tls = tls;
   for (int d = 0; d < devices; ++d) {
-    options.devices.push_back(std::make_shared<CpuDevice>(
-        CpuDeviceOptions{.name = "cpu" + std::to_string(d), .threads = threads_per_device}));
+    options.devices.push_back(std::make_shared<CpuDevice>(CpuDeviceOptions{
+        .name = "cpu" + std::to_string(d), .threads = threads_per_device, .pin_threads = pin_threads}));
   }
   return Server::start(std::move(options));
 }

@@ -35,9 +35,9 @@ StatusOr<double> median_of(int repetitions, const std::function<StatusOr<double>
 // A server in this process on 127.0.0.1 (its own threads, a real TCP
 // socket) with `devices` CPU devices of `threads_per_device` threads each
 // (devices 0: the server's default, one CPU device with every core), and
-// TLS when `tls` names a certificate.
-StatusOr<std::unique_ptr<Server>> start_loopback_server(int devices, int threads_per_device,
-                                                        const TlsOptions& tls = {});
+// TLS when `tls` names a certificate; `pin_threads`: CpuDeviceOptions'.
+StatusOr<std::unique_ptr<Server>> start_loopback_server(int devices, int threads_per_device, const TlsOptions& tls = {},
+                                                        bool pin_threads = false);
 std::string loopback_endpoint(const Server& server);
 
 // Raw TCP on loopback, the baseline of the RPC figures: a connected socket

@@ -27,14 +27,19 @@ struct BenchModel {
 struct ModelBenchOptions {
   int repetitions = 3;  // generations per layout; tokens/s is their median
   int n_predict = 33;   // tokens per generation (the first comes from the prefill)
-  int threads = 2;      // cores shared out: the local CPU's threads, and the servers' in total
+  int threads = 2;      // cores: the local CPU's threads, and each server device's
   LinkShape link{};     // of the emulated LAN
+  // Every layout's CPU devices, local and on the servers, pin their threads
+  // to cores (CpuDeviceOptions::pin_threads): the layouts then differ in
+  // where the layers are, not in where the scheduler put the threads.
+  bool pin_threads = true;
 };
 
 // Greedy generations of `model` on the local CPU (`endpoints` empty; with
 // options.threads threads) or on every device of the servers at `endpoints`
-// (layers split evenly): tokens/s as the median of options.repetitions
-// generations, traffic per generated token from the last. With `profiled`
+// (layers split evenly): after one generation not measured, tokens/s as the
+// median of options.repetitions generations, traffic per generated token from
+// the last. With `profiled`
 // (servers of this process behind `endpoints`), also where a decode step's
 // time went on them, from their ServerStats over the last generation's
 // decode.
