@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 namespace tensorpc::cpu {
@@ -12,6 +13,9 @@ HostMemory HostMemory::allocate(uint64_t size, uint64_t alignment) {
   if (size < kHugePage) {
     const uint64_t rounded = (size + alignment - 1) / alignment * alignment;
     m.data_ = static_cast<char*>(std::aligned_alloc(alignment, rounded));
+    // The heap hands back memory this process freed, perhaps another
+    // session's buffer: it starts as zeros, as fresh pages do.
+    if (m.data_ != nullptr) std::memset(m.data_, 0, rounded);
     return m;
   }
   // One huge page more than asked, so an aligned start fits; the slack is

@@ -8,7 +8,8 @@
 // machine where a page fault costs microseconds, copying 126 MiB into a fresh
 // buffer drops from about 350 ms to about 20 ms (docs/performance.md). Where
 // the kernel has no huge pages the advice is ignored and nothing else changes.
-// Smaller buffers come from aligned_alloc.
+// Smaller buffers come from aligned_alloc. Either way a new buffer's bytes
+// are zero: no session of a server sees what another left in memory.
 #pragma once
 
 #include <cstdint>

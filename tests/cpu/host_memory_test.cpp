@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 namespace tensorpc::cpu {
 namespace {
@@ -29,6 +30,25 @@ TEST(HostMemory, LargeAllocationsAreMappedOnHugePageBoundariesAndHoldTheirBytes)
   m.data()[size - 1] = 7;
   for (uint64_t i = 0; i < size; i += 4093) ASSERT_EQ(m.data()[i], static_cast<char>(i % 251)) << i;
   EXPECT_EQ(m.data()[size - 1], 7);
+}
+
+// Whatever was freed before, a new allocation reads as zeros: a server's
+// session never sees the bytes of a buffer another session freed.
+TEST(HostMemory, NewMemoryIsZeroEvenWhereFreedMemoryIsReused) {
+  for (uint64_t size : {uint64_t{64}, uint64_t{4096}, uint64_t{100000}, 3 * kHugePage}) {
+    for (int round = 0; round < 3; ++round) {
+      std::vector<HostMemory> batch;
+      for (int k = 0; k < 16; ++k) {
+        batch.push_back(HostMemory::allocate(size, 64));
+        HostMemory& m = batch.back();
+        ASSERT_TRUE(m);
+        for (uint64_t i = 0; i < size; ++i) {
+          ASSERT_EQ(m.data()[i], 0) << size << " bytes, byte " << i << ", round " << round << ", buffer " << k;
+        }
+      }
+      for (HostMemory& m : batch) std::memset(m.data(), 0xab, size);  // what the next round must not see
+    }
+  }
 }
 
 TEST(HostMemory, MovingHandsOverOwnership) {
