@@ -17,14 +17,15 @@
 namespace tensorpc {
 
 namespace cpu {
+class HostMemoryPool;
 class ThreadPool;
 struct KernelTable;
 }  // namespace cpu
 
 struct CpuDeviceOptions {
   std::string name = "cpu";
-  int threads = 0;            // 0: every hardware thread
-  uint64_t memory_limit = 0;  // bytes; 0: only the host's available memory limits
+  int threads = 0;                // 0: every hardware thread
+  uint64_t memory_limit = 0;      // bytes; 0: only the host's available memory limits
   bool portable_kernels = false;  // use the portable kernels even where SIMD ones run
   // Graphs whose nodes average less work than this (multiply-adds for
   // mul_mat, elements written otherwise) run on the calling thread alone:
@@ -38,6 +39,11 @@ struct CpuDeviceOptions {
   // onto one core while another idles. For a machine whose cores the
   // devices have to themselves; off by default.
   bool pin_threads = false;
+  // How long the mapping of a freed buffer of 2 MiB or more is kept for the
+  // next allocation of about its size (zeroed before it is handed out): a
+  // model reloaded right after it was freed then fills memory the process
+  // already has instead of fresh pages. 0: unmapped at once.
+  int keep_freed_memory_ms = 5000;
 };
 
 class CpuDevice final : public Device {
@@ -75,7 +81,8 @@ class CpuDevice final : public Device {
   std::atomic<uint64_t> allocated_{0};
   std::mutex compute_mutex_;  // one graph at a time on the pool
   std::unique_ptr<cpu::ThreadPool> pool_;
-  std::vector<char> work_;  // scratch shared by a graph's nodes, grown as needed
+  std::unique_ptr<cpu::HostMemoryPool> freed_;  // outlives every buffer (they return their memory to it)
+  std::vector<char> work_;                      // scratch shared by a graph's nodes, grown as needed
 };
 
 }  // namespace tensorpc

@@ -73,7 +73,10 @@ class CpuBuffer final : public Buffer {
  public:
   CpuBuffer(CpuDevice& device, cpu::HostMemory bytes, uint64_t size, uint64_t accounted)
       : device_(device), bytes_(std::move(bytes)), size_(size), accounted_(accounted) {}
-  ~CpuBuffer() override { device_.release(accounted_); }
+  ~CpuBuffer() override {
+    device_.release(accounted_);
+    device_.freed_->give(std::move(bytes_));
+  }
 
   Device& device() const override { return device_; }
   uint64_t size() const override { return size_; }
@@ -155,6 +158,11 @@ CpuDevice::CpuDevice(CpuDeviceOptions options)
   int threads = options_.threads;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   pool_ = std::make_unique<cpu::ThreadPool>(threads, options_.pin_threads);
+  // At most what the device may hold at once (half the host's memory without
+  // a limit): kept memory is resident, and MemAvailable no longer counts it.
+  const uint64_t keep_at_most = options_.memory_limit ? options_.memory_limit : host_memory().total / 2;
+  freed_ =
+      std::make_unique<cpu::HostMemoryPool>(std::chrono::milliseconds(options_.keep_freed_memory_ms), keep_at_most);
 }
 
 CpuDevice::~CpuDevice() = default;
@@ -168,6 +176,8 @@ std::string CpuDevice::description() const {
 
 MemoryInfo CpuDevice::memory() const {
   MemoryInfo host = host_memory();
+  // Kept mappings of freed buffers are free to this device.
+  host.free = std::min(host.total, host.free + freed_->kept_bytes());
   if (options_.memory_limit == 0) return host;
   const uint64_t used = allocated_.load();
   const uint64_t left = used < options_.memory_limit ? options_.memory_limit - used : 0;
@@ -199,7 +209,7 @@ StatusOr<std::unique_ptr<Buffer>> CpuDevice::allocate(uint64_t size) {
   } else {
     allocated_ += rounded;
   }
-  cpu::HostMemory bytes = cpu::HostMemory::allocate(rounded, alignment());
+  cpu::HostMemory bytes = freed_->take(rounded, alignment());
   if (!bytes) {
     allocated_ -= rounded;
     return out_of_memory(name() + ": the host could not allocate " + format_bytes(size));

@@ -12,7 +12,12 @@
 // are zero: no session of a server sees what another left in memory.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <list>
+#include <mutex>
+#include <thread>
 
 namespace tensorpc::cpu {
 
@@ -34,13 +39,62 @@ class HostMemory {
   explicit operator bool() const { return data_ != nullptr; }
   // Whether the bytes are a mapping advised to use huge pages (tests).
   bool mapped() const { return mapping_ != nullptr; }
+  // Bytes usable from data() on: at least the size asked for (a mapping's
+  // run to its end).
+  uint64_t capacity() const;
 
  private:
+  friend class HostMemoryPool;
   void release();
 
   char* data_ = nullptr;
   void* mapping_ = nullptr;  // the whole mapping when mapped, else null (data_ is aligned_alloc's)
   uint64_t mapping_size_ = 0;
+  uint64_t heap_size_ = 0;  // heap bytes, when not mapped
+};
+
+// HostMemoryPool: mappings of freed CPU buffers, kept a few seconds for the
+// next allocation of about their size.
+//
+// On a virtual machine the first touch of fresh pages costs the host's work
+// too: the same 126 MiB that fill in about 10 ms when the process had them
+// before take 100–350 ms when they are new (docs/performance.md). A model
+// reloaded right after it was freed (a client reconnecting, the next run of
+// a job) then waits on page faults. take() hands back a kept mapping of
+// about the asked size, zeroed; give() keeps a mapping for `keep_for`, while
+// the pool holds at most `max_bytes`; a thread of the pool unmaps what
+// expires. Heap memory (under kHugePage) is never pooled. Thread-safe.
+class HostMemoryPool {
+ public:
+  HostMemoryPool(std::chrono::milliseconds keep_for, uint64_t max_bytes);
+  ~HostMemoryPool();  // unmaps everything it holds
+  HostMemoryPool(const HostMemoryPool&) = delete;
+  HostMemoryPool& operator=(const HostMemoryPool&) = delete;
+
+  // As HostMemory::allocate, from a kept mapping when one has room for
+  // `size` without wasting more than a quarter (and a huge page) of it.
+  HostMemory take(uint64_t size, uint64_t alignment);
+  // Keeps `m` when it is a mapping and fits under max_bytes; frees it
+  // otherwise.
+  void give(HostMemory m);
+  // Bytes of the mappings kept now.
+  uint64_t kept_bytes() const;
+
+ private:
+  struct Kept {
+    HostMemory memory;
+    std::chrono::steady_clock::time_point expires;
+  };
+  void expire_loop();
+
+  const std::chrono::milliseconds keep_for_;
+  const uint64_t max_bytes_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::list<Kept> kept_;  // oldest first
+  uint64_t kept_bytes_ = 0;
+  bool stopping_ = false;
+  std::thread expirer_;
 };
 
 }  // namespace tensorpc::cpu

@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -68,6 +70,52 @@ TEST(HostMemory, MovingHandsOverOwnership) {
 TEST(HostMemory, AnImpossibleSizeIsAnEmptyResultNotACrash) {
   EXPECT_FALSE(HostMemory::allocate(UINT64_MAX - 10, 64));
   EXPECT_FALSE(HostMemory::allocate(uint64_t{1} << 62, 64));
+}
+
+TEST(HostMemoryPool, AFreedMappingIsHandedOutAgainZeroed) {
+  HostMemoryPool pool(std::chrono::seconds(30), uint64_t{1} << 30);
+  HostMemory m = pool.take(3 * kHugePage, 64);
+  ASSERT_TRUE(m.mapped());
+  char* bytes = m.data();
+  std::memset(bytes, 0x5a, 3 * kHugePage);
+  pool.give(std::move(m));
+  EXPECT_EQ(pool.kept_bytes(), 4 * kHugePage);  // three pages asked for, and the alignment slack
+  HostMemory again = pool.take(3 * kHugePage - 100, 64);
+  EXPECT_EQ(again.data(), bytes) << "the kept mapping";
+  EXPECT_EQ(pool.kept_bytes(), 0u);
+  for (uint64_t i = 0; i < 3 * kHugePage - 100; i += 511) ASSERT_EQ(again.data()[i], 0) << i;
+}
+
+TEST(HostMemoryPool, AMappingMuchLargerThanAskedIsNotUsedAndHeapMemoryIsNotKept) {
+  HostMemoryPool pool(std::chrono::seconds(30), uint64_t{1} << 30);
+  HostMemory big = pool.take(16 * kHugePage, 64);
+  char* big_bytes = big.data();
+  pool.give(std::move(big));
+  HostMemory small = pool.take(2 * kHugePage, 64);
+  EXPECT_NE(small.data(), big_bytes);
+  EXPECT_GT(pool.kept_bytes(), 0u);
+  pool.give(pool.take(4096, 64));  // heap: back to the heap
+  EXPECT_EQ(pool.kept_bytes(), 17 * kHugePage);
+}
+
+TEST(HostMemoryPool, KeptMappingsExpireAndTheCapHolds) {
+  HostMemoryPool pool(std::chrono::milliseconds(50), 10 * kHugePage);
+  HostMemory a = pool.take(4 * kHugePage, 64), b = pool.take(4 * kHugePage, 64);  // 5 pages each, alignment included
+  pool.give(std::move(a));
+  pool.give(std::move(b));
+  EXPECT_EQ(pool.kept_bytes(), 10 * kHugePage);  // exactly the cap
+  pool.give(pool.take(7 * kHugePage, 64));       // 8 pages: the oldest go to make room
+  EXPECT_EQ(pool.kept_bytes(), 8 * kHugePage);
+  pool.give(pool.take(20 * kHugePage, 64));  // larger than the cap: never kept
+  EXPECT_EQ(pool.kept_bytes(), 8 * kHugePage);
+  for (int i = 0; i < 200 && pool.kept_bytes() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(pool.kept_bytes(), 0u) << "unmapped after 50 ms";
+}
+
+TEST(HostMemoryPool, KeepingForZeroKeepsNothing) {
+  HostMemoryPool pool(std::chrono::milliseconds(0), uint64_t{1} << 30);
+  pool.give(pool.take(3 * kHugePage, 64));
+  EXPECT_EQ(pool.kept_bytes(), 0u);
 }
 
 }  // namespace
