@@ -137,8 +137,10 @@ void HostMemoryPool::expire_loop() {
       changed_.wait(lock);
       continue;
     }
-    if (std::chrono::steady_clock::now() < kept_.front().expires) {
-      changed_.wait_until(lock, kept_.front().expires);
+    // A copy: take() may erase the entry while this thread waits.
+    const std::chrono::steady_clock::time_point due = kept_.front().expires;
+    if (std::chrono::steady_clock::now() < due) {
+      changed_.wait_until(lock, due);
       continue;
     }
     // Unmapped outside the lock: munmap of gigabytes takes a while.
