@@ -234,17 +234,18 @@ StatusOr<GrantToken> Connection::standing_grant(uint64_t handle, uint64_t offset
                                                 std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> lock(grants_mutex_);
   const std::array<uint64_t, 3> key{handle, offset, size};
-  if (auto it = standing_grants_.find(key); it != standing_grants_.end()) return it->second;
-  GrantStandingReply reply;
-  TENSORPC_RETURN_IF_ERROR(call(
-      Command::grant_standing, GrantStandingRequest{.handle = handle, .offset = offset, .size = size}, reply, timeout));
-  standing_grants_.emplace(key, reply.token);
-  return reply.token;
+  TENSORPC_RETURN_IF_ERROR(hold_standing_grants_locked(std::span(&key, 1), timeout));
+  return standing_grants_.at(key);
 }
 
 Status Connection::hold_standing_grants(std::span<const std::array<uint64_t, 3>> ranges,
                                         std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> lock(grants_mutex_);
+  return hold_standing_grants_locked(ranges, timeout);
+}
+
+Status Connection::hold_standing_grants_locked(std::span<const std::array<uint64_t, 3>> ranges,
+                                               std::chrono::milliseconds timeout) {
   std::vector<std::array<uint64_t, 3>> missing;
   for (const auto& range : ranges) {
     if (standing_grants_.count(range) == 0 && std::find(missing.begin(), missing.end(), range) == missing.end()) {

@@ -180,6 +180,10 @@ class Connection {
   Status authenticate(const std::string& key, const AuthNonce& server_nonce, std::chrono::milliseconds timeout);
 
   // `reason` prefixed with "<COMMAND> to <endpoint>: ", keeping its code.
+  // hold_standing_grants with grants_mutex_ held: what standing_grant asks
+  // through too, so one range and many are asked the same way.
+  Status hold_standing_grants_locked(std::span<const std::array<uint64_t, 3>> ranges,
+                                     std::chrono::milliseconds timeout);
   Status fail(Command command, const Status& reason) const;
   // As fail(), and marks the connection broken: the byte stream can no
   // longer be trusted. Caller holds mutex_.
