@@ -9,7 +9,8 @@
 // run plans (Device::create_plan_runner), starts a spec on its server and
 // returns before it is done; synchronize() waits and returns the first error.
 // A runner stores an unchanged spec on the server once and afterwards only
-// names it, so a plan re-run every decode step costs one small request.
+// names it, so a plan re-run every decode step costs one small request. A
+// spec with a key lets the runner also skip encoding it again (see `key`).
 //
 // A SEND step on one runner and the WAIT step for the same destination
 // tensor on the receiving server's runner form a pair: the receiving side
@@ -43,6 +44,12 @@ struct ExecutionPlanSpec {
   std::vector<Step> steps;
   // How long a WAIT step waits for its bytes before the plan fails.
   uint32_t wait_timeout_ms = 30000;
+  // Nonzero: the caller's promise that every spec it gives the same key has
+  // the same steps over the same graphs and tensors, with descriptors and
+  // placements unchanged (only the bytes in them differ), so a runner may
+  // reuse what it made of the first — the encoding, the plan stored on its
+  // server. A placement that changes must come with a new key. 0: no promise.
+  uint64_t key = 0;
 
   void compute(Device& d, Graph& g) { steps.push_back({StepKind::compute, &d, &g, nullptr, nullptr}); }
   void copy(const Tensor& src, const Tensor& dst) { steps.push_back({StepKind::copy, nullptr, nullptr, &src, &dst}); }

@@ -206,6 +206,7 @@ class Scheduler {
   SchedulerCounters last_run_;
   SchedulerCounters totals_;
   uint64_t plans_made_ = 0;
+  uint64_t placements_ = 0;  // the last number given to a placement (sched::Plan::placement)
 };
 
 }  // namespace tensorpc

@@ -129,9 +129,11 @@ StatusOr<sched::Plan*> Scheduler::plan_for(Graph& g) {
 // are still there), then everything derived from those.
 Status Scheduler::place(sched::Plan& plan) {
   if (plan.info.device_bytes.empty()) plan.info.device_bytes.assign(devices_.size(), 0);
+  bool moved = plan.placement == 0;
   for (sched::DeviceMemory& m : plan.memory) {
     sched::DeviceSlot& slot = *slots_[m.device];
     if (slot.placed != &plan) {
+      moved = true;
       // Another plan may have moved or freed the buffer these pointed into.
       for (auto& [p, real] : m.owned) {
         p->buffer = nullptr;
@@ -153,6 +155,7 @@ Status Scheduler::place(sched::Plan& plan) {
     }
     sched::place_at(*d.t, *d.base, d.offset);
   }
+  if (moved) plan.placement = ++placements_;
   return Status();
 }
 

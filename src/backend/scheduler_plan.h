@@ -115,6 +115,10 @@ struct Plan {
   // Per caller id: the descriptor its bytes are bound to, and the offset in
   // it; base null for tensors the caller placed itself.
   std::vector<Derived> home;
+  // Which placement of the plan's descriptors is current: a number no other
+  // placement (of this plan or any other) had, given whenever place() moves
+  // them. Execution plan specs carry it in their key.
+  uint64_t placement = 0;
 };
 
 // What the scheduler keeps per device across runs.

@@ -77,7 +77,12 @@ Status Scheduler::run(sched::Plan& plan, const Tensor* read, void* read_dst) {
   }
   std::vector<ExecutionPlanSpec> specs(runs.size());
   std::vector<std::vector<size_t>> direct(runs.size());  // copies this process makes before run r starts
-  for (auto& spec : specs) spec.wait_timeout_ms = options_.plan_wait_timeout_ms;
+  for (size_t r = 0; r < specs.size(); ++r) {
+    specs[r].wait_timeout_ms = options_.plan_wait_timeout_ms;
+    // The same plan in the same placement makes the same specs: their
+    // runners need not encode them again. Keys of up to 2^20 runs per plan.
+    if (r < (size_t{1} << 20)) specs[r].key = (plan.placement << 20) | (r + 1);
+  }
   for (size_t i = 0; i < plan.splits.size(); ++i) {
     if (run_of[i] < 0) continue;
     const size_t r = static_cast<size_t>(run_of[i]);
@@ -222,7 +227,8 @@ Status Scheduler::run(sched::Plan& plan, const Tensor* read, void* read_dst) {
   if (read != nullptr && failed.ok()) {
     const std::string* channel = channel_of(*read);
     if (channel == nullptr) {
-      failed = invalid_argument("scheduler: the result to read, " + tensorpc::describe(*read) + ", is not on its devices");
+      failed =
+          invalid_argument("scheduler: the result to read, " + tensorpc::describe(*read) + ", is not on its devices");
     } else if (auto it = plan_pending.find(*channel); it != plan_pending.end() && it->second) {
       read_failed = runners_[*channel]->synchronize_and_read(*read, read_dst);
       if (read_failed.ok()) {

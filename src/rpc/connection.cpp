@@ -193,8 +193,8 @@ void Connection::forget_graphs() {
   graphs_.clear();
 }
 
-Status Connection::send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> handles,
-                             std::chrono::milliseconds timeout) {
+StatusOr<uint64_t> Connection::send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> handles,
+                                         std::chrono::milliseconds timeout) {
   const size_t hash =
       std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(steps.data()), steps.size()));
   std::lock_guard<std::mutex> lock(mutex_);
@@ -204,9 +204,6 @@ Status Connection::send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> h
   uint64_t plan_id = 0;
   if (it != plans_.end()) {
     plan_id = it->id;
-    StoredGraph used = std::move(*it);
-    plans_.erase(it);
-    plans_.push_back(std::move(used));
   } else {
     // Ids are never reused, so a plan the server dropped is "not found" at
     // the next synchronize, never silently another plan.
@@ -218,6 +215,27 @@ Status Connection::send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> h
                     kFlagNoReply, next_request_id_++));
     plans_.push_back({0, plan_id, hash, std::move(steps), std::move(handles)});
     if (plans_.size() > kStoredPlans) plans_.pop_front();
+  }
+  TENSORPC_RETURN_IF_ERROR(run_plan_locked(plan_id, timeout));
+  return plan_id;
+}
+
+StatusOr<bool> Connection::run_stored_plan(uint64_t plan_id, std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::plan_run, /*expect_silence=*/true));
+  if (std::none_of(plans_.begin(), plans_.end(), [&](const StoredGraph& p) { return p.id == plan_id; })) return false;
+  TENSORPC_RETURN_IF_ERROR(run_plan_locked(plan_id, timeout));
+  return true;
+}
+
+// PLAN_RUN of a plan in plans_, which becomes the most recently used there
+// as it does on the server.
+Status Connection::run_plan_locked(uint64_t plan_id, std::chrono::milliseconds timeout) {
+  auto it = std::find_if(plans_.begin(), plans_.end(), [&](const StoredGraph& p) { return p.id == plan_id; });
+  if (it != std::prev(plans_.end())) {
+    StoredGraph used = std::move(*it);
+    plans_.erase(it);
+    plans_.push_back(std::move(used));
   }
   WireWriter w;
   encode(w, PlanRunRequest{.plan_id = plan_id});

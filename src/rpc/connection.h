@@ -133,8 +133,14 @@ class Connection {
   // Runs an execution plan (its steps encoded by plan_codec.h, `handles`:
   // the buffers they name): one the server still holds under the same
   // encoding is run by id (PLAN_RUN); anything else is stored first under a
-  // new id (PLAN_STORE, then PLAN_RUN). All one-way.
-  Status send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> handles, std::chrono::milliseconds timeout = {});
+  // new id (PLAN_STORE, then PLAN_RUN). All one-way. Returns the plan's id.
+  StatusOr<uint64_t> send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> handles,
+                               std::chrono::milliseconds timeout = {});
+  // Runs the plan stored under `plan_id` again (PLAN_RUN, one-way) when the
+  // server still holds it, without its steps: true. False, sending nothing,
+  // when it does not (evicted, forgotten after an error, or naming a freed
+  // buffer): the caller then sends its steps with send_plan.
+  StatusOr<bool> run_stored_plan(uint64_t plan_id, std::chrono::milliseconds timeout = {});
   // Forgets which plans the server holds (after an error), so they are
   // stored again.
   void forget_plans();
@@ -176,6 +182,8 @@ class Connection {
   // Fails when broken; for a one-way request also when the peer hung up.
   Status check_usable_locked(Command command, bool expect_silence);
   Status hello(const std::string& key, std::chrono::milliseconds timeout);
+  // PLAN_RUN of `plan_id`, which must be in plans_; caller holds mutex_.
+  Status run_plan_locked(uint64_t plan_id, std::chrono::milliseconds timeout);
   // The AUTH exchange, after a HELLO reply that carried the server's nonce.
   Status authenticate(const std::string& key, const AuthNonce& server_nonce, std::chrono::milliseconds timeout);
 

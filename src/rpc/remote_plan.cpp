@@ -18,7 +18,64 @@ const RemoteBuffer* remote_of(const Tensor* t) { return t ? dynamic_cast<const R
 
 }  // namespace
 
+// Every standing grant the spec's sends and waits need, asked for in one
+// round trip per server that gives them where not held yet; then the tokens,
+// in step order.
+StatusOr<std::vector<GrantToken>> RemotePlanRunner::hold_grants(const ExecutionPlanSpec& spec) {
+  const std::string& here = connection_->endpoint();
+  std::map<Connection*, std::vector<std::array<uint64_t, 3>>> grants;
+  for (const ExecutionPlanSpec::Step& step : spec.steps) {
+    if (step.kind != ExecutionPlanSpec::StepKind::send && step.kind != ExecutionPlanSpec::StepKind::wait) continue;
+    const RemoteBuffer* dst = remote_of(step.dst);
+    if (dst == nullptr) continue;  // refused with its reason when encoded
+    grants[dst->connection().get()].push_back({dst->handle(), step.dst->offset, step.dst->nbytes()});
+  }
+  for (auto& [giver, ranges] : grants) {
+    const Status s = giver->hold_standing_grants(ranges, timeout_);
+    if (!s.ok()) return s.with_context("execution plan for " + here);
+  }
+  std::vector<GrantToken> tokens;
+  for (const ExecutionPlanSpec::Step& step : spec.steps) {
+    if (step.kind != ExecutionPlanSpec::StepKind::send && step.kind != ExecutionPlanSpec::StepKind::wait) continue;
+    const RemoteBuffer* dst = remote_of(step.dst);
+    if (dst == nullptr) return tokens;  // the encoding refuses the step
+    auto token = dst->connection()->standing_grant(dst->handle(), step.dst->offset, step.dst->nbytes(), timeout_);
+    if (!token.ok()) return token.status().with_context("execution plan for " + here);
+    tokens.push_back(token.value());
+  }
+  return tokens;
+}
+
 Status RemotePlanRunner::run_async(const ExecutionPlanSpec& spec) {
+  auto tokens = hold_grants(spec);
+  if (!tokens.ok()) return tokens.status();
+  // A spec run before under its key, with the same grants: its plan is run
+  // by id if the server still holds it, and nothing is encoded.
+  Encoded* known = nullptr;
+  if (spec.key != 0) {
+    for (Encoded& e : encoded_) {
+      if (e.key == spec.key) known = &e;
+    }
+  }
+  if (known != nullptr && known->tokens == tokens.value()) {
+    auto ran = connection_->run_stored_plan(known->plan_id, timeout_);
+    if (!ran.ok()) return ran.status();
+    if (ran.value()) return Status();
+  }
+  auto plan_id = encode_and_send(spec);
+  if (!plan_id.ok()) return plan_id.status();
+  if (spec.key != 0) {
+    if (known == nullptr) {
+      if (encoded_.size() >= kEncodedSpecs) encoded_.pop_front();
+      encoded_.push_back({});
+      known = &encoded_.back();
+    }
+    *known = {.key = spec.key, .plan_id = plan_id.value(), .tokens = std::move(tokens).value()};
+  }
+  return Status();
+}
+
+StatusOr<uint64_t> RemotePlanRunner::encode_and_send(const ExecutionPlanSpec& spec) {
   const Connection* mine = connection_.get();
   const std::string& here = connection_->endpoint();
   std::vector<uint64_t> handles;
@@ -36,20 +93,6 @@ Status RemotePlanRunner::run_async(const ExecutionPlanSpec& spec) {
     }
     return b;
   };
-
-  // Every standing grant the plan needs that is not held yet, asked for in
-  // one round trip per server that gives them, before anything is encoded.
-  std::map<Connection*, std::vector<std::array<uint64_t, 3>>> grants;
-  for (const ExecutionPlanSpec::Step& step : spec.steps) {
-    if (step.kind != ExecutionPlanSpec::StepKind::send && step.kind != ExecutionPlanSpec::StepKind::wait) continue;
-    const RemoteBuffer* dst = remote_of(step.dst);
-    if (dst == nullptr) continue;  // refused with its reason below
-    grants[dst->connection().get()].push_back({dst->handle(), step.dst->offset, step.dst->nbytes()});
-  }
-  for (auto& [giver, ranges] : grants) {
-    const Status s = giver->hold_standing_grants(ranges, timeout_);
-    if (!s.ok()) return s.with_context("execution plan for " + here);
-  }
 
   WireWriter w;
   w.u32(static_cast<uint32_t>(spec.steps.size()));
@@ -151,6 +194,7 @@ Status RemotePlanRunner::synchronize_and_read(const Tensor& t, void* dst) {
 // under new grants so that a late send of the failed run is never taken for
 // the next run's bytes.
 void RemotePlanRunner::start_over() {
+  encoded_.clear();
   connection_->forget_plans();
   connection_->forget_graphs();
   connection_->forget_standing_grants();

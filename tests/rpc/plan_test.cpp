@@ -215,6 +215,101 @@ TEST_F(PlanPair, StopEndsAWaitingPlanPromptly) {
   EXPECT_FALSE(on_b->synchronize().ok());
 }
 
+// ---- keyed specs ----------------------------------------------------------------------
+
+// A key is the caller's promise that the spec is unchanged, and the runner
+// takes it: a spec given a key it ran before runs the plan stored for that
+// key without its steps being looked at (here, on purpose, they differ), so
+// a decode step does not encode its graphs again.
+TEST_F(PlanPair, AKeyedSpecRunsThePlanStoredForItsKeyWithoutBeingEncodedAgain) {
+  auto on_b = runner_of(*db_);
+  Tensor* silu = ctx_.silu(dst_.t);
+  Tensor* neg = ctx_.scale(dst_.t, -1.0f);
+  check(out_.buffer->place(*silu, 0), "place silu");
+  check(out_.buffer->place(*neg, 0), "place neg");
+  Graph gs = Graph::build({silu}), gn = Graph::build({neg});
+  ExecutionPlanSpec first, second;
+  first.key = second.key = 7;
+  first.compute(*db_, gs);
+  second.compute(*db_, gn);
+  const auto values = random_floats(kFloats, 11);
+  check(write_from_f32(*dst_.t, values), "dst");
+  ASSERT_TRUE(on_b->run_async(first).ok());
+  ASSERT_TRUE(on_b->synchronize().ok());
+  check(write_from_f32(*out_.t, std::vector<float>(kFloats, 0.0f)), "out");
+  ASSERT_TRUE(on_b->run_async(second).ok());
+  ASSERT_TRUE(on_b->synchronize().ok());
+  auto out = read_as_f32(*out_.t);
+  ASSERT_TRUE(out.ok());
+  EXPECT_FLOAT_EQ(out.value()[5], values[5] / (1.0f + std::exp(-values[5]))) << "silu ran again, not neg";
+  // Under another key the same steps are encoded and stored.
+  second.key = 8;
+  ASSERT_TRUE(on_b->run_async(second).ok());
+  ASSERT_TRUE(on_b->synchronize().ok());
+  out = read_as_f32(*out_.t);
+  ASSERT_TRUE(out.ok());
+  EXPECT_FLOAT_EQ(out.value()[5], -values[5]);
+}
+
+// The server keeps the 16 most recent plans: a keyed spec whose plan was
+// dropped meanwhile is stored again, and computes from the new bytes.
+TEST_F(PlanPair, AKeyedSpecWhosePlanTheServerDroppedIsStoredAgain) {
+  auto on_b = runner_of(*db_);
+  std::vector<Graph> graphs;
+  std::vector<ExecutionPlanSpec> specs(20);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Tensor* y = ctx_.scale(dst_.t, static_cast<float>(i + 1));
+    check(out_.buffer->place(*y, 0), "place y");
+    graphs.push_back(Graph::build({y}));
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    specs[i].key = 100 + i;
+    specs[i].compute(*db_, graphs[i]);
+  }
+  for (uint32_t round = 0; round < 2; ++round) {
+    for (size_t i : {size_t{0}, size_t{19}, size_t{3}}) {
+      const auto values = random_floats(kFloats, 20 + round * 40 + static_cast<uint32_t>(i));
+      check(write_from_f32(*dst_.t, values), "dst");
+      ASSERT_TRUE(on_b->run_async(specs[i]).ok());
+      ASSERT_TRUE(on_b->synchronize().ok());
+      auto out = read_as_f32(*out_.t);
+      ASSERT_TRUE(out.ok());
+      EXPECT_FLOAT_EQ(out.value()[9], values[9] * static_cast<float>(i + 1)) << "round " << round << " spec " << i;
+    }
+    for (ExecutionPlanSpec& s : specs) ASSERT_TRUE(on_b->run_async(s).ok());  // pushes out every plan above
+    ASSERT_TRUE(on_b->synchronize().ok());
+  }
+}
+
+// After a failed wait the receiving server's grants are asked for anew; a
+// keyed send on the other server then carries the new grant, not the one
+// its stored plan was encoded with, and the pair runs again.
+TEST_F(PlanPair, AKeyedSendFollowsTheReceiversNewGrantsAfterAFailedRun) {
+  auto on_a = runner_of(*da_), on_b = runner_of(*db_);
+  ExecutionPlanSpec send, receive;
+  send.key = 1;
+  receive.key = 2;
+  receive.wait_timeout_ms = 300;
+  send.send(*src_.t, *dst_.t);
+  receive.wait(*src_.t, *dst_.t);
+  for (uint32_t run = 0; run < 3; ++run) {
+    if (run == 1) {  // a wait without its send fails, and the grants are forgotten
+      ASSERT_TRUE(on_b->run_async(receive).ok());
+      ASSERT_FALSE(on_b->synchronize().ok());
+    }
+    const auto values = random_floats(kFloats, 50 + run);
+    check(write_from_f32(*src_.t, values), "src");
+    ASSERT_TRUE(on_a->run_async(send).ok());
+    ASSERT_TRUE(on_b->run_async(receive).ok());
+    const Status sb = on_b->synchronize();
+    ASSERT_TRUE(sb.ok()) << "run " << run << ": " << sb.to_string();
+    ASSERT_TRUE(on_a->synchronize().ok());
+    auto got = read_as_f32(*dst_.t);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got.value(), values) << "run " << run;
+  }
+}
+
 // ---- hostile input ------------------------------------------------------------------
 
 class PlanHostile : public ::testing::Test {
