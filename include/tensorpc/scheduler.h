@@ -80,6 +80,9 @@ struct SchedulePlanInfo {
     size_t from = 0, to = 0;
     uint64_t bytes = 0;
     size_t split = 0;  // the first split (on `to`) that reads it
+    // Its bytes are in place before the run (an input or weight nothing
+    // writes into): a server's plan sends it before computing anything.
+    bool before_run = false;
   };
   // Consecutive splits on devices reached through one connection (devices of
   // one server): the unit a server-side execution plan carries out

@@ -59,7 +59,8 @@ std::string Scheduler::describe() const {
              : ", boundary: " + std::to_string(sp.copies.size()) + " copies, " + bytes_text(sp.copy_bytes) + "\n";
     for (size_t ci : sp.copies) {
       const auto& c = info.copies[ci];
-      s += "    copy " + c.tensor + ": " + dev(c.from) + " -> " + dev(c.to) + ", " + bytes_text(c.bytes) + "\n";
+      s += "    copy " + c.tensor + ": " + dev(c.from) + " -> " + dev(c.to) + ", " + bytes_text(c.bytes) +
+           (c.before_run ? ", ready before the run" : "") + "\n";
     }
   }
   if (!info.server_runs.empty()) {

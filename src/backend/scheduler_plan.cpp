@@ -4,6 +4,8 @@
 #include "backend/scheduler_plan.h"
 
 #include <map>
+#include <optional>
+#include <tuple>
 #include <unordered_set>
 
 namespace tensorpc::sched {
@@ -18,21 +20,23 @@ namespace {
 
 class PlanBuilder {
  public:
-  PlanBuilder(const GraphIndex& ix, const Assignment& a, const OwnsBuffer& owns)
+  PlanBuilder(const GraphIndex& ix, const Assignment& a, const std::vector<std::string>& channels,
+              const OwnsBuffer& owns)
       : ix_(ix),
         dev_(a.device),
+        channels_(channels),
         owns_(owns),
         plan_(std::make_unique<Plan>()),
         owner_(ix.size(), nullptr),
         split_of_(ix.size(), -1) {}
 
-  StatusOr<std::unique_ptr<Plan>> build(const std::vector<std::string>& channels) {
+  StatusOr<std::unique_ptr<Plan>> build() {
     make_inputs();
     make_splits();
     for (size_t s = 0; s < plan_->splits.size(); ++s) TENSORPC_RETURN_IF_ERROR(make_shadows(s));
     make_homes();
     make_memory();
-    make_info(channels);
+    make_info();
     return std::move(plan_);
   }
 
@@ -52,8 +56,13 @@ class PlanBuilder {
 
   void own(size_t device, Tensor* real) { owned_[device].push_back(real); }
 
-  // Inputs get a leaf of the plan's; weights are used as they are.
+  // Inputs get a leaf of the plan's; weights are used as they are. Also
+  // notes which tensors nodes write into.
   void make_inputs() {
+    for (size_t id = ix_.n_leafs(); id < ix_.size(); ++id) {
+      const Tensor& t = *ix_.at(static_cast<int>(id));
+      if (writes_in_place(t)) written_.insert(ix_.root(ix_.of(t.view_src)));
+    }
     for (size_t id = 0; id < ix_.n_leafs(); ++id) {
       Tensor* t = ix_.at(static_cast<int>(id));
       if (caller_placed(*t, owns_)) {
@@ -98,19 +107,29 @@ class PlanBuilder {
     return p;
   }
 
-  // The bytes of id on device `to`, copied there before split s runs, once per device.
+  // The bytes of id on device `to`, copied there before split s runs, once
+  // per device: from another device of `to`'s server that has a copy already
+  // (bytes nothing writes into after they were made), else from where they are.
   Tensor* copy(int id, size_t s) {
     const size_t to = plan_->splits[s].device;
     auto it = copies_.find({id, to});
     if (it != copies_.end()) return it->second;
     const Tensor& t = *ix_.at(id);
+    const bool unchanging = !written_.count(ix_.root(id));
     Tensor* src = t.view_src == nullptr ? owner(id) : proxy(id);
+    size_t from = device(ix_.root(id));
+    bool before_run = unchanging && ix_.is_leaf(ix_.root(id));
+    if (const auto sibling = copy_on_server_of(id, to); unchanging && sibling) {
+      std::tie(src, from) = *sibling;
+      before_run = false;
+      copied_out_.insert(src);
+    } else {
+      copied_out_.insert(owner(ix_.root(id)));
+    }
     Tensor* dst = clone_leaf(t, "copy:");
     dst->flags = 0;
     own(to, dst);
-    copied_out_.insert(owner(ix_.root(id)));
-    const size_t from = device(ix_.root(id));
-    plan_->copies.push_back({src, dst, from, to});
+    plan_->copies.push_back({src, dst, from, to, before_run});
     plan_->splits[s].copies.push_back(plan_->copies.size() - 1);
     SchedulePlanInfo::Copy info;
     info.is_leaf = ix_.is_leaf(id);
@@ -120,11 +139,23 @@ class PlanBuilder {
     info.to = to;
     info.bytes = t.nbytes();
     info.split = s;
+    info.before_run = before_run;
     plan_->info.copies.push_back(info);
     plan_->info.splits[s].copies.push_back(plan_->info.copies.size() - 1);
     plan_->info.splits[s].copy_bytes += info.bytes;
     copies_.emplace(std::make_pair(id, to), dst);
     return dst;
+  }
+
+  // A copy of id already made to another device of the server `to` is on.
+  std::optional<std::pair<Tensor*, size_t>> copy_on_server_of(int id, size_t to) const {
+    if (channels_[to].empty()) return std::nullopt;
+    for (auto it = copies_.lower_bound({id, 0}); it != copies_.end() && it->first.first == id; ++it) {
+      if (it->first.second != to && channels_[it->first.second] == channels_[to]) {
+        return std::make_pair(it->second, it->first.second);
+      }
+    }
+    return std::nullopt;
   }
 
   // What a node of split s reads for caller tensor id.
@@ -258,14 +289,14 @@ class PlanBuilder {
     }
   }
 
-  void make_info(const std::vector<std::string>& channels) {
+  void make_info() {
     SchedulePlanInfo& info = plan_->info;
     for (size_t id = 0; id < ix_.size(); ++id) {
       (ix_.is_leaf(static_cast<int>(id)) ? info.leaf_device : info.node_device).push_back(dev_[id]);
       plan_->labels.push_back(label(ix_, static_cast<int>(id)));
     }
     for (size_t s = 0; s < plan_->splits.size(); ++s) {
-      const std::string& c = channels[plan_->splits[s].device];
+      const std::string& c = channels_[plan_->splits[s].device];
       if (c.empty()) continue;
       if (!info.server_runs.empty() && info.server_runs.back().channel == c &&
           info.server_runs.back().first_split + info.server_runs.back().n_splits == s) {
@@ -278,6 +309,7 @@ class PlanBuilder {
 
   const GraphIndex& ix_;
   const std::vector<int>& dev_;
+  const std::vector<std::string>& channels_;  // per device: DeviceTraffic::channel
   const OwnsBuffer& owns_;
   std::unique_ptr<Plan> plan_;
   std::vector<Tensor*> owner_;             // per id: the descriptor holding its bytes (non-views)
@@ -287,6 +319,7 @@ class PlanBuilder {
   std::map<std::pair<int, size_t>, Tensor*> copies_;
   std::map<size_t, std::vector<Tensor*>> owned_;  // per device, in order of creation
   std::unordered_set<Tensor*> copied_out_;
+  std::unordered_set<int> written_;                      // ids of tensors a node writes into (cpy, set_rows)
   std::unordered_map<const Tensor*, Tensor*> planning_;  // owned descriptor -> planning descriptor
   std::unordered_map<const Tensor*, Tensor*> base_;      // derived descriptor -> its base
 };
@@ -295,7 +328,7 @@ class PlanBuilder {
 
 StatusOr<std::unique_ptr<Plan>> build_plan(const GraphIndex& ix, const Assignment& a,
                                            const std::vector<std::string>& channels, const OwnsBuffer& owns) {
-  return PlanBuilder(ix, a, owns).build(channels);
+  return PlanBuilder(ix, a, channels, owns).build();
 }
 
 }  // namespace tensorpc::sched

@@ -83,9 +83,12 @@ struct Split {
 };
 
 struct BoundaryCopy {
-  Tensor* src;  // bytes on `from` (a shadow, a weight or a proxy)
+  Tensor* src;  // bytes on `from` (a shadow, a weight, a proxy, or another copy on `to`'s server)
   Tensor* dst;  // a leaf owned on `to`
   size_t from, to;
+  // The source is a leaf that no node writes into (an input, a weight): its
+  // bytes are in place before the run starts, so the copy may be made first.
+  bool before_run = false;
 };
 
 // A descriptor whose bytes are another's at an offset (proxies, views,

@@ -76,6 +76,7 @@ Status Scheduler::run(sched::Plan& plan, const Tensor* read, void* read_dst) {
     for (size_t i = 0; i < runs[r].n_splits; ++i) run_of[runs[r].first_split + i] = static_cast<int>(r);
   }
   std::vector<ExecutionPlanSpec> specs(runs.size());
+  std::vector<size_t> early(runs.size(), 0);             // per run: the sends its spec makes first thing
   std::vector<std::vector<size_t>> direct(runs.size());  // copies this process makes before run r starts
   for (size_t r = 0; r < specs.size(); ++r) {
     specs[r].wait_timeout_ms = options_.plan_wait_timeout_ms;
@@ -108,7 +109,15 @@ Status Scheduler::run(sched::Plan& plan, const Tensor* read, void* read_dst) {
         direct[r].push_back(ci);
         continue;
       }
-      specs[static_cast<size_t>(sender)].send(*copy.src, *copy.dst);
+      // Bytes in place before the run (inputs) are sent before the
+      // sender's computations, so they travel while it computes.
+      ExecutionPlanSpec& by = specs[static_cast<size_t>(sender)];
+      by.send(*copy.src, *copy.dst);
+      if (copy.before_run) {
+        size_t& first = early[static_cast<size_t>(sender)];
+        std::rotate(by.steps.begin() + static_cast<std::ptrdiff_t>(first), by.steps.end() - 1, by.steps.end());
+        ++first;
+      }
       specs[r].wait(*copy.src, *copy.dst);
     }
     specs[r].compute(*devices_[split.device], split.graph);

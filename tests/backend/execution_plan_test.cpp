@@ -170,6 +170,33 @@ TEST_F(TwoServers, AGraphAllocatedAgainAfterAnotherWasPlacedIsPlacedAgain) {
   EXPECT_EQ(sched.plans_made(), 2u);
 }
 
+// An input that both devices of the second server read crosses to that
+// server once, and is copied on to its other device there; it is in place
+// before the run, so the first server sends it before computing, while
+// what the first server computes crosses after.
+TEST_F(TwoServers, AnInputCrossesToAnotherServerOnceAndAheadOfTheComputedTensors) {
+  TinyModel model(devices_);
+  Scheduler sched(devices_);
+  ASSERT_TRUE(run_step(sched, model, 7) == reference(7));
+  const SchedulePlanInfo& info = *sched.last_plan();
+  const auto server_of = [](size_t device) { return device < 2 ? 0 : 1; };
+  int pos_across = 0, pos_within_b = 0, computed_across = 0;
+  for (const SchedulePlanInfo::Copy& c : info.copies) {
+    const bool across = server_of(c.from) != server_of(c.to);
+    const bool pos = c.tensor.find("'pos'") != std::string::npos;
+    if (pos && across) ++pos_across;
+    if (pos && !across && server_of(c.to) == 1) ++pos_within_b;
+    if (!c.is_leaf && across) ++computed_across;
+    // Ready before the run: a leaf copied from where it lives (not from a copy).
+    const bool from_home = c.is_leaf && static_cast<int>(c.from) == info.leaf_device[c.index];
+    EXPECT_EQ(c.before_run, from_home) << c.tensor << "\n" << sched.describe();
+  }
+  EXPECT_EQ(pos_across, 1) << sched.describe();
+  EXPECT_EQ(pos_within_b, 1) << sched.describe();
+  EXPECT_GT(computed_across, 0) << sched.describe();
+  for (uint32_t seed = 8; seed < 11; ++seed) EXPECT_TRUE(run_step(sched, model, seed) == reference(seed)) << seed;
+}
+
 TEST_F(TwoServers, PlansOffGiveTheSameBitsSplitBySplit) {
   TinyModel model(devices_);
   Scheduler sched(devices_, SchedulerOptions{.execution_plans = false});
