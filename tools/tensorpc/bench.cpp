@@ -70,7 +70,7 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
   const RpcBenchOptions rpc{
       .repetitions = o.repetitions, .round_trips = o.round_trips, .sizes = o.sizes, .handover_bytes = o.handover_bytes};
   ModelBenchOptions model{
-      .repetitions = o.quick ? 1 : 3, .n_predict = o.n_predict, .threads = o.threads, .link = o.link};
+      .repetitions = o.quick ? 3 : 5, .n_predict = o.n_predict, .threads = o.threads, .link = o.link};
   if (o.repetitions < model.repetitions) model.repetitions = o.repetitions;
 
   say("round trip of a tiny command");

@@ -28,35 +28,18 @@ constexpr int64_t kContext = 512;
 
 }  // namespace
 
-StatusOr<GenerationSpeed> measure_generation(const LlamaModel& model, const std::vector<std::string>& endpoints,
-                                             const ModelBenchOptions& o, const std::vector<const Server*>& profiled) {
+struct GenerationLayout::Parts {
+  const LlamaModel* model = nullptr;
   std::unique_ptr<CpuDevice> local;
   std::optional<DeviceSet> remote;
-  std::vector<Device*> list;
-  if (endpoints.empty()) {
-    local = std::make_unique<CpuDevice>(CpuDeviceOptions{.threads = o.threads, .pin_threads = o.pin_threads});
-    list = {local.get()};
-  } else {
-    TENSORPC_BENCH_TAKE(devices, DeviceSet::connect(false, 0, endpoints));
-    remote.emplace(std::move(devices));
-    list = remote->devices();
-  }
-  TENSORPC_BENCH_TAKE(placement,
-                      load_model(model, list, endpoints, std::vector<double>(list.size(), 1.0), kContext, nullptr));
-  GenerateOptions g;
-  g.n_predict = o.n_predict;
-  g.stop_at_eos = false;
-  g.sampler.temperature = 0;
-  GenerationSpeed speed;
-  speed.weight_bytes = placement->weight_bytes();
-  // One generation first, not measured, for every layout alike: what a
-  // layout does once — storing its plans and graphs on the servers, asking
-  // for standing grants, the allocators' buffers growing into fresh memory —
-  // is load time, not decode speed.
-  TENSORPC_BENCH_TAKE(warm_up, generate(model, *placement, kPrompt, g));
-  (void)warm_up;
+  std::unique_ptr<ModelPlacement> placement;
+  std::vector<const Server*> profiled;
+  GenerateOptions generate;
+  std::vector<double> decode_tps, prefill_tps;
+  GenerationSpeed last;
+
   // The profiled servers' compute and wait times, summed.
-  const auto server_times = [&] {
+  std::pair<uint64_t, uint64_t> server_times() const {
     std::pair<uint64_t, uint64_t> sum{0, 0};
     for (const Server* s : profiled) {
       const ServerStats st = s->stats();
@@ -64,26 +47,79 @@ StatusOr<GenerationSpeed> measure_generation(const LlamaModel& model, const std:
       sum.second += st.peer_wait_ns;
     }
     return sum;
-  };
+  }
+};
+
+GenerationLayout::~GenerationLayout() = default;
+
+StatusOr<std::unique_ptr<GenerationLayout>> GenerationLayout::prepare(const LlamaModel& model,
+                                                                      const std::vector<std::string>& endpoints,
+                                                                      const ModelBenchOptions& o,
+                                                                      std::vector<const Server*> profiled) {
+  std::unique_ptr<GenerationLayout> layout(new GenerationLayout());
+  layout->parts_ = std::make_unique<Parts>();
+  Parts& p = *layout->parts_;
+  p.model = &model;
+  p.profiled = std::move(profiled);
+  std::vector<Device*> list;
+  if (endpoints.empty()) {
+    p.local = std::make_unique<CpuDevice>(CpuDeviceOptions{.threads = o.threads, .pin_threads = o.pin_threads});
+    list = {p.local.get()};
+  } else {
+    TENSORPC_BENCH_TAKE(devices, DeviceSet::connect(false, 0, endpoints));
+    p.remote.emplace(std::move(devices));
+    list = p.remote->devices();
+  }
+  TENSORPC_BENCH_TAKE(placement,
+                      load_model(model, list, endpoints, std::vector<double>(list.size(), 1.0), kContext, nullptr));
+  p.placement = std::move(placement);
+  p.generate.n_predict = o.n_predict;
+  p.generate.stop_at_eos = false;
+  p.generate.sampler.temperature = 0;
+  p.last.weight_bytes = p.placement->weight_bytes();
+  // One generation first, not measured, for every layout alike: what a
+  // layout does once — storing its plans and graphs on the servers, asking
+  // for standing grants, the allocators' buffers growing into fresh memory —
+  // is load time, not decode speed.
+  TENSORPC_BENCH_TAKE(warm_up, generate(model, *p.placement, kPrompt, p.generate));
+  (void)warm_up;
+  return layout;
+}
+
+Status GenerationLayout::measure() {
+  Parts& p = *parts_;
   std::pair<uint64_t, uint64_t> at_decode{0, 0};
-  g.on_decode_start = [&] { at_decode = server_times(); };
-  std::vector<double> prefill;
-  TENSORPC_BENCH_TAKE(decode, median_of(o.repetitions, [&]() -> StatusOr<double> {
-                        TENSORPC_BENCH_TAKE(r, generate(model, *placement, kPrompt, g));
-                        if (r.decode_steps == 0) return internal_error("no decode step ran");
-                        const auto after = server_times();
-                        speed.server_compute_ms = (after.first - at_decode.first) / 1e6 / r.decode_steps;
-                        speed.peer_wait_ms = (after.second - at_decode.second) / 1e6 / r.decode_steps;
-                        prefill.push_back(static_cast<double>(r.prompt.size()) / r.prompt_seconds);
-                        speed.round_trips = static_cast<double>(r.decode.round_trips) / r.decode_steps;
-                        speed.client_bytes =
-                            static_cast<double>(r.decode.bytes_sent + r.decode.bytes_received) / r.decode_steps;
-                        return r.decode_steps / r.decode_seconds;
-                      }));
-  std::sort(prefill.begin(), prefill.end());
-  speed.decode_tps = decode;
-  speed.prefill_tps = prefill[prefill.size() / 2];
-  return speed;
+  GenerateOptions g = p.generate;
+  g.on_decode_start = [&] { at_decode = p.server_times(); };
+  TENSORPC_BENCH_TAKE(r, generate(*p.model, *p.placement, kPrompt, g));
+  if (r.decode_steps == 0) return internal_error("no decode step ran");
+  const auto after = p.server_times();
+  p.last.server_compute_ms = (after.first - at_decode.first) / 1e6 / r.decode_steps;
+  p.last.peer_wait_ms = (after.second - at_decode.second) / 1e6 / r.decode_steps;
+  p.last.round_trips = static_cast<double>(r.decode.round_trips) / r.decode_steps;
+  p.last.client_bytes = static_cast<double>(r.decode.bytes_sent + r.decode.bytes_received) / r.decode_steps;
+  p.prefill_tps.push_back(static_cast<double>(r.prompt.size()) / r.prompt_seconds);
+  p.decode_tps.push_back(r.decode_steps / r.decode_seconds);
+  return Status();
+}
+
+GenerationSpeed GenerationLayout::speed() const {
+  const auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  GenerationSpeed s = parts_->last;
+  s.decode_tps = median(parts_->decode_tps);
+  s.prefill_tps = median(parts_->prefill_tps);
+  return s;
+}
+
+StatusOr<GenerationSpeed> measure_generation(const LlamaModel& model, const std::vector<std::string>& endpoints,
+                                             const ModelBenchOptions& o, const std::vector<const Server*>& profiled) {
+  TENSORPC_BENCH_TAKE(layout, GenerationLayout::prepare(model, endpoints, o, profiled));
+  for (int i = 0; i < std::max(1, o.repetitions); ++i) TENSORPC_RETURN_IF_ERROR(layout->measure());
+  return layout->speed();
 }
 
 namespace {
@@ -127,7 +163,13 @@ StatusOr<Servers> start_servers(int count, int devices, int threads_per_device, 
 
 StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const ModelBenchOptions& o) {
   // Digests in memory only: the bench leaves nothing in the user's store.
-  TENSORPC_BENCH_TAKE(model, LlamaModel::open(m.path, {.digest_dir = "off"}));
+  // A model's weights are placed on one set of devices at a time, so each
+  // layout has the file opened for itself.
+  const auto open = [&] { return LlamaModel::open(m.path, {.digest_dir = "off"}); };
+  TENSORPC_BENCH_TAKE(model, open());
+  TENSORPC_BENCH_TAKE(model_1x1, open());
+  TENSORPC_BENCH_TAKE(model_2x2, open());
+  TENSORPC_BENCH_TAKE(model_link, open());
   const std::string id = "model." + m.key + ".";
   const std::string name = m.label + ", ";
 
@@ -136,16 +178,25 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
   // servers with two devices each: the stages of a pipeline compute one at
   // a time, so each can have every core (two servers on two machines would
   // each have their own).
-  TENSORPC_BENCH_TAKE(local, measure_generation(*model, {}, o));
+  // Every layout is loaded first and then measured in turns, repetition by
+  // repetition, so that a machine that slows down or speeds up meanwhile
+  // (a shared one does) moves each layout's median alike.
   TENSORPC_BENCH_TAKE(one, start_servers(1, 1, o.threads, o.pin_threads));
-  TENSORPC_BENCH_TAKE(single, measure_generation(*model, one.endpoints(), o));
-  one.servers.clear();
   TENSORPC_BENCH_TAKE(two, start_servers(2, 2, o.threads, o.pin_threads));
-  TENSORPC_BENCH_TAKE(spread, measure_generation(*model, two.endpoints(), o, two.profiled()));
+  TENSORPC_BENCH_TAKE(on_local, GenerationLayout::prepare(*model, {}, o));
+  TENSORPC_BENCH_TAKE(on_one, GenerationLayout::prepare(*model_1x1, one.endpoints(), o));
+  TENSORPC_BENCH_TAKE(on_two, GenerationLayout::prepare(*model_2x2, two.endpoints(), o, two.profiled()));
   // The same servers behind the emulated link: their weights caches have the
   // model, so only hashes cross the link while it loads.
   TENSORPC_BENCH_TAKE(linked_endpoints, two.linked_endpoints(o.link));
-  TENSORPC_BENCH_TAKE(linked, measure_generation(*model, linked_endpoints, o, two.profiled()));
+  TENSORPC_BENCH_TAKE(on_link, GenerationLayout::prepare(*model_link, linked_endpoints, o, two.profiled()));
+  for (int i = 0; i < std::max(1, o.repetitions); ++i) {
+    for (GenerationLayout* layout : {on_local.get(), on_one.get(), on_two.get(), on_link.get()}) {
+      TENSORPC_RETURN_IF_ERROR(layout->measure());
+    }
+  }
+  const GenerationSpeed local = on_local->speed(), single = on_one->speed(), spread = on_two->speed(),
+                        linked = on_link->speed();
 
   const Target distributed{.bound = Target::Bound::at_least, .limit = 0.9};
   const Target one_round_trip{.bound = Target::Bound::at_most, .limit = 1, .on_ratio = false};

@@ -25,7 +25,7 @@ struct BenchModel {
 };
 
 struct ModelBenchOptions {
-  int repetitions = 3;  // generations per layout; tokens/s is their median
+  int repetitions = 3;  // measured generations per layout; tokens/s is their median
   int n_predict = 33;   // tokens per generation (the first comes from the prefill)
   int threads = 2;      // cores: the local CPU's threads, and each server device's
   LinkShape link{};     // of the emulated LAN
@@ -35,22 +35,42 @@ struct ModelBenchOptions {
   bool pin_threads = true;
 };
 
-// Greedy generations of `model` on the local CPU (`endpoints` empty; with
-// options.threads threads) or on every device of the servers at `endpoints`
-// (layers split evenly): after one generation not measured, tokens/s as the
-// median of options.repetitions generations, traffic per generated token from
-// the last. With `profiled`
-// (servers of this process behind `endpoints`), also where a decode step's
-// time went on them, from their ServerStats over the last generation's
-// decode.
+// Per decode step, what one layout's generations measured.
 struct GenerationSpeed {
-  double decode_tps = 0, prefill_tps = 0;
-  double round_trips = 0, client_bytes = 0;  // per generated token
+  double decode_tps = 0, prefill_tps = 0;    // medians over the measured generations
+  double round_trips = 0, client_bytes = 0;  // per generated token, in the last
   uint64_t weight_bytes = 0;                 // on the devices, as placed
-  // Per decode step, summed over the profiled servers: computing on their
-  // devices, and plans waiting for a tensor from another server.
+  // Per decode step of the last generation, summed over the profiled
+  // servers: computing on their devices, and plans waiting for a tensor
+  // from another server.
   double server_compute_ms = 0, peer_wait_ms = 0;
 };
+
+// `model` placed on the local CPU (`endpoints` empty; options.threads
+// threads) or on every device of the servers at `endpoints` (layers split
+// evenly), after one greedy generation that is not measured (plans stored,
+// grants given, buffers grown: load time, not decode); each measure() then
+// runs one more and adds it to speed(). Layouts kept side by side can be
+// measured in turns, so that a machine that slows down or speeds up during
+// a run does so for the baseline too. `profiled`: servers of this process
+// behind `endpoints`, whose ServerStats say where a decode step's time went.
+class GenerationLayout {
+ public:
+  static StatusOr<std::unique_ptr<GenerationLayout>> prepare(const LlamaModel& model,
+                                                             const std::vector<std::string>& endpoints,
+                                                             const ModelBenchOptions& options,
+                                                             std::vector<const Server*> profiled = {});
+  ~GenerationLayout();
+  Status measure();
+  GenerationSpeed speed() const;
+
+ private:
+  GenerationLayout() = default;
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
+};
+
+// prepare(), then options.repetitions × measure(): the layout alone.
 StatusOr<GenerationSpeed> measure_generation(const LlamaModel& model, const std::vector<std::string>& endpoints,
                                              const ModelBenchOptions& options,
                                              const std::vector<const Server*>& profiled = {});
