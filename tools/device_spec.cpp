@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <map>
 #include <utility>
 
 #include "tensorpc/cpu_device.h"
@@ -71,12 +72,21 @@ StatusOr<DeviceSpec> parse_device_spec(std::string_view text) {
 }
 
 std::vector<std::shared_ptr<Device>> make_devices(const std::vector<DeviceSpec>& specs, bool pin_threads) {
+  // Pinned devices of as many threads share them: they would take turns on
+  // the same cores anyway.
+  std::map<int, std::shared_ptr<cpu::ThreadPool>> pinned;
   std::vector<std::shared_ptr<Device>> devices;
   for (size_t i = 0; i < specs.size(); ++i) {
-    devices.push_back(std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu" + std::to_string(i),
-                                                                   .threads = specs[i].threads,
-                                                                   .memory_limit = specs[i].memory_limit,
-                                                                   .pin_threads = pin_threads}));
+    CpuDeviceOptions o{.name = "cpu" + std::to_string(i),
+                       .threads = specs[i].threads,
+                       .memory_limit = specs[i].memory_limit,
+                       .pin_threads = pin_threads};
+    if (pin_threads) {
+      auto& shared = pinned[specs[i].threads];
+      if (!shared) shared = CpuDevice::shared_threads(specs[i].threads, true);
+      o.shared_threads = shared;
+    }
+    devices.push_back(std::make_shared<CpuDevice>(std::move(o)));
   }
   return devices;
 }

@@ -39,6 +39,13 @@ struct CpuDeviceOptions {
   // onto one core while another idles. For a machine whose cores the
   // devices have to themselves; off by default.
   bool pin_threads = false;
+  // Threads to share with other devices (CpuDevice::shared_threads) instead
+  // of threads of its own; `threads` and `pin_threads` are then theirs. The
+  // devices sharing them compute one graph at a time among them. Made for
+  // devices that take turns on the same cores anyway (pinned stages of one
+  // pipeline): a stage finds the threads the stage before it used still
+  // awake, instead of waking threads of its own from sleep.
+  std::shared_ptr<cpu::ThreadPool> shared_threads = nullptr;
   // How long the mapping of a freed buffer of 2 MiB or more is kept for the
   // next allocation of about its size (zeroed before it is handed out): a
   // model reloaded right after it was freed then fills memory the process
@@ -62,6 +69,10 @@ class CpuDevice final : public Device {
   StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t size) override;
   StatusOr<std::unique_ptr<Stream>> create_stream() override;
 
+  // Threads for CpuDeviceOptions::shared_threads: `threads` of them (0:
+  // every hardware thread), pinned to cores as pin_threads says.
+  static std::shared_ptr<cpu::ThreadPool> shared_threads(int threads, bool pin_threads);
+
   int threads() const;
   void set_threads(int threads);
   const cpu::KernelTable& kernels() const { return *kernels_; }
@@ -79,8 +90,8 @@ class CpuDevice final : public Device {
   CpuDeviceOptions options_;
   const cpu::KernelTable* kernels_;
   std::atomic<uint64_t> allocated_{0};
-  std::mutex compute_mutex_;  // one graph at a time on the pool
-  std::unique_ptr<cpu::ThreadPool> pool_;
+  std::mutex compute_mutex_;                    // one graph at a time on the pool
+  std::shared_ptr<cpu::ThreadPool> pool_;       // its own, or shared with other devices
   std::unique_ptr<cpu::HostMemoryPool> freed_;  // outlives every buffer (they return their memory to it)
   std::vector<char> work_;                      // scratch shared by a graph's nodes, grown as needed
 };

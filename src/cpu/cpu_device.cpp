@@ -155,9 +155,13 @@ class CpuStream final : public Stream {
 CpuDevice::CpuDevice(CpuDeviceOptions options)
     : options_(std::move(options)),
       kernels_(options_.portable_kernels ? &cpu::portable_kernels() : &cpu::best_kernels()) {
-  int threads = options_.threads;
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  pool_ = std::make_unique<cpu::ThreadPool>(threads, options_.pin_threads);
+  if (options_.shared_threads) {
+    pool_ = options_.shared_threads;
+    options_.threads = pool_->size();
+    options_.pin_threads = pool_->pinned();
+  } else {
+    pool_ = shared_threads(options_.threads, options_.pin_threads);
+  }
   // At most what the device may hold at once (half the host's memory without
   // a limit): kept memory is resident, and MemAvailable no longer counts it.
   const uint64_t keep_at_most = options_.memory_limit ? options_.memory_limit : host_memory().total / 2;
@@ -221,11 +225,16 @@ StatusOr<std::unique_ptr<Stream>> CpuDevice::create_stream() {
   return std::unique_ptr<Stream>(std::make_unique<CpuStream>(*this));
 }
 
+std::shared_ptr<cpu::ThreadPool> CpuDevice::shared_threads(int threads, bool pin_threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::make_shared<cpu::ThreadPool>(threads, pin_threads);
+}
+
 int CpuDevice::threads() const { return pool_->size(); }
 
 void CpuDevice::set_threads(int threads) {
   std::lock_guard<std::mutex> lock(compute_mutex_);
-  pool_ = std::make_unique<cpu::ThreadPool>(threads, options_.pin_threads);
+  pool_ = shared_threads(threads, options_.pin_threads);
 }
 
 Status CpuDevice::compute(Graph& g) {

@@ -5,6 +5,10 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace tensorpc::cpu {
 namespace {
 
@@ -19,10 +23,12 @@ void run_on_core(int core) {
 }
 
 // The calling thread on core 0 for one run, and back on its own cores after.
+// One already on core 0 is left alone: moving a thread's mask costs a system
+// call or two per run, and a migration when it is elsewhere.
 class CoreZeroForARun {
  public:
   explicit CoreZeroForARun(bool pin)
-      : pinned_(pin && pthread_getaffinity_np(pthread_self(), sizeof saved_, &saved_) == 0) {
+      : pinned_(pin && sched_getcpu() != 0 && pthread_getaffinity_np(pthread_self(), sizeof saved_, &saved_) == 0) {
     if (pinned_) run_on_core(0);
   }
   ~CoreZeroForARun() {
@@ -36,9 +42,19 @@ class CoreZeroForARun {
   const bool pinned_;
 };
 
+void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+// The caller's wait for workers that finish about when it does, before it
+// sleeps: ~50 µs of pause instructions.
+constexpr int kJoinSpins = 2048;
+
 }  // namespace
 
-ThreadPool::ThreadPool(int threads, bool pinned) : pinned_(pinned) {
+ThreadPool::ThreadPool(int threads, bool pinned, std::chrono::microseconds linger) : pinned_(pinned), linger_(linger) {
   const int n = threads < 1 ? 1 : threads;
   workers_.reserve(static_cast<size_t>(n - 1));
   for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
@@ -54,23 +70,35 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
+  std::lock_guard<std::mutex> turn(run_mutex_);
   const int nth = size();
   const CoreZeroForARun on_core_zero(pinned_ && nth > 1);
   if (nth > 1) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job_ = &fn;
-      running_ = nth - 1;
-      ++generation_;
+      running_.store(nth - 1, std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);
     }
     start_cv_.notify_all();
   }
   fn(0, nth);
   if (nth > 1) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_cv_.wait(lock, [this] { return running_ == 0; });
-    job_ = nullptr;
+    for (int spins = 0; spins < kJoinSpins && running_.load(std::memory_order_acquire) != 0; ++spins) pause();
+    if (running_.load(std::memory_order_acquire) != 0) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_cv_.wait(lock, [this] { return running_.load(std::memory_order_acquire) == 0; });
+    }
   }
+}
+
+bool ThreadPool::linger_for_run(unsigned seen) const {
+  const auto until = std::chrono::steady_clock::now() + linger_;
+  while (generation_.load(std::memory_order_acquire) == seen) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    for (int i = 0; i < 16; ++i) pause();
+  }
+  return true;
 }
 
 void ThreadPool::worker_loop(int ith) {
@@ -80,16 +108,17 @@ void ThreadPool::worker_loop(int ith) {
     const std::function<void(int, int)>* job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      start_cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      start_cv_.wait(lock, [&] { return stopping_ || generation_.load(std::memory_order_relaxed) != seen; });
       if (stopping_) return;
-      seen = generation_;
+      seen = generation_.load(std::memory_order_relaxed);
       job = job_;
     }
     (*job)(ith, size());
-    {
+    if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (--running_ == 0) done_cv_.notify_one();
+      done_cv_.notify_one();
     }
+    (void)linger_for_run(seen);  // either way, the wait above sees a new run at once
   }
 }
 

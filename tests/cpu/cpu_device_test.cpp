@@ -1,12 +1,14 @@
 // The CPU device: buffers, placement, memory accounting and limits, streams.
+#include "tensorpc/cpu_device.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "tensorpc/context.h"
-#include "tensorpc/cpu_device.h"
 #include "tensorpc/graph_allocator.h"
 
 namespace tensorpc {
@@ -22,6 +24,43 @@ TEST(CpuDevice, ReportsItsPropertiesAndThreadCount) {
   EXPECT_GT(dev.alignment(), 0u);
   dev.set_threads(1);
   EXPECT_EQ(dev.threads(), 1);
+}
+
+// Two devices on one set of threads (as a server's pinned devices are):
+// each reports those threads, and graphs computed on both from two threads
+// at once are each right (the devices take turns on the threads).
+TEST(CpuDevice, DevicesSharingThreadsComputeRightFromSeveralThreadsAtOnce) {
+  auto shared = CpuDevice::shared_threads(2, /*pin_threads=*/false);
+  CpuDevice a({.name = "a", .threads = 7, .shared_threads = shared});
+  CpuDevice b({.name = "b", .shared_threads = shared});
+  EXPECT_EQ(a.threads(), 2);
+  EXPECT_EQ(b.threads(), 2);
+  const auto work = [](CpuDevice& dev, float scale) {
+    Context ctx;
+    Tensor* x = ctx.new_tensor(DType::f32, {16384, 4});  // enough work per node for both threads
+    Tensor* y = ctx.scale(ctx.add(x, x), scale);
+    Graph g = Graph::build({y});
+    GraphAllocator alloc(dev);
+    if (!alloc.allocate(g).ok()) return false;
+    std::vector<float> in(16384 * 4), out(in.size());
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i % 97);
+    bool right = true;
+    for (int run = 0; run < 200 && right; ++run) {
+      if (!x->buffer->set(*x, in.data(), 0, x->nbytes()).ok() || !dev.compute(g).ok() ||
+          !y->buffer->get(*y, out.data(), 0, y->nbytes()).ok()) {
+        return false;
+      }
+      for (size_t i = 0; i < in.size(); i += 61) right = right && out[i] == in[i] * 2 * scale;
+    }
+    return right;
+  };
+  bool right_a = false, right_b = false;
+  std::thread ta([&] { right_a = work(a, 3.0f); });
+  std::thread tb([&] { right_b = work(b, -0.5f); });
+  ta.join();
+  tb.join();
+  EXPECT_TRUE(right_a);
+  EXPECT_TRUE(right_b);
 }
 
 TEST(CpuDevice, SetAndGetMoveBytesThroughABuffer) {

@@ -34,9 +34,13 @@ StatusOr<std::unique_ptr<Server>> start_loopback_server(int devices, int threads
   ServerOptions options;
   options.port = 0;
   options.tls = tls;
+  // Pinned, the devices share their threads, as tensorpc-server's do.
+  const auto shared = pin_threads ? CpuDevice::shared_threads(threads_per_device, true) : nullptr;
   for (int d = 0; d < devices; ++d) {
-    options.devices.push_back(std::make_shared<CpuDevice>(CpuDeviceOptions{
-        .name = "cpu" + std::to_string(d), .threads = threads_per_device, .pin_threads = pin_threads}));
+    options.devices.push_back(std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu" + std::to_string(d),
+                                                                           .threads = threads_per_device,
+                                                                           .pin_threads = pin_threads,
+                                                                           .shared_threads = shared}));
   }
   return Server::start(std::move(options));
 }
