@@ -218,6 +218,12 @@ bool Session::serve_frame() {
       end_reason_ = s.message();
       return false;
     }
+    // A buffer's bytes were read without the table's lock; taking it now
+    // orders that read before a granted write into the buffer that this reply
+    // leads to (the writing session looks the buffer up under the same lock).
+    if (!reply.bulk.empty()) {
+      std::lock_guard<std::mutex> lock(table_->mutex);
+    }
   }
   // A huge graph frame should not pin its memory for the connection's life.
   if (payload_.capacity() > (uint64_t{16} << 20)) std::vector<uint8_t>().swap(payload_);
