@@ -265,7 +265,9 @@ Tensor* Context::set_rows(Tensor* dst, Tensor* src, Tensor* rows) {
           shapes() + ": dst is [K, R] and src [K, n]");
   REQUIRE(src->ne[0] == dst->ne[0], op, shapes() + ": rows must have the same length");
   REQUIRE(rows->ne[0] == src->ne[1] && rows->nelements() == rows->ne[0], op, shapes() + ": one row index per src row");
-  REQUIRE(dst->rows_are_contiguous(), op, shapes() + ": rows of dst must be contiguous");
+  // A float dst may be a strided view (a transposed cache takes one column per row of src).
+  REQUIRE(dst->rows_are_contiguous() || !is_quantized(dst->type), op,
+          shapes() + ": rows of a quantized dst must be contiguous");
   Tensor* t = make_view(dst, op);
   t->src[0] = src;
   t->src[1] = rows;

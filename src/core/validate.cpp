@@ -246,11 +246,11 @@ Status validate_node(const Tensor& node) {
   } else {
     // Kernels write a destination element by element: overlapping elements
     // would be written twice (by different threads), and dense rows are what
-    // every kernel but cpy's writes.
+    // every kernel but cpy's and set_rows' writes.
     if (!elements_do_not_overlap(node)) {
       return node_error(node, describe(node) + " with strides " + strides_str(node) + ": its elements overlap");
     }
-    if (node.op != Op::cpy && node.nb[0] != block_bytes(node.type)) {
+    if (node.op != Op::cpy && node.op != Op::set_rows && node.nb[0] != block_bytes(node.type)) {
       return node_error(node, describe(node) + " with strides " + strides_str(node) + ": rows must be dense");
     }
   }

@@ -30,6 +30,28 @@ AlignedArray<T> make_aligned(size_t count) {
   return AlignedArray<T>(static_cast<T*>(std::aligned_alloc(64, bytes)));
 }
 
+// Scratch of count elements of T for one kernel call, kept by the calling thread
+// for its next call when small (a decode step's activations, a few KiB):
+// allocating and freeing it for every weight block, hundreds of times a
+// step, cost more than the block's quantized dot products. Larger scratch is
+// the caller's own (`owned`) and freed when it goes. Null when the allocation
+// fails. One live use per thread and Tag.
+template <typename T, typename Tag>
+T* call_scratch(size_t count, AlignedArray<T>& owned) {
+  constexpr size_t kKeptBytes = size_t{256} << 10;
+  if (count * sizeof(T) > kKeptBytes) {
+    owned = make_aligned<T>(count);
+    return owned.get();
+  }
+  thread_local AlignedArray<T> kept;
+  thread_local size_t kept_count = 0;
+  if (kept_count < count) {
+    kept = make_aligned<T>(std::max<size_t>(count, kKeptBytes / 16 / sizeof(T)));
+    kept_count = kept ? std::max<size_t>(count, kKeptBytes / 16 / sizeof(T)) : 0;
+  }
+  return kept.get();
+}
+
 // Row r of an array of rows `stride` bytes apart.
 template <typename T>
 const T* row_at(const void* base, int64_t r, size_t stride) {

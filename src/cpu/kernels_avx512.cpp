@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "core/float16.h"
 #include "core/quant.h"
@@ -471,15 +472,18 @@ void gemm_quant(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, cons
                 size_t ldc) {
   const int64_t nb = K / kQK;
   const int64_t groups = (nb + kGroup - 1) / kGroup;
-  auto prepared = make_aligned<typename Kernel::Prepared>(static_cast<size_t>(N * groups));
-  for (int64_t j = 0; j < N; ++j) prepare(row_at<BlockQ8_0>(B, j, ldb), nb, prepared.get() + j * groups);
+  using Prepared = typename Kernel::Prepared;
+  AlignedArray<Prepared> owned;
+  Prepared* prepared = call_scratch<Prepared, Kernel>(static_cast<size_t>(N * groups), owned);
+  if (prepared == nullptr) throw std::bad_alloc();
+  for (int64_t j = 0; j < N; ++j) prepare(row_at<BlockQ8_0>(B, j, ldb), nb, prepared + j * groups);
   // Decode (N == 1): four weight rows per pass for independent accumulators and streams.
   // Otherwise two rows x four columns, so each unpacked weight group feeds 4 columns.
   for (int64_t i = 0; i < M; i += (N == 1 ? 4 : 2)) {
     if (N == 1)
-      quant_rows<Kernel, 4>(nb, i, M, N, A, lda, prepared.get(), groups, C, ldc);
+      quant_rows<Kernel, 4>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
     else
-      quant_rows<Kernel, 2>(nb, i, M, N, A, lda, prepared.get(), groups, C, ldc);
+      quant_rows<Kernel, 2>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
   }
 }
 

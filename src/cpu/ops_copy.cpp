@@ -208,7 +208,12 @@ void op_set_rows(const ComputeParams& params, Tensor& dst) {
       for (int64_t i = 0; i < k; ++i) buf[i] = load_f32(src.at(i, r));
       row = buf.data();
     }
-    dt.from_float(row, dst.row(idx), k);
+    char* out = dst.row(idx);
+    if (dst.nb[0] == dt.block_bytes) {
+      dt.from_float(row, out, k);
+    } else {  // a strided (transposed) dst: one element at a time
+      for (int64_t i = 0; i < k; ++i) dt.from_float(row + i, out + i * dst.nb[0], 1);
+    }
   }
 }
 

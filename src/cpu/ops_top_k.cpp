@@ -36,8 +36,15 @@ void op_top_k(const ComputeParams& params, Tensor& dst) {
     const auto [i1, i2, i3] = row_index(a, r);
     const char* arow = a.row(i1, i2, i3);
     kept.clear();
-    for (int64_t i = 0; i < n; ++i) {
-      const Ranked c{load_f32(arow + i * a.nb[0]), static_cast<int32_t>(i)};
+    // Once k are kept and the lowest of them is a number, a candidate enters
+    // only if it is larger: an equal value comes at a higher index, and NaN
+    // ranks below every number. Most of a row is turned away by that one
+    // comparison.
+    float floor = 0.0f;
+    bool have_floor = false;
+    const auto offer = [&](float value, int64_t i) {
+      if (have_floor && !(value > floor)) return;
+      const Ranked c{value, static_cast<int32_t>(i)};
       if (kept.size() < k) {
         kept.push_back(c);
         std::push_heap(kept.begin(), kept.end(), ranks_above);
@@ -45,7 +52,19 @@ void op_top_k(const ComputeParams& params, Tensor& dst) {
         std::pop_heap(kept.begin(), kept.end(), ranks_above);
         kept.back() = c;
         std::push_heap(kept.begin(), kept.end(), ranks_above);
+      } else {
+        return;
       }
+      have_floor = kept.size() == k && !std::isnan(kept.front().value);
+      floor = kept.front().value;
+    };
+    if (a.type == DType::f32 && a.nb[0] == sizeof(float)) {
+      const auto* values = reinterpret_cast<const float*>(arow);
+      for (int64_t i = 0; i < n; ++i) {
+        if (!have_floor || values[i] > floor) offer(values[i], i);
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) offer(load_f32(arow + i * a.nb[0]), i);
     }
     std::sort_heap(kept.begin(), kept.end(), ranks_above);  // best first
     // Row 0 of the result's [k, 2] block holds the values, row 1 the indices.

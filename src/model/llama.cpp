@@ -99,20 +99,21 @@ LlamaStep build_llama_step(Context& ctx, const LlamaHparams& hp, const LlamaWeig
     k = ctx.rope(k, step.positions, static_cast<int>(hp.n_rot), kRopeNormal, hp.rope_freq_base);
 
     // cache[positions] = k, v. The views below read the cache through these
-    // nodes, so the writes come first in the graph.
+    // nodes, so the writes come first in the graph. The value cache is held
+    // transposed (see KvCache): each token's values go in as a column.
     Tensor* k_all = ctx.set_rows(k_cache, ctx.reshape(k, {row, n}), step.positions);
-    Tensor* v_all = ctx.set_rows(v_cache, v, step.positions);
+    Tensor* v_all = ctx.set_rows(ctx.transpose(v_cache), v, step.positions);
     const uint64_t es = block_bytes(k_cache->type);
+    const uint64_t es_ctx = es * static_cast<uint64_t>(cache.n_ctx);
     Tensor* K = ctx.view(k_all, {hd, n_kv, hp.n_head_kv}, {es, es * row, es * hd}, 0);  // [hd, n_kv, heads_kv]
-    Tensor* V = ctx.view(v_all, {hd, n_kv, hp.n_head_kv}, {es, es * row, es * hd}, 0);
+    Tensor* Vt = ctx.view(v_all, {n_kv, hd, hp.n_head_kv}, {es, es_ctx, es_ctx * hd}, 0);  // [n_kv, hd, heads_kv]
 
     // scores = softmax(K·q / sqrt(hd) + mask), per head; kv heads are shared
     // by n_head / n_head_kv query heads (mul_mat broadcasts over dim 2)
     Tensor* qh = ctx.permute(q, 0, 2, 1, 3);                           // [hd, n, heads]
     Tensor* scores = ctx.soft_max(ctx.mul_mat(K, qh), step.mask, attn_scale);  // [n_kv, n, heads]
 
-    // attn = V·scores, heads back together: [n_embd, n]
-    Tensor* Vt = ctx.cont(ctx.permute(V, 1, 0, 2, 3));                 // [n_kv, hd, heads_kv]
+    // attn = V·scores (V^T read where it lies), heads back together: [n_embd, n]
     Tensor* attn = ctx.mul_mat(Vt, scores);                            // [hd, n, heads]
     attn = ctx.reshape(ctx.cont(ctx.permute(attn, 0, 2, 1, 3)), {hp.n_embd, n});
 

@@ -54,7 +54,7 @@ struct LlamaLayerWeights {
 };
 
 struct LlamaWeights {
-  Tensor* tok_embd = nullptr;     // [n_embd, n_vocab]
+  Tensor* tok_embd = nullptr;  // [n_embd, n_vocab]
   std::vector<LlamaLayerWeights> layers;
   Tensor* output_norm = nullptr;  // f32 [n_embd]
   Tensor* output = nullptr;       // [n_embd, n_vocab]; the same tensor as tok_embd when tied
@@ -62,11 +62,14 @@ struct LlamaWeights {
   Status validate(const LlamaHparams& hp) const;
 };
 
-// Keys and values of every layer: one row of kv_dim values per position.
+// Keys and values of every layer. Keys: one row of kv_dim values per
+// position. Values transposed: one row of n_ctx positions per value channel,
+// so attention multiplies by V^T where it lies instead of transposing the
+// whole window every step.
 struct KvCache {
   int64_t n_ctx = 0;
   std::vector<Tensor*> k;  // per layer, [kv_dim, n_ctx], f32 or f16
-  std::vector<Tensor*> v;
+  std::vector<Tensor*> v;  // per layer, [n_ctx, kv_dim], of k's type
 };
 
 // The tensors of one forward step. The caller fills the three inputs:

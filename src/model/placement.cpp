@@ -107,7 +107,7 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
     for (int64_t i = 0; i < counts[d]; ++i) p->layer_device_.push_back(d);
   }
 
-  // KV cache descriptors: one [kv_dim, n_ctx] pair per layer.
+  // KV cache descriptors per layer: keys [kv_dim, n_ctx], values transposed.
   int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(hp.n_ctx_train, 2048);
   if (n_ctx <= 0) n_ctx = 2048;
   p->cache_.n_ctx = n_ctx;
@@ -115,7 +115,7 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
     p->cache_.k.push_back(
         p->cache_ctx_.new_tensor(options.cache_type, {hp.kv_dim(), n_ctx}, "cache_k." + std::to_string(l)));
     p->cache_.v.push_back(
-        p->cache_ctx_.new_tensor(options.cache_type, {hp.kv_dim(), n_ctx}, "cache_v." + std::to_string(l)));
+        p->cache_ctx_.new_tensor(options.cache_type, {n_ctx, hp.kv_dim()}, "cache_v." + std::to_string(l)));
   }
 
   // What lives where.

@@ -87,10 +87,13 @@ uint64_t RemoteDevice::max_allocation() const {
 
 bool RemoteDevice::supports(const Tensor& node) const {
   if (static_cast<uint32_t>(node.op) >= kOpCount) return false;
-  if (node.op != Op::top_k) return true;
-  // Ops newer than 1.0 go only to servers that said they compute them.
+  // Ops, and forms of ops, newer than 1.0 go only to servers that said they compute them.
+  uint32_t needs = 0;
+  if (node.op == Op::top_k) needs = kTopKMinor;
+  if (node.op == Op::set_rows && !node.rows_are_contiguous()) needs = kStridedSetRowsMinor;
+  if (needs == 0) return true;
   auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
-  return connection.ok() && connection.value()->server_hello().minor >= kTopKMinor;
+  return connection.ok() && connection.value()->server_hello().minor >= needs;
 }
 
 StatusOr<std::unique_ptr<Buffer>> RemoteDevice::allocate(uint64_t size) {

@@ -411,6 +411,7 @@ TEST_P(CopyTest, TopKGivesTheLargestValuesOfEachRowAndTheirIndicesBestFirst) {
   for (int i = 0; i < 300; ++i) {
     if (i != 7) values[2 * 300 + i] = std::numeric_limits<float>::quiet_NaN();  // row 2: one number, NaNs
   }
+  for (int i = 0; i < 10; ++i) values[3 * 300 + 290 - 25 * i] = 5.0f;  // row 3: ten equal, k = 7: the lowest indices
   const auto va = run.write(a, values);
   run.compute();
   const std::vector<float> got = run.read(c);

@@ -145,7 +145,7 @@ class LlamaForward : public ::testing::Test {
     cache.n_ctx = 64;
     for (int l = 0; l < 2; ++l) {
       cache.k.push_back(wctx.new_tensor(DType::f32, {hp.kv_dim(), cache.n_ctx}));
-      cache.v.push_back(wctx.new_tensor(DType::f32, {hp.kv_dim(), cache.n_ctx}));
+      cache.v.push_back(wctx.new_tensor(DType::f32, {cache.n_ctx, hp.kv_dim()}));
     }
     uint64_t bytes = 0;
     for (auto& [t, m] : all) bytes += (t->nbytes() + 63) / 64 * 64;

@@ -317,5 +317,26 @@ TEST(RemoteDeviceOps, TopKGoesOnlyToServersThatSpeakItsVersion) {
   }
 }
 
+// Writing a transposed cache (set_rows into a strided destination) is new in
+// 1.7; set_rows into dense rows goes to any server.
+TEST(RemoteDeviceOps, StridedSetRowsGoesOnlyToServersThatSpeakItsVersion) {
+  Context ctx;
+  Tensor* cache = ctx.new_tensor(DType::f32, {6, 8});
+  Tensor* src = ctx.new_tensor(DType::f32, {8, 2});
+  Tensor* rows = ctx.new_tensor(DType::i32, {2});
+  const Tensor* strided = ctx.set_rows(ctx.transpose(cache), src, rows);
+  const Tensor* dense = ctx.set_rows(ctx.new_tensor(DType::f32, {8, 6}), src, rows);
+  for (uint32_t minor : {rpc::kStridedSetRowsMinor - 1, rpc::kStridedSetRowsMinor}) {
+    FakeServer fake([minor](FakeServer& s, const FrameHeader& h, const std::vector<uint8_t>&) {
+      if (h.command != Command::hello) return false;
+      s.reply_hello(h, rpc::kVersionMajor, minor);
+      return true;
+    });
+    auto device = remote_device(fake.endpoint(), 0);
+    EXPECT_EQ(device->supports(*strided), minor >= rpc::kStridedSetRowsMinor) << "a server of 1." << minor;
+    EXPECT_TRUE(device->supports(*dense)) << "a server of 1." << minor;
+  }
+}
+
 }  // namespace
 }  // namespace tensorpc::test
