@@ -108,14 +108,26 @@ LlamaStep build_llama_step(Context& ctx, const LlamaHparams& hp, const LlamaWeig
     Tensor* K = ctx.view(k_all, {hd, n_kv, hp.n_head_kv}, {es, es * row, es * hd}, 0);  // [hd, n_kv, heads_kv]
     Tensor* Vt = ctx.view(v_all, {n_kv, hd, hp.n_head_kv}, {es, es_ctx, es_ctx * hd}, 0);  // [n_kv, hd, heads_kv]
 
-    // scores = softmax(K·q / sqrt(hd) + mask), per head; kv heads are shared
-    // by n_head / n_head_kv query heads (mul_mat broadcasts over dim 2)
-    Tensor* qh = ctx.permute(q, 0, 2, 1, 3);                           // [hd, n, heads]
-    Tensor* scores = ctx.soft_max(ctx.mul_mat(K, qh), step.mask, attn_scale);  // [n_kv, n, heads]
-
-    // attn = V·scores (V^T read where it lies), heads back together: [n_embd, n]
-    Tensor* attn = ctx.mul_mat(Vt, scores);                            // [hd, n, heads]
-    attn = ctx.reshape(ctx.cont(ctx.permute(attn, 0, 2, 1, 3)), {hp.n_embd, n});
+    // scores = softmax(K·q / sqrt(hd) + mask), per head, and attn = V·scores
+    // (V^T read where it lies), heads back together: [n_embd, n]. A kv head
+    // serves `group` = n_head / n_head_kv consecutive query heads. Decoding one
+    // token, those heads' queries are the columns of one product with the kv
+    // head, so each head's keys and values are read once, not once per query
+    // head; otherwise mul_mat broadcasts the kv head over its query heads.
+    const int64_t group = hp.n_head / hp.n_head_kv;
+    Tensor* attn = nullptr;
+    if (n == 1) {
+      Tensor* qg = ctx.reshape(q, {hd, group, hp.n_head_kv});                          // [hd, group, heads_kv]
+      Tensor* kq = ctx.reshape(ctx.mul_mat(K, qg), {n_kv, 1, hp.n_head});              // [n_kv, 1, heads]
+      Tensor* scores = ctx.soft_max(kq, step.mask, attn_scale);                         // [n_kv, 1, heads]
+      Tensor* sg = ctx.reshape(scores, {n_kv, group, hp.n_head_kv});                    // [n_kv, group, heads_kv]
+      attn = ctx.reshape(ctx.mul_mat(Vt, sg), {hp.n_embd, 1});                          // [hd, group, heads_kv]
+    } else {
+      Tensor* qh = ctx.permute(q, 0, 2, 1, 3);                                   // [hd, n, heads]
+      Tensor* scores = ctx.soft_max(ctx.mul_mat(K, qh), step.mask, attn_scale);  // [n_kv, n, heads]
+      attn = ctx.mul_mat(Vt, scores);                                            // [hd, n, heads]
+      attn = ctx.reshape(ctx.cont(ctx.permute(attn, 0, 2, 1, 3)), {hp.n_embd, n});
+    }
 
     // x = x + Wo attn
     x = ctx.add(x, ctx.mul_mat(L.wo, attn));
