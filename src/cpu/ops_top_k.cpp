@@ -1,6 +1,9 @@
 // top_k: the k largest values of each row and their indices (op.h).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
 #include <vector>
 
 #include "cpu/op_kernels.h"
@@ -8,20 +11,25 @@
 namespace tensorpc::cpu {
 namespace {
 
-struct Ranked {
-  float value;
-  int32_t index;
-};
-
-// The total order of top_k: larger values first, NaN below every number,
-// equal values by the lower index.
-bool ranks_above(const Ranked& a, const Ranked& b) {
-  const bool a_nan = std::isnan(a.value);
-  const bool b_nan = std::isnan(b.value);
-  if (a_nan != b_nan) return b_nan;
-  if (!a_nan && a.value != b.value) return a.value > b.value;
-  return a.index < b.index;
+// The total order of top_k — larger values first, NaN below every number
+// (-inf included), equal values (-0 and +0 among them) by the lower index —
+// as one unsigned integer per element, larger ranking higher: the value's
+// bits made monotonic in the high half, the complemented index in the low.
+uint64_t rank_key(float value, int64_t index) {
+  uint32_t order = 0;  // NaN
+  if (!std::isnan(value)) {
+    value += 0.0f;  // -0 becomes +0
+    uint32_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    // Negative: all bits flipped; positive: the sign bit set. Without a branch,
+    // which random signs would mispredict half the time. Never 0 (a NaN's bits).
+    const uint32_t flip = (0u - (bits >> 31)) | 0x80000000u;
+    order = bits ^ flip;
+  }
+  return (static_cast<uint64_t>(order) << 32) | static_cast<uint32_t>(~static_cast<uint32_t>(index));
 }
+
+int32_t index_of(uint64_t key) { return static_cast<int32_t>(~static_cast<uint32_t>(key)); }
 
 }  // namespace
 
@@ -29,50 +37,54 @@ void op_top_k(const ComputeParams& params, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const int64_t n = a.ne[0];
   const auto k = static_cast<size_t>(dst.ne[0]);
-  std::vector<Ranked> kept;  // a heap whose front ranks lowest, once k are kept
-  kept.reserve(k);
+  // Candidates gather in a buffer of 2k; when it fills, the k that rank
+  // highest stay (nth_element) and the lowest of them becomes the floor, which
+  // a later element must rank above to enter. Most of a row is turned away by
+  // that one comparison, and a candidate costs O(1) on average.
+  std::vector<uint64_t> kept;
+  kept.reserve(2 * k);
+  const auto keep_best = [&] {
+    if (kept.size() <= k) return;
+    std::nth_element(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(k - 1), kept.end(),
+                     std::greater<uint64_t>());
+    kept.resize(k);
+  };
   const RowRange rows = split_rows(a.nrows(), params.ith, params.nth);
   for (int64_t r = rows.begin; r < rows.end; ++r) {
     const auto [i1, i2, i3] = row_index(a, r);
     const char* arow = a.row(i1, i2, i3);
     kept.clear();
-    // Once k are kept and the lowest of them is a number, a candidate enters
-    // only if it is larger: an equal value comes at a higher index, and NaN
-    // ranks below every number. Most of a row is turned away by that one
-    // comparison.
-    float floor = 0.0f;
-    bool have_floor = false;
+    uint64_t floor = 0;  // every key is above it until the buffer first fills
+    // The floor's value, once it is a number: a value below it (or NaN) is
+    // turned away without making its key.
+    float floor_value = -std::numeric_limits<float>::infinity();
     const auto offer = [&](float value, int64_t i) {
-      if (have_floor && !(value > floor)) return;
-      const Ranked c{value, static_cast<int32_t>(i)};
-      if (kept.size() < k) {
-        kept.push_back(c);
-        std::push_heap(kept.begin(), kept.end(), ranks_above);
-      } else if (ranks_above(c, kept.front())) {
-        std::pop_heap(kept.begin(), kept.end(), ranks_above);
-        kept.back() = c;
-        std::push_heap(kept.begin(), kept.end(), ranks_above);
-      } else {
-        return;
-      }
-      have_floor = kept.size() == k && !std::isnan(kept.front().value);
-      floor = kept.front().value;
+      const uint64_t key = rank_key(value, i);
+      if (key <= floor) return;
+      kept.push_back(key);
+      if (kept.size() < 2 * k) return;
+      keep_best();
+      floor = kept[k - 1];  // the k-th: the lowest kept
+      const float v = load_f32(arow + index_of(floor) * a.nb[0]);
+      if (!std::isnan(v)) floor_value = v;
     };
     if (a.type == DType::f32 && a.nb[0] == sizeof(float)) {
       const auto* values = reinterpret_cast<const float*>(arow);
       for (int64_t i = 0; i < n; ++i) {
-        if (!have_floor || values[i] > floor) offer(values[i], i);
+        if (values[i] >= floor_value || floor == 0) offer(values[i], i);
       }
     } else {
       for (int64_t i = 0; i < n; ++i) offer(load_f32(arow + i * a.nb[0]), i);
     }
-    std::sort_heap(kept.begin(), kept.end(), ranks_above);  // best first
+    keep_best();
+    std::sort(kept.begin(), kept.end(), std::greater<uint64_t>());  // best first
     // Row 0 of the result's [k, 2] block holds the values, row 1 the indices.
     char* values = dst.row(0, i1, i2);
     char* indices = dst.row(1, i1, i2);
     for (size_t j = 0; j < k; ++j) {
-      *reinterpret_cast<float*>(values + j * dst.nb[0]) = kept[j].value;
-      *reinterpret_cast<float*>(indices + j * dst.nb[0]) = static_cast<float>(kept[j].index);
+      const int32_t index = index_of(kept[j]);
+      *reinterpret_cast<float*>(values + j * dst.nb[0]) = load_f32(arow + index * a.nb[0]);
+      *reinterpret_cast<float*>(indices + j * dst.nb[0]) = static_cast<float>(index);
     }
   }
 }
