@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_args.h"
 #include "tensorpc/context.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/graph_allocator.h"
@@ -190,15 +191,7 @@ int main(int argc, char** argv) {
     }
   }
   // Three repetitions and their median by default, so one noisy run does not decide a ratio.
-  std::vector<char*> args(argv, argv + argc);
-  bool repetitions_given = false;
-  for (int i = 1; i < argc; ++i) repetitions_given |= std::strncmp(argv[i], "--benchmark_repetitions", 23) == 0;
-  char repetitions[] = "--benchmark_repetitions=3";
-  char aggregates[] = "--benchmark_report_aggregates_only=true";
-  if (!repetitions_given) {
-    args.push_back(repetitions);
-    args.push_back(aggregates);
-  }
+  std::vector<char*> args = tensorpc::bench::with_default_repetitions(argc, argv);
   int n_args = static_cast<int>(args.size());
   benchmark::Initialize(&n_args, args.data());
   RatioReporter reporter;
