@@ -46,8 +46,9 @@ T* call_scratch(size_t count, AlignedArray<T>& owned) {
   thread_local AlignedArray<T> kept;
   thread_local size_t kept_count = 0;
   if (kept_count < count) {
-    kept = make_aligned<T>(std::max<size_t>(count, kKeptBytes / 16 / sizeof(T)));
-    kept_count = kept ? std::max<size_t>(count, kKeptBytes / 16 / sizeof(T)) : 0;
+    const size_t grown = std::max<size_t>(count, kKeptBytes / 16 / sizeof(T));  // at least 16 KiB
+    kept = make_aligned<T>(grown);
+    kept_count = kept ? grown : 0;
   }
   return kept.get();
 }
