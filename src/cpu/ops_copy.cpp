@@ -63,6 +63,17 @@ void row_to_float(const Tensor& t, const char* p, int64_t n, float* out) {
   }
 }
 
+// Writes n f32 values as elements of t's type at p, t's element stride apart
+// (a quantized row is always dense).
+void float_to_row(const Tensor& t, const float* row, int64_t n, char* p) {
+  const DTypeTraits& tr = traits(t.type);
+  if (tr.is_quantized || t.nb[0] == tr.block_bytes) {
+    tr.from_float(row, p, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) tr.from_float(row + i, p + i * t.nb[0], 1);
+  }
+}
+
 // Calls fn(src_coord, count, done) for the runs of src's elements that hold
 // flat elements [begin, begin + n); each run lies within one row of src and
 // starts `done` elements after `begin`.
@@ -145,11 +156,7 @@ void op_cpy(const ComputeParams& params, Tensor& dst) {
       std::memcpy(row + done, src_row.data() + c.i0, count * sizeof(float));
     });
     if (row == reinterpret_cast<float*>(drow)) continue;
-    if (dst_dense) {
-      dt.from_float(row, drow, ne0);
-    } else {
-      for (int64_t i = 0; i < ne0; ++i) dt.from_float(row + i, drow + i * dst.nb[0], 1);
-    }
+    float_to_row(dst, row, ne0, drow);
   }
 }
 
@@ -195,7 +202,6 @@ void op_set_rows(const ComputeParams& params, Tensor& dst) {
   const Tensor& src = *dst.src[0];
   const Tensor& ids = *dst.src[1];
   const int64_t k = dst.ne[0];
-  const DTypeTraits& dt = traits(dst.type);
   std::vector<float> buf;
   const RowRange rows = split_rows(src.ne[1], params.ith, params.nth);
   for (int64_t r = rows.begin; r < rows.end; ++r) {
@@ -208,12 +214,7 @@ void op_set_rows(const ComputeParams& params, Tensor& dst) {
       for (int64_t i = 0; i < k; ++i) buf[i] = load_f32(src.at(i, r));
       row = buf.data();
     }
-    char* out = dst.row(idx);
-    if (dst.nb[0] == dt.block_bytes) {
-      dt.from_float(row, out, k);
-    } else {  // a strided (transposed) dst: one element at a time
-      for (int64_t i = 0; i < k; ++i) dt.from_float(row + i, out + i * dst.nb[0], 1);
-    }
+    float_to_row(dst, row, k, dst.row(idx));  // a transposed dst takes the row as a column
   }
 }
 

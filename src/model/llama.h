@@ -54,7 +54,7 @@ struct LlamaLayerWeights {
 };
 
 struct LlamaWeights {
-  Tensor* tok_embd = nullptr;  // [n_embd, n_vocab]
+  Tensor* tok_embd = nullptr;     // [n_embd, n_vocab]
   std::vector<LlamaLayerWeights> layers;
   Tensor* output_norm = nullptr;  // f32 [n_embd]
   Tensor* output = nullptr;       // [n_embd, n_vocab]; the same tensor as tok_embd when tied
