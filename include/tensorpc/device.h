@@ -137,7 +137,7 @@ class Stream {
   // Waits for everything issued so far; returns the first error among it.
   virtual Status synchronize() = 0;
 
-  // compute_async + synchronize.
+  // compute_async + synchronize; the first error of either, reported by this call alone.
   Status compute(Graph& g);
 
  protected:

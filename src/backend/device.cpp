@@ -63,8 +63,11 @@ Status Buffer::set_tensors(std::span<const TensorBytes> writes) {
 }
 
 Status Stream::compute(Graph& g) {
-  TENSORPC_RETURN_IF_ERROR(compute_async(g));
-  return synchronize();
+  // Synchronized even when issuing failed, so that failure (which a stream
+  // also keeps for its next synchronize) is reported once, here.
+  const Status issued = compute_async(g);
+  const Status synced = synchronize();
+  return issued.ok() ? synced : issued;
 }
 
 StatusOr<std::vector<float>> read_as_f32(const Tensor& t) {

@@ -6,6 +6,10 @@
 // gives its core to that partner instead of spinning or yielding through its
 // time slice. The last thread to arrive wakes sleepers only when there are
 // any, so an uncontended barrier makes no system call.
+//
+// A thread that cannot go on (its kernel failed) aborts the barrier: every
+// wait, current and later, returns at once, so the others finish their
+// share of the node instead of waiting for it forever.
 #pragma once
 
 #include <atomic>
@@ -21,7 +25,7 @@ class Barrier {
   explicit Barrier(int n) : n_(n) {}
 
   void wait() {
-    if (n_ == 1) return;
+    if (n_ == 1 || aborted_.load(std::memory_order_acquire)) return;
     const unsigned phase = phase_.load(std::memory_order_acquire);
     if (arrived_.fetch_add(1, std::memory_order_acq_rel) == n_ - 1) {
       arrived_.store(0, std::memory_order_relaxed);
@@ -41,6 +45,16 @@ class Barrier {
     sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
 
+  // Releases every thread waiting now and makes every later wait return at
+  // once. The barrier is not usable for a rendezvous after this.
+  void abort() {
+    aborted_.store(true, std::memory_order_release);
+    phase_.fetch_add(1, std::memory_order_seq_cst);
+    phase_.notify_all();
+  }
+
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
  private:
   static void pause() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -54,6 +68,7 @@ class Barrier {
   std::atomic<int> arrived_{0};
   std::atomic<unsigned> phase_{0};
   std::atomic<int> sleepers_{0};
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace tensorpc::cpu

@@ -5,7 +5,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
+#include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 
@@ -48,6 +51,20 @@ std::string format_bytes(uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
   return buf;
+}
+
+// The Status for a kernel that threw while computing node.
+Status kernel_failure(const std::exception_ptr& failure, const Tensor& node) {
+  const std::string what = "compute: " + std::string(name_of(node.op)) + " " + describe(node);
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::bad_alloc&) {
+    return out_of_memory(what + ": its kernel's scratch does not fit in host memory");
+  } catch (const Error& e) {
+    return e.status().with_context(what);
+  } catch (const std::exception& e) {
+    return internal_error(what + ": " + e.what());
+  }
 }
 
 // Multiply-adds of mul_mat nodes, elements written by the others, averaged
@@ -258,7 +275,13 @@ Status CpuDevice::compute(Graph& g) {
     if (entry.work_size) work_size = std::max(work_size, entry.work_size(*n, nth));
   }
   // Scratch starts on a cache line; kernels may rely on that for SIMD loads.
-  if (work_.size() < work_size + 64) work_.resize(work_size + 64);
+  if (work_.size() < work_size + 64) {
+    try {
+      work_.resize(work_size + 64);
+    } catch (const std::bad_alloc&) {
+      return out_of_memory("compute: the graph's " + format_bytes(work_size) + " of scratch do not fit in host memory");
+    }
+  }
   const auto misalign = reinterpret_cast<uintptr_t>(work_.data()) % 64;
   char* wdata = work_.data() + (misalign ? 64 - misalign : 0);
 
@@ -269,6 +292,12 @@ Status CpuDevice::compute(Graph& g) {
   cpu::Barrier barrier(alone ? 1 : nth);
   // One chunk counter per node, all zero: no reset (and no extra barrier) between nodes.
   std::vector<std::atomic<int64_t>> chunk_counters(g.nodes().size());
+  // A kernel that throws (its scratch did not fit in memory) fails this
+  // compute: its thread aborts the barrier, the others finish the node they
+  // are in and stop, and the caller gets a Status. The pool lives on.
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  const Tensor* failed_node = nullptr;
   const auto body = [&](int ith, int n_threads) {
     cpu::ComputeParams params;
     params.ith = ith;
@@ -281,8 +310,22 @@ Status CpuDevice::compute(Graph& g) {
       Tensor* n = g.nodes()[i];
       const cpu::OpEntry& entry = cpu::op_entry(n->op);
       if (entry.kernel == nullptr || n->nelements() == 0) continue;  // an empty result has nothing to write
+      if (barrier.aborted()) return;
       params.next_chunk = &chunk_counters[i];
-      entry.kernel(params, *n);
+      try {
+        if (cpu::take_injected_kernel_failure(n->op)) throw std::bad_alloc();
+        entry.kernel(params, *n);
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(failure_mutex);
+          if (!failure) {
+            failure = std::current_exception();
+            failed_node = n;
+          }
+        }
+        barrier.abort();
+        return;
+      }
       barrier.wait();
     }
   };
@@ -291,7 +334,7 @@ Status CpuDevice::compute(Graph& g) {
   } else {
     pool_->run(body);
   }
-  return Status();
+  return failure ? kernel_failure(failure, *failed_node) : Status();
 }
 
 }  // namespace tensorpc

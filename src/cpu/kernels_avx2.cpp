@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "core/float16.h"
 #include "core/quant.h"
@@ -155,6 +156,7 @@ void micro_f32(int64_t kc, const float* const* a, const float* panel, float* til
 AlignedArray<float> pack_panels(int64_t K, int64_t N, const void* B, size_t ldb) {
   const int64_t npanels = (N + kPanel - 1) / kPanel;
   auto panels = make_aligned<float>(static_cast<size_t>(npanels * K * kPanel));
+  if (!panels) throw std::bad_alloc();  // the device fails the compute with a Status
   for (int64_t p = 0; p < npanels; ++p) {
     float* dst = panels.get() + p * K * kPanel;
     const int64_t w = std::min<int64_t>(kPanel, N - p * kPanel);
@@ -193,6 +195,7 @@ template <typename Rows>
 void gemm_tiled(Rows& src, int64_t K, int64_t M, int64_t N, const void* B, size_t ldb, float* C, size_t ldc) {
   const auto panels = pack_panels(K, N, B, ldb);
   auto tile = make_aligned<float>(kMC * kPanel);
+  if (!tile) throw std::bad_alloc();
   const float* a[kMR];
   for (int64_t i0 = 0; i0 < M; i0 += kMC) {
     const int64_t mc = std::min(kMC, M - i0);

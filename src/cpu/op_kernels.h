@@ -6,7 +6,9 @@
 // threads (quantizing b for mul_mat) does it in parallel, then calls
 // params.barrier->wait() before using the result. Scratch memory `wdata` of
 // the size work_size() asked for is shared by all threads of the node.
-// Kernels read sources through ne/nb, so non-contiguous sources work.
+// Kernels read sources through ne/nb, so non-contiguous sources work. A
+// kernel whose own scratch does not fit in memory throws std::bad_alloc; the
+// device stops the graph there and returns a Status (CpuDevice::compute).
 #pragma once
 
 #include <atomic>
@@ -44,6 +46,13 @@ struct OpEntry {
 
 // The entry for op; every Op has one.
 const OpEntry& op_entry(Op op);
+
+// For tests of the failure path: the next `count` kernel calls for nodes of
+// op `op`, on any CPU device of the process, throw std::bad_alloc as a kernel
+// whose scratch did not fit in memory does. count 0 cancels.
+void inject_kernel_failures(Op op, int count);
+// True (and one injected failure used up) when the next call for op is to fail.
+bool take_injected_kernel_failure(Op op);
 
 // Rows [begin, end) of `n` rows that thread ith of nth takes.
 struct RowRange {

@@ -4,6 +4,8 @@
 // order if an op is appended to op.h; ops not named here (none and the view
 // ops) keep a null kernel because they compute nothing.
 #include <array>
+#include <atomic>
+#include <cstdint>
 
 #include "cpu/op_kernels.h"
 
@@ -41,6 +43,9 @@ constexpr std::array<OpEntry, kOpCount> make_table() {
 constexpr std::array<OpEntry, kOpCount> kTable = make_table();
 constexpr OpEntry kNoKernel{};
 
+std::atomic<int> injected_failures{0};
+std::atomic<uint32_t> injected_failure_op{0};
+
 }  // namespace
 
 const OpEntry& op_entry(Op op) {
@@ -48,6 +53,19 @@ const OpEntry& op_entry(Op op) {
   // op with no kernel, for the caller to reject.
   const auto i = static_cast<uint32_t>(op);
   return i < kTable.size() ? kTable[i] : kNoKernel;
+}
+
+void inject_kernel_failures(Op op, int count) {
+  injected_failure_op.store(static_cast<uint32_t>(op), std::memory_order_relaxed);
+  injected_failures.store(count, std::memory_order_release);
+}
+
+bool take_injected_kernel_failure(Op op) {
+  int left = injected_failures.load(std::memory_order_acquire);  // 0 but in tests
+  if (left <= 0 || injected_failure_op.load(std::memory_order_relaxed) != static_cast<uint32_t>(op)) return false;
+  while (left > 0 && !injected_failures.compare_exchange_weak(left, left - 1, std::memory_order_acq_rel)) {
+  }
+  return left > 0;
 }
 
 }  // namespace tensorpc::cpu

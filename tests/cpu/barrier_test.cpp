@@ -46,5 +46,27 @@ TEST(Barrier, MoreThreadsThanCoresStillMeetEveryPhase) {
   run_phases(static_cast<int>(std::max(2u, std::thread::hardware_concurrency())) * 4, 300, 0);
 }
 
+// A thread that gives up aborts: the one asleep in the barrier wakes, and the
+// waits that follow return without anyone else arriving.
+TEST(Barrier, AbortReleasesWaitersAndLaterWaits) {
+  Barrier barrier(3);
+  std::atomic<int> passed{0};
+  std::thread waiter([&] {
+    barrier.wait();  // no one else arrives
+    passed.fetch_add(1);
+    barrier.wait();
+    barrier.wait();
+    passed.fetch_add(1);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // long enough to fall asleep
+  EXPECT_EQ(passed.load(), 0);
+  EXPECT_FALSE(barrier.aborted());
+  barrier.abort();
+  waiter.join();
+  EXPECT_EQ(passed.load(), 2);
+  EXPECT_TRUE(barrier.aborted());
+  barrier.wait();  // and on this thread too
+}
+
 }  // namespace
 }  // namespace tensorpc::cpu

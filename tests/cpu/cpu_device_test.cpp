@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/op_kernels.h"
 #include "tensorpc/context.h"
 #include "tensorpc/graph_allocator.h"
 
@@ -194,29 +195,76 @@ TEST(CpuDevice, ReusedAllocatorPlacesANewGraphAfresh) {
 namespace tensorpc {
 namespace {
 
+// silu(w·x) on dev, w [K, M] of `wtype`, x f32 [K, N], both filled with
+// fixed values.
+struct SiluOfProduct {
+  SiluOfProduct(CpuDevice& dev, DType wtype, int64_t K, int64_t M, int64_t N) : alloc(dev) {
+    w = ctx.new_tensor(wtype, {K, M});
+    x = ctx.new_tensor(DType::f32, {K, N});
+    w->flags |= kFlagInput;
+    x->flags |= kFlagInput;
+    y = ctx.silu(ctx.mul_mat(w, x));
+    g = Graph::build({y});
+    EXPECT_TRUE(alloc.allocate(g).ok());
+    std::vector<float> wv(static_cast<size_t>(K * M));
+    for (size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<float>(i % 7) * 0.125f - 0.3f;
+    EXPECT_TRUE(write_from_f32(*w, wv).ok());
+    write_x();
+  }
+  void write_x() {
+    std::vector<float> xv(static_cast<size_t>(x->nelements()));
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 5) * 0.25f - 0.5f;
+    EXPECT_TRUE(write_from_f32(*x, xv).ok());
+  }
+
+  Context ctx;
+  Tensor* w = nullptr;
+  Tensor* x = nullptr;
+  Tensor* y = nullptr;
+  Graph g;
+  GraphAllocator alloc;
+};
+
 // A small graph runs on the calling thread alone, a large one on every
 // thread; both give the same bits.
 TEST(CpuDevice, SmallGraphsRunOnOneThreadWithTheSameResult) {
   auto run = [](double threshold) {
     CpuDevice dev({.threads = 2, .min_work_per_node_for_threads = threshold});
-    Context ctx;
-    Tensor* w = ctx.new_tensor(DType::f32, {64, 48});
-    Tensor* x = ctx.new_tensor(DType::f32, {64, 3});
-    w->flags |= kFlagInput;
-    x->flags |= kFlagInput;
-    Tensor* y = ctx.silu(ctx.mul_mat(w, x));
-    Graph g = Graph::build({y});
-    GraphAllocator alloc(dev);
-    EXPECT_TRUE(alloc.allocate(g).ok());
-    std::vector<float> wv(64 * 48), xv(64 * 3);
-    for (size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<float>(i % 7) * 0.125f - 0.3f;
-    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 5) * 0.25f - 0.5f;
-    EXPECT_TRUE(write_from_f32(*w, wv).ok());
-    EXPECT_TRUE(write_from_f32(*x, xv).ok());
-    EXPECT_TRUE(dev.create_stream().value()->compute(g).ok());
-    return read_as_f32(*y).value();
+    SiluOfProduct graph(dev, DType::f32, 64, 48, 3);
+    EXPECT_TRUE(dev.create_stream().value()->compute(graph.g).ok());
+    return read_as_f32(*graph.y).value();
   };
   EXPECT_EQ(run(1e12), run(0));
+}
+
+// A kernel that runs out of memory for its scratch (injected here) fails
+// that compute with a Status naming the node — on the calling thread alone
+// and on a pool worker, with the other thread waiting inside the node
+// (quantized mul_mat meets its threads at a barrier) — and the device
+// computes the same graph right afterwards.
+TEST(CpuDevice, AKernelOutOfMemoryFailsTheComputeAndTheDeviceGoesOn) {
+  for (const double threshold : {1e12, 0.0}) {  // alone, then both threads
+    for (int failures = 1; failures <= 2; ++failures) {
+      SCOPED_TRACE("threshold " + std::to_string(threshold) + ", failures " + std::to_string(failures));
+      CpuDevice dev({.threads = 2, .min_work_per_node_for_threads = threshold});
+      SiluOfProduct graph(dev, DType::q8_0, 256, 96, 3);
+      auto stream = dev.create_stream().value();
+      ASSERT_TRUE(stream->compute(graph.g).ok());
+      const std::vector<float> want = read_as_f32(*graph.y).value();
+
+      cpu::inject_kernel_failures(Op::mul_mat, failures);
+      const Status failed = stream->compute(graph.g);
+      cpu::inject_kernel_failures(Op::mul_mat, 0);
+      EXPECT_EQ(failed.code(), StatusCode::out_of_memory) << failed.to_string();
+      EXPECT_NE(failed.message().find("mul_mat"), std::string::npos) << failed.message();
+      EXPECT_NE(failed.message().find("scratch"), std::string::npos) << failed.message();
+
+      graph.write_x();
+      const Status again = stream->compute(graph.g);
+      ASSERT_TRUE(again.ok()) << again.to_string();
+      EXPECT_EQ(read_as_f32(*graph.y).value(), want);
+    }
+  }
 }
 
 }  // namespace

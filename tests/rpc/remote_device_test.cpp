@@ -6,6 +6,7 @@
 #include <atomic>
 #include <thread>
 
+#include "cpu/op_kernels.h"
 #include "remote_test_util.h"
 #include "rpc/connection.h"
 #include "rpc/remote_buffer.h"
@@ -187,6 +188,36 @@ TEST(RemoteErrors, OneWayFailuresSurfaceAtTheNextSynchronize) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.message().rfind("SYNCHRONIZE to " + server.endpoint() + ": ", 0), 0u) << s.message();
   EXPECT_TRUE(stream.value()->synchronize().ok()) << "the server forgets an error once reported";
+}
+
+// A kernel on the server that runs out of memory for its scratch (injected;
+// the server runs in this process) fails that compute for the client, with
+// the server's reason, and the same connection computes right afterwards.
+TEST(RemoteErrors, AKernelOutOfMemoryOnTheServerFailsThatComputeAndTheServerGoesOn) {
+  InProcessServer server;
+  auto device = remote_device(server.endpoint(), 0);
+  Context ctx;
+  const Built built = small_graph(ctx);
+  GraphRun run(*device, built.outputs);
+  for (size_t i = 0; i < run.graph().leafs().size(); ++i) {
+    const Tensor* leaf = run.graph().leafs()[i];
+    run.write_raw(run.graph().leafs()[i], random_encoded(leaf->type, leaf->nelements(), 9 + static_cast<uint32_t>(i)));
+  }
+  run.compute();
+  const auto want = run.raw(built.outputs[0]);
+
+  cpu::inject_kernel_failures(Op::mul_mat, 1);
+  auto stream = device->create_stream();
+  ASSERT_TRUE(stream.ok());
+  const Status s = stream.value()->compute(run.graph());
+  cpu::inject_kernel_failures(Op::mul_mat, 0);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::out_of_memory) << s.to_string();
+  EXPECT_NE(s.message().find(server.endpoint()), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("mul_mat"), std::string::npos) << s.message();
+
+  run.compute();
+  EXPECT_EQ(run.raw(built.outputs[0]), want);
 }
 
 TEST(RemoteErrors, OutOfRangeAccessIsRefusedBeforeAnythingIsSent) {
