@@ -157,6 +157,31 @@ Status Connection::send_one_way(const Request& request) {
   return send_locked(request, request.flags | kFlagNoReply, next_request_id_++);
 }
 
+Status Connection::send_one_way_later(const Request& request) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t frame = kFrameHeaderSize + request.fields.size() + request.bulk.size();
+  if (held_.size() + frame > kMaxHeldBytes) {  // sent now, behind what is held
+    TENSORPC_RETURN_IF_ERROR(check_usable_locked(request.command, /*expect_silence=*/true));
+    return send_locked(request, request.flags | kFlagNoReply, next_request_id_++);
+  }
+  // The poll for a hung-up server waits for the frame that carries this one.
+  TENSORPC_RETURN_IF_ERROR(check_usable_locked(request.command, /*expect_silence=*/false));
+  FrameHeader h;
+  h.command = request.command;
+  h.flags = request.flags | kFlagNoReply;
+  h.request_id = next_request_id_++;
+  h.payload_length = request.fields.size() + request.bulk.size();
+  const size_t at = held_.size();
+  held_.resize(at + frame);
+  encode_header(h, held_.data() + at);
+  std::copy(request.fields.begin(), request.fields.end(),
+            held_.begin() + static_cast<ptrdiff_t>(at + kFrameHeaderSize));
+  std::copy(request.bulk.begin(), request.bulk.end(),
+            held_.begin() + static_cast<ptrdiff_t>(at + kFrameHeaderSize + request.fields.size()));
+  ++held_requests_;
+  return Status();
+}
+
 Status Connection::send_graph(uint32_t device, std::vector<uint8_t> graph, std::vector<uint64_t> handles,
                               std::chrono::milliseconds timeout) {
   const size_t hash =
@@ -360,16 +385,19 @@ Status Connection::send_locked(const Request& request, uint16_t flags, uint64_t 
   uint8_t header[kFrameHeaderSize];
   encode_header(h, header);
 
-  iovec parts[3];
+  iovec parts[4];
   size_t n = 0;
+  if (!held_.empty()) parts[n++] = {held_.data(), held_.size()};  // sent first: they were asked for first
   parts[n++] = {header, kFrameHeaderSize};
   // iovec wants non-const pointers; sendmsg only reads through them.
   if (!request.fields.empty()) parts[n++] = {const_cast<uint8_t*>(request.fields.data()), request.fields.size()};
   if (!request.bulk.empty()) parts[n++] = {const_cast<uint8_t*>(request.bulk.data()), request.bulk.size()};
   const Status s = socket_.send_all(std::span<const iovec>(parts, n));
   if (!s.ok()) return break_locked(request.command, s);
-  requests_.fetch_add(1, std::memory_order_relaxed);
-  bytes_sent_.fetch_add(kFrameHeaderSize + h.payload_length, std::memory_order_relaxed);
+  requests_.fetch_add(1 + held_requests_, std::memory_order_relaxed);
+  bytes_sent_.fetch_add(held_.size() + kFrameHeaderSize + h.payload_length, std::memory_order_relaxed);
+  held_.clear();
+  held_requests_ = 0;
   return Status();
 }
 
@@ -429,6 +457,8 @@ Status Connection::fail(Command command, const Status& reason) const {
 }
 
 Status Connection::break_locked(Command command, const Status& reason) {
+  held_.clear();  // they can no longer go out
+  held_requests_ = 0;
   if (!broken()) {
     broken_reason_ = reason;
     broken_.store(true, std::memory_order_release);

@@ -99,6 +99,16 @@ class Connection {
   // Sends `request` flagged NO_REPLY and returns without waiting: a failure
   // on the server surfaces at the next SYNCHRONIZE.
   Status send_one_way(const Request& request);
+  // As send_one_way, but the frame (copied) is held and goes out in front of
+  // the next frame this connection sends, in the same system call. For the
+  // few small writes that always come just before another request (a decode
+  // step's inputs, then its PLAN_RUN): the server gets them in one segment
+  // and wakes once, and the client makes one sendmsg instead of several.
+  // Held frames are sent when more than kMaxHeldBytes would be held; they
+  // are lost only with a connection that breaks or closes first (whose
+  // buffers the server frees anyway).
+  Status send_one_way_later(const Request& request);
+  static constexpr size_t kMaxHeldBytes = 64 << 10;
 
   // A call whose request and reply are messages of messages.h.
   template <typename Req, typename Reply>
@@ -213,6 +223,9 @@ class Connection {
 
   std::mutex mutex_;  // one exchange at a time on the socket
   Socket socket_;
+  // Frames of send_one_way_later, encoded, not sent yet; guarded by mutex_.
+  std::vector<uint8_t> held_;
+  uint64_t held_requests_ = 0;  // guarded by mutex_
   const std::string endpoint_;
   HelloReply hello_;
   uint64_t next_request_id_ = 1;    // guarded by mutex_

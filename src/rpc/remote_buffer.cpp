@@ -41,6 +41,7 @@ Status RemoteBuffer::set(const Tensor& t, const void* src, uint64_t offset, uint
     const CachedRange range{.server_offset = server_offset, .src = bytes, .size = size};
     return set_cached(std::span<const CachedRange>(&range, 1));
   }
+  if ((t.flags & kFlagInput) && size <= kHeldSetBytes) return send_set(server_offset, bytes, size, 0, /*later=*/true);
   for (uint64_t done = 0; done < size;) {
     const uint64_t n = std::min(size - done, kMaxSetFrame);
     TENSORPC_RETURN_IF_ERROR(send_set(server_offset + done, bytes + done, n, 0));
@@ -54,13 +55,14 @@ bool RemoteBuffer::through_cache(const Tensor& t, uint64_t size) const {
   return size >= device_.options().weights_cache_threshold && !(t.flags & kFlagInput);
 }
 
-Status RemoteBuffer::send_set(uint64_t server_offset, const uint8_t* src, uint64_t size, uint16_t flags) {
+Status RemoteBuffer::send_set(uint64_t server_offset, const uint8_t* src, uint64_t size, uint16_t flags, bool later) {
   const auto fields = encoded(SetTensorRequest{.handle = handle_, .offset = server_offset, .size = size});
-  return connection_->send_one_way({.command = Command::set_tensor,
+  const Connection::Request request{.command = Command::set_tensor,
                                     .fields = fields,
                                     .bulk = std::span<const uint8_t>(src, size),
                                     .flags = flags,
-                                    .timeout = device_.reply_timeout()});
+                                    .timeout = device_.reply_timeout()};
+  return later ? connection_->send_one_way_later(request) : connection_->send_one_way(request);
 }
 
 Status RemoteBuffer::get(const Tensor& t, void* dst, uint64_t offset, uint64_t size) const {

@@ -3,7 +3,10 @@
 // It holds a strong reference to its connection (so the socket, and the
 // server's copy of the buffer, live while it does), the opaque handle the
 // server issued and the size. Its bytes are not host-addressable. Sets are
-// one-way (errors surface at the next synchronize); large ones go through the
+// one-way (errors surface at the next synchronize); a small input's set
+// (kFlagInput, at most kHeldSetBytes) is held by the connection and goes out
+// in front of the next request to that server (the compute or plan run that
+// reads it: Connection::send_one_way_later); large ones go through the
 // server's weights cache by SHA-256 first (remote_buffer_cache.cpp), and
 // set_tensors asks about 16 MiB of tensors per round trip. Gets wait and
 // receive straight into the destination. The destructor frees the server's
@@ -31,6 +34,7 @@ class RemoteBuffer final : public Buffer {
   Device& device() const override;
   uint64_t size() const override { return size_; }
 
+  static constexpr uint64_t kHeldSetBytes = 16 << 10;
   Status set(const Tensor& t, const void* src, uint64_t offset, uint64_t size) override;
   // Small tensors and inputs as set() sends them; the rest hashed (on
   // several threads when there is much to hash) unless the caller knows
@@ -72,8 +76,9 @@ class RemoteBuffer final : public Buffer {
   static Status digest_batch(std::span<const CachedRange> batch, std::span<std::array<uint8_t, 32>> out);
   // Whether a set of `size` bytes of t goes through the weights cache.
   bool through_cache(const Tensor& t, uint64_t size) const;
-  // One SET_TENSOR frame, one-way, with these frame flags.
-  Status send_set(uint64_t server_offset, const uint8_t* src, uint64_t size, uint16_t flags);
+  // One SET_TENSOR frame, one-way, with these frame flags; `later`: held
+  // for the connection's next request (send_one_way_later).
+  Status send_set(uint64_t server_offset, const uint8_t* src, uint64_t size, uint16_t flags, bool later = false);
   // Hashes the ranges whose digest is not known and sends them in batches
   // with send_batch.
   Status set_cached(std::span<const CachedRange> ranges);
