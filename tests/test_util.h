@@ -9,8 +9,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -20,6 +22,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tensorpc/context.h"
@@ -33,6 +36,19 @@
 namespace tensorpc::test {
 
 // ---- type formats (GGUF layouts, decoded here without the library) ---------
+
+// Seconds of CPU the process's other threads used while this one slept:
+// how a test sees threads spinning where they should sleep.
+inline double others_cpu_while_sleeping(std::chrono::milliseconds sleep) {
+  const auto seconds = [](clockid_t clock) {
+    timespec t{};
+    clock_gettime(clock, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  };
+  const double process = seconds(CLOCK_PROCESS_CPUTIME_ID), mine = seconds(CLOCK_THREAD_CPUTIME_ID);
+  std::this_thread::sleep_for(sleep);
+  return (seconds(CLOCK_PROCESS_CPUTIME_ID) - process) - (seconds(CLOCK_THREAD_CPUTIME_ID) - mine);
+}
 
 inline float fp16_to_f32(uint16_t h) {
   const uint32_t exp = (h >> 10) & 0x1f;

@@ -61,6 +61,7 @@ ThreadPool::ThreadPool(int threads, bool pinned, std::chrono::microseconds linge
 }
 
 ThreadPool::~ThreadPool() {
+  release_lingering();  // a lingering worker would not look at stopping_ before its linger ends
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -92,10 +93,14 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   }
 }
 
+void ThreadPool::release_lingering() {
+  released_.store(generation_.load(std::memory_order_acquire), std::memory_order_release);
+}
+
 bool ThreadPool::linger_for_run(unsigned seen) const {
   const auto until = std::chrono::steady_clock::now() + linger_;
   while (generation_.load(std::memory_order_acquire) == seen) {
-    if (std::chrono::steady_clock::now() >= until) return false;
+    if (released_.load(std::memory_order_acquire) == seen || std::chrono::steady_clock::now() >= until) return false;
     for (int i = 0; i < 16; ++i) pause();
   }
   return true;

@@ -34,6 +34,11 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
   bool pinned() const { return pinned_; }
   void run(const std::function<void(int ith, int nth)>& fn);
+  // Workers lingering after the last run go to sleep now instead of at the
+  // end of the linger time: the caller knows no run follows soon, and their
+  // cores are better left to other work (the next stage of a pipeline on
+  // another server of this machine).
+  void release_lingering();
 
  private:
   void worker_loop(int ith);
@@ -48,6 +53,7 @@ class ThreadPool {
   const std::function<void(int, int)>* job_ = nullptr;  // guarded by mutex_
   std::atomic<unsigned> generation_{0};                 // written under mutex_
   std::atomic<int> running_{0};                         // workers still in the current run
+  std::atomic<unsigned> released_{~0u};                 // the run after which lingering ended early
   bool stopping_ = false;                               // guarded by mutex_
   const bool pinned_;
   const std::chrono::microseconds linger_;

@@ -133,11 +133,15 @@ class Session {
   struct PlanStep {
     PlanStepFields fields;
     DecodedGraph graph;  // COMPUTE only
+    // COMPUTE only: the plan's last; after it, no device needs its threads
+    // kept awake for the plan (Device::expect_idle).
+    bool last_compute = false;
   };
   struct StoredPlan {
     uint64_t id = 0;
     std::vector<PlanStep> steps;
-    std::vector<uint64_t> handles;  // buffers it uses: freeing one forgets the plan
+    std::vector<uint64_t> handles;          // buffers it uses: freeing one forgets the plan
+    std::vector<uint32_t> compute_devices;  // each device a step computes on, once
   };
   // What a handler returns besides its status: reply fields, and bulk bytes
   // sent after them without copying (GET_TENSOR).

@@ -33,7 +33,7 @@ Status Session::on_plan_store(WireReader& in, Reply&) {
     return invalid_argument("PLAN_STORE: " + std::to_string(n_steps) + " steps, more than the limit of " +
                             std::to_string(kMaxPlanSteps));
   }
-  StoredPlan plan{.id = req.plan_id, .steps = {}, .handles = {}};
+  StoredPlan plan{.id = req.plan_id, .steps = {}, .handles = {}, .compute_devices = {}};
   // Bytes left bound the count before anything is reserved for it.
   plan.steps.reserve(std::min<size_t>(n_steps, in.remaining()));
   for (uint32_t i = 0; i < n_steps; ++i) {
@@ -98,6 +98,15 @@ Status Session::on_plan_store(WireReader& in, Reply&) {
     return protocol_error("PLAN_STORE request: " + std::to_string(in.remaining()) +
                           " unexpected bytes after the steps");
   }
+  PlanStep* last_compute = nullptr;
+  for (PlanStep& step : plan.steps) {
+    if (step.fields.kind != PlanStepKind::compute) continue;
+    last_compute = &step;
+    const uint32_t d = step.fields.device;
+    if (std::find(plan.compute_devices.begin(), plan.compute_devices.end(), d) == plan.compute_devices.end())
+      plan.compute_devices.push_back(d);
+  }
+  if (last_compute != nullptr) last_compute->last_compute = true;
   std::sort(plan.handles.begin(), plan.handles.end());
   plan.handles.erase(std::unique(plan.handles.begin(), plan.handles.end()), plan.handles.end());
   std::erase_if(plans_, [&](const StoredPlan& p) { return p.id == req.plan_id; });
@@ -126,7 +135,14 @@ Status Session::on_plan_run(WireReader& in, Reply&) {
     const PlanStepFields& f = step.fields;
     Status s;
     switch (f.kind) {
-      case PlanStepKind::compute: s = compute_on(f.device, step.graph.graph); break;
+      case PlanStepKind::compute:
+        s = compute_on(f.device, step.graph.graph);
+        // What follows is a hand-over to another server, or the reply: the
+        // cores the devices' threads would spin on belong to that work now.
+        if (step.last_compute) {
+          for (uint32_t d : plan.compute_devices) env_.devices[d]->expect_idle();
+        }
+        break;
       case PlanStepKind::copy: s = copy_range(f.src_handle, f.src_offset, f.dst_handle, f.dst_offset, f.size); break;
       case PlanStepKind::send_to_peer:
         s = send_to_peer(f.src_handle, f.src_offset, f.size, f.endpoint, f.token, /*wait_for_reply=*/false);

@@ -10,9 +10,12 @@
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "test_util.h"
 
 namespace tensorpc::cpu {
 namespace {
@@ -100,6 +103,22 @@ TEST(ThreadPool, UnpinnedThreadsKeepTheProcessCores) {
   std::vector<cpu_set_t> seen(2);
   pool.run([&](int ith, int) { seen[static_cast<size_t>(ith)] = affinity_of_this_thread(); });
   for (const cpu_set_t& s : seen) EXPECT_TRUE(CPU_EQUAL(&s, &before));
+}
+
+// A worker lingers (spinning) after a run for the linger time — here far
+// longer than the test — unless the pool is told no run follows soon; then
+// it sleeps at once, and the next run still finds every thread.
+TEST(ThreadPool, ReleasedWorkersStopLingeringAtOnce) {
+  ThreadPool pool(2, /*pinned=*/false, std::chrono::seconds(20));
+  std::atomic<int> calls{0};
+  const auto count = [&](int, int) { calls.fetch_add(1); };
+  pool.run(count);
+  EXPECT_GT(test::others_cpu_while_sleeping(std::chrono::milliseconds(400)), 0.1) << "the worker lingers";
+  pool.release_lingering();
+  (void)test::others_cpu_while_sleeping(std::chrono::milliseconds(20));  // time to see it
+  EXPECT_LT(test::others_cpu_while_sleeping(std::chrono::milliseconds(400)), 0.05) << "released, it sleeps";
+  pool.run(count);
+  EXPECT_EQ(calls.load(), 4);
 }
 
 }  // namespace
