@@ -157,6 +157,15 @@ Status Connection::send_one_way(const Request& request) {
   return send_locked(request, request.flags | kFlagNoReply, next_request_id_++);
 }
 
+FrameHeader Connection::frame_header(const Request& request, uint16_t flags, uint64_t id) {
+  FrameHeader h;
+  h.command = request.command;
+  h.flags = flags;
+  h.request_id = id;
+  h.payload_length = request.fields.size() + request.bulk.size();
+  return h;
+}
+
 Status Connection::send_one_way_later(const Request& request) {
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t frame = kFrameHeaderSize + request.fields.size() + request.bulk.size();
@@ -166,14 +175,9 @@ Status Connection::send_one_way_later(const Request& request) {
   }
   // The poll for a hung-up server waits for the frame that carries this one.
   TENSORPC_RETURN_IF_ERROR(check_usable_locked(request.command, /*expect_silence=*/false));
-  FrameHeader h;
-  h.command = request.command;
-  h.flags = request.flags | kFlagNoReply;
-  h.request_id = next_request_id_++;
-  h.payload_length = request.fields.size() + request.bulk.size();
   const size_t at = held_.size();
   held_.resize(at + frame);
-  encode_header(h, held_.data() + at);
+  encode_header(frame_header(request, request.flags | kFlagNoReply, next_request_id_++), held_.data() + at);
   std::copy(request.fields.begin(), request.fields.end(),
             held_.begin() + static_cast<ptrdiff_t>(at + kFrameHeaderSize));
   std::copy(request.bulk.begin(), request.bulk.end(),
@@ -377,11 +381,7 @@ Status Connection::check_usable_locked(Command command, bool expect_silence) {
 
 Status Connection::send_locked(const Request& request, uint16_t flags, uint64_t id) {
   socket_.set_io_timeout(request.timeout);  // also bounds the reply that follows, if any
-  FrameHeader h;
-  h.command = request.command;
-  h.flags = flags;
-  h.request_id = id;
-  h.payload_length = request.fields.size() + request.bulk.size();
+  const FrameHeader h = frame_header(request, flags, id);
   uint8_t header[kFrameHeaderSize];
   encode_header(h, header);
 

@@ -185,6 +185,8 @@ class Connection {
  private:
   Connection(Socket socket, std::string endpoint) : socket_(std::move(socket)), endpoint_(std::move(endpoint)) {}
 
+  // The header of `request` as a frame with these flags and id.
+  static FrameHeader frame_header(const Request& request, uint16_t flags, uint64_t id);
   // The steps of one exchange; the caller holds mutex_.
   // Sends with `timeout` (Request::timeout) in force for this exchange.
   Status send_locked(const Request& request, uint16_t flags, uint64_t id);
