@@ -104,6 +104,18 @@ TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
   EXPECT_EQ(zeros, implied_value[0] == 0 ? 1u : 0u) << json;
   for (double v : numbers_of(json, "baseline")) EXPECT_GT(v, 0) << json;
   EXPECT_NE(json.find("\"link\": \"1ms,1gbit\""), std::string::npos);
+  // Layouts measured in turns carry their repetitions' spread; with one
+  // repetition it is that repetition's ratio.
+  const size_t spread = json.find("\"id\": \"model.tiny.decode.2x2\"");
+  ASSERT_NE(spread, std::string::npos);
+  const std::string spread_figure = json.substr(spread, json.find('}', spread) - spread);
+  const std::vector<double> ratio = numbers_of(spread_figure, "ratio"), low = numbers_of(spread_figure, "ratio_low"),
+                            high = numbers_of(spread_figure, "ratio_high");
+  ASSERT_EQ(low.size(), 1u) << spread_figure;
+  ASSERT_EQ(high.size(), 1u) << spread_figure;
+  ASSERT_GE(ratio.size(), 1u) << spread_figure;
+  EXPECT_NEAR(low[0], ratio[0], 1e-4 * ratio[0]) << spread_figure;
+  EXPECT_NEAR(high[0], ratio[0], 1e-4 * ratio[0]) << spread_figure;
 
   const std::string svg = read_file(o.plot_path);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
@@ -153,6 +165,31 @@ TEST(BenchReport, TheTableShowsValueBaselineRatioAndWhetherTheTargetIsMet) {
   const std::string json = format_json(figures, {"\"quick\": true"});
   EXPECT_NE(json.find("\"ratio\": 1.5"), std::string::npos) << json;
   EXPECT_NE(json.find("\"met\": false"), std::string::npos) << json;
+  EXPECT_EQ(json.find("ratio_low"), std::string::npos) << json;  // no figure was measured in turns
+}
+
+TEST(BenchReport, ARatioMeasuredInTurnsShowsItsLowestAndHighestRepetition) {
+  // Three turns of a layout and its baseline: ratios 0.8, 1.0 and 0.9; a
+  // fourth value without a baseline of its turn does not count.
+  const auto [low, high] = ratio_range({80, 200, 90, 500}, {100, 200, 100});
+  EXPECT_DOUBLE_EQ(low, 0.8);
+  EXPECT_DOUBLE_EQ(high, 1.0);
+  EXPECT_EQ(ratio_range({1, 2}, {}), (std::pair{0.0, 0.0}));
+  EXPECT_EQ(ratio_range({1, 2}, {0, 0}), (std::pair{0.0, 0.0}));
+
+  const std::vector<Figure> figures = {{.id = "decode",
+                                        .name = "decode, 2 x 2",
+                                        .value = 90,
+                                        .unit = "tok/s",
+                                        .baseline = 100,
+                                        .baseline_name = "local CPU",
+                                        .target = Target{.bound = Target::Bound::at_least, .limit = 0.9},
+                                        .ratio_low = low,
+                                        .ratio_high = high}};
+  const std::string table = format_table(figures);
+  EXPECT_NE(table.find("0.90x [0.80-1.00]"), std::string::npos) << table;
+  const std::string json = format_json(figures, {});
+  EXPECT_NE(json.find("\"ratio_low\": 0.8, \"ratio_high\": 1"), std::string::npos) << json;
 }
 
 }  // namespace

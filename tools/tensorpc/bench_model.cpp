@@ -110,6 +110,8 @@ GenerationSpeed GenerationLayout::speed() const {
     return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
   };
   GenerationSpeed s = parts_->last;
+  s.decode_runs = parts_->decode_tps;
+  s.prefill_runs = parts_->prefill_tps;
   s.decode_tps = median(parts_->decode_tps);
   s.prefill_tps = median(parts_->prefill_tps);
   return s;
@@ -202,15 +204,25 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
   const Target one_round_trip{.bound = Target::Bound::at_most, .limit = 1, .on_ratio = false};
   const std::string link = "link " + o.link.to_string();
   std::vector<Figure> out;
-  auto speed = [&](const std::string& what, const std::string& layout, const std::string& layout_name, double tps,
-                   double local_tps, std::optional<Target> target) {
+  // The layouts were measured in turns: each repetition's ratio to the
+  // local CPU's generation of the same turn shows the noise.
+  auto speed = [&](const std::string& what, const std::string& layout, const std::string& layout_name,
+                   const GenerationSpeed& s, std::optional<Target> target) {
+    const bool decode = what == "decode";
+    const bool on_local = &s == &local;
+    const auto [low, high] = on_local ? std::pair{0.0, 0.0}
+                                      : ratio_range(decode ? s.decode_runs : s.prefill_runs,
+                                                    decode ? local.decode_runs : local.prefill_runs);
+    const double local_tps = on_local ? 0 : decode ? local.decode_tps : local.prefill_tps;
     out.push_back({.id = id + what + "." + layout,
                    .name = name + what + ", " + layout_name,
-                   .value = tps,
+                   .value = decode ? s.decode_tps : s.prefill_tps,
                    .unit = "tok/s",
                    .baseline = local_tps,
                    .baseline_name = local_tps > 0 ? "local CPU" : "",
-                   .target = target});
+                   .target = target,
+                   .ratio_low = low,
+                   .ratio_high = high});
   };
   auto traffic = [&](const std::string& layout, const std::string& layout_name, const GenerationSpeed& s, int servers,
                      std::optional<Target> target) {
@@ -224,12 +236,12 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
                    .unit = "RT",
                    .target = target});
   };
-  speed("decode", "local", "local CPU", local.decode_tps, 0, std::nullopt);
-  speed("decode", "1x1", "1 server x 1 device", single.decode_tps, local.decode_tps, std::nullopt);
-  speed("decode", "2x2", "2 servers x 2 devices", spread.decode_tps, local.decode_tps, distributed);
-  speed("prefill", "local", "local CPU", local.prefill_tps, 0, std::nullopt);
-  speed("prefill", "1x1", "1 server x 1 device", single.prefill_tps, local.prefill_tps, std::nullopt);
-  speed("prefill", "2x2", "2 servers x 2 devices", spread.prefill_tps, local.prefill_tps, std::nullopt);
+  speed("decode", "local", "local CPU", local, std::nullopt);
+  speed("decode", "1x1", "1 server x 1 device", single, std::nullopt);
+  speed("decode", "2x2", "2 servers x 2 devices", spread, distributed);
+  speed("prefill", "local", "local CPU", local, std::nullopt);
+  speed("prefill", "1x1", "1 server x 1 device", single, std::nullopt);
+  speed("prefill", "2x2", "2 servers x 2 devices", spread, std::nullopt);
   traffic("1x1", "1 server x 1 device", single, 1, std::nullopt);
   traffic("2x2", "2 servers x 2 devices", spread, 2, std::nullopt);
   out.push_back({.id = id + "decode.2x2_link",
@@ -237,7 +249,9 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
                  .value = linked.decode_tps,
                  .unit = "tok/s",
                  .baseline = spread.decode_tps,
-                 .baseline_name = "same on loopback"});
+                 .baseline_name = "same on loopback",
+                 .ratio_low = ratio_range(linked.decode_runs, spread.decode_runs).first,
+                 .ratio_high = ratio_range(linked.decode_runs, spread.decode_runs).second});
   traffic("2x2_link", "2 servers x 2 devices, " + link, linked, 2, one_round_trip);
   // Where a decode step's time goes: computing on the servers' devices (the
   // local step, all compute, for scale), and the rest — the wire, hand-overs

@@ -38,6 +38,7 @@ struct ModelBenchOptions {
 // Per decode step, what one layout's generations measured.
 struct GenerationSpeed {
   double decode_tps = 0, prefill_tps = 0;    // medians over the measured generations
+  std::vector<double> decode_runs, prefill_runs;  // each measured generation's, in order
   double round_trips = 0, client_bytes = 0;  // per generated token, in the last
   uint64_t weight_bytes = 0;                 // on the devices, as placed
   // Per decode step of the last generation, summed over the profiled

@@ -79,21 +79,35 @@ std::string format_value(double value, const std::string& unit) {
   return printf_string(format, value) + " " + unit;
 }
 
+std::pair<double, double> ratio_range(const std::vector<double>& values, const std::vector<double>& baselines) {
+  std::pair<double, double> range{0, 0};
+  bool any = false;
+  for (size_t i = 0; i < std::min(values.size(), baselines.size()); ++i) {
+    if (!(baselines[i] > 0)) continue;
+    const double r = values[i] / baselines[i];
+    range = any ? std::pair{std::min(range.first, r), std::max(range.second, r)} : std::pair{r, r};
+    any = true;
+  }
+  return range;
+}
+
 std::string format_table(const std::vector<Figure>& figures) {
   size_t width = 6;
   for (const Figure& f : figures) width = std::max(width, f.name.size());
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-*s  %14s  %14s  %-22s %8s  %-12s %s\n", static_cast<int>(width), "figure",
+  std::snprintf(line, sizeof line, "%-*s  %14s  %14s  %-22s %19s  %-12s %s\n", static_cast<int>(width), "figure",
                 "value", "baseline", "(baseline is)", "ratio", "target", "");
   out += line;
   for (const Figure& f : figures) {
     const std::string baseline = f.baseline > 0 ? format_value(f.baseline, f.unit) : "";
-    const std::string ratio = f.baseline > 0 ? printf_string("%.2fx", f.ratio()) : "";
+    std::string ratio = f.baseline > 0 ? printf_string("%.2fx", f.ratio()) : "";
+    if (!ratio.empty() && f.ratio_high > 0)
+      ratio += printf_string(" [%.2f-", f.ratio_low) + printf_string("%.2f]", f.ratio_high);
     const char* verdict = !f.target ? "" : f.met() ? "met" : "MISSED";
-    std::snprintf(line, sizeof line, "%-*s  %14s  %14s  %-22s %8s  %-12s %s\n", static_cast<int>(width), f.name.c_str(),
-                  format_value(f.value, f.unit).c_str(), baseline.c_str(), f.baseline_name.c_str(), ratio.c_str(),
-                  f.target_text().c_str(), verdict);
+    std::snprintf(line, sizeof line, "%-*s  %14s  %14s  %-22s %19s  %-12s %s\n", static_cast<int>(width),
+                  f.name.c_str(), format_value(f.value, f.unit).c_str(), baseline.c_str(), f.baseline_name.c_str(),
+                  ratio.c_str(), f.target_text().c_str(), verdict);
     out += line;
   }
   return out;
@@ -110,6 +124,8 @@ std::string format_json(const std::vector<Figure>& figures, const std::vector<st
     if (f.baseline > 0) {
       out += ", \"baseline\": " + json_number(f.baseline) + ", \"baseline_name\": " + json_string(f.baseline_name) +
              ", \"ratio\": " + json_number(f.ratio());
+      if (f.ratio_high > 0)
+        out += ", \"ratio_low\": " + json_number(f.ratio_low) + ", \"ratio_high\": " + json_number(f.ratio_high);
     }
     if (f.target) {
       out += ", \"target\": " + json_string(f.target_text()) + ", \"met\": " + (f.met() ? "true" : "false");
@@ -136,7 +152,7 @@ std::string format_svg(const std::vector<Figure>& figures, const std::string& ti
   out += "<text x=\"10\" y=\"20\" font-size=\"15\">" + xml_text(title) + "</text>\n";
   out +=
       "<text x=\"10\" y=\"38\" fill=\"#555\">each bar: the figure over its target (the line at 1); green met, red "
-      "missed</text>\n";
+      "missed; a whisker: the lowest and highest repetition</text>\n";
   for (size_t i = 0; i < shown.size(); ++i) {
     const Figure& f = *shown[i];
     const int y = kTop + kRow * static_cast<int>(i);
@@ -147,7 +163,15 @@ std::string format_svg(const std::vector<Figure>& figures, const std::string& ti
     out += "<rect x=\"" + std::to_string(kLabel) + "\" y=\"" + std::to_string(y + 3) + "\" width=\"" +
            std::to_string(std::max(1, x_of(v) - kLabel)) + "\" height=\"" + std::to_string(kRow - 6) + "\" fill=\"" +
            colour + "\"/>\n";
-    const std::string quantity = f.target->on_ratio ? printf_string("%.2fx", f.ratio()) : format_value(f.value, f.unit);
+    std::string quantity = f.target->on_ratio ? printf_string("%.2fx", f.ratio()) : format_value(f.value, f.unit);
+    if (f.target->on_ratio && f.ratio_high > 0) {
+      // The repetitions' spread, as a whisker across the bar.
+      const int mid = y + kRow / 2;
+      out += "<line x1=\"" + std::to_string(x_of(f.ratio_low / f.target->limit)) + "\" y1=\"" + std::to_string(mid) +
+             "\" x2=\"" + std::to_string(x_of(f.ratio_high / f.target->limit)) + "\" y2=\"" + std::to_string(mid) +
+             "\" stroke=\"#222\" stroke-width=\"2\"/>\n";
+      quantity += printf_string(" [%.2f-", f.ratio_low) + printf_string("%.2f]", f.ratio_high);
+    }
     out += "<text x=\"" + std::to_string(x_of(v) + 6) + "\" y=\"" + std::to_string(y + 14) + "\">" +
            xml_text(quantity + " (target " + f.target_text() + ")" + (v > kMax ? " >>" : "")) + "</text>\n";
   }

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensorpc/status.h"
@@ -32,6 +33,11 @@ struct Figure {
   double baseline = 0;  // 0: the figure has no baseline
   std::string baseline_name{};
   std::optional<Target> target{};
+  // Where value and baseline were measured in turns, repetition by
+  // repetition: the lowest and highest ratio of one repetition's pair, so a
+  // reader sees how far the machine's noise moves the median. Both 0: not
+  // measured so.
+  double ratio_low = 0, ratio_high = 0;
 
   // value / baseline, 0 without a baseline.
   double ratio() const { return baseline > 0 ? value / baseline : 0; }
@@ -42,6 +48,10 @@ struct Figure {
   std::string target_text() const;  // "≤ 1.50×", "≤ 1 KiB", "" without a target
 };
 
+// The lowest and highest values[i] / baselines[i] over the pairs both have
+// (a pair with a baseline of 0 left out); {0, 0} without a pair.
+std::pair<double, double> ratio_range(const std::vector<double>& values, const std::vector<double>& baselines);
+
 // "12.3 us", "2.81 GB/s", "1.5 KiB": the value in its unit, for tables.
 std::string format_value(double value, const std::string& unit);
 
@@ -49,7 +59,8 @@ std::string format_value(double value, const std::string& unit);
 std::string format_table(const std::vector<Figure>& figures);
 
 // {"figures": [{"id", "name", "value", "unit", "baseline", "baseline_name",
-// "ratio", "target", "met"}, ...], plus the run's settings as given in
+// "ratio", "ratio_low", "ratio_high", "target", "met"}, ...] (each where the
+// figure has it), plus the run's settings as given in
 // `settings` (already-formatted JSON members, such as "\"quick\": true").
 std::string format_json(const std::vector<Figure>& figures, const std::vector<std::string>& settings);
 
