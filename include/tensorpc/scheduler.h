@@ -59,6 +59,16 @@ struct SchedulerOptions {
   bool execution_plans = true;
   // How long a plan waits for a tensor the previous server sends it.
   uint32_t plan_wait_timeout_ms = 30000;
+  // A server run whose computations read fewer bytes of weights than this
+  // sends the inputs that runs on other servers take from it (tensors set
+  // before the run) before it computes: its computations are short, and
+  // bytes arriving early keep the receiver awake for the hand-over that soon
+  // follows. A longer one sends them after its computations, next to the
+  // hand-over, and its server writes sends to one peer that follow each other
+  // in one go: the receiver wakes once, not once more in the middle of a
+  // computation that, on a machine whose cores the servers share, it would
+  // interrupt. 0: always after.
+  uint64_t early_inputs_below_bytes = uint64_t{8} << 20;
 };
 
 // The last plan, for tests and debug prints. Device numbers index the

@@ -27,6 +27,16 @@ std::map<std::string, DeviceTraffic> traffic_of(const std::vector<Device*>& devi
   return out;
 }
 
+// Bytes of weights (the first operand of each mul_mat) a graph reads: how
+// long its computation keeps a device busy, roughly.
+uint64_t weight_bytes(const Graph& g) {
+  uint64_t bytes = 0;
+  for (const Tensor* n : g.nodes()) {
+    if (n->op == Op::mul_mat && n->src[0] != nullptr) bytes += n->src[0]->nbytes();
+  }
+  return bytes;
+}
+
 // after - before, where a counter that went down (a new connection) counts from zero.
 uint64_t delta(uint64_t after, uint64_t before) { return after >= before ? after - before : after; }
 
@@ -77,6 +87,7 @@ Status Scheduler::run(sched::Plan& plan, const Tensor* read, void* read_dst) {
   }
   std::vector<ExecutionPlanSpec> specs(runs.size());
   std::vector<size_t> early(runs.size(), 0);             // per run: the sends its spec makes first thing
+  std::vector<uint64_t> weights_read(runs.size(), 0);    // per run: by its computations
   std::vector<std::vector<size_t>> direct(runs.size());  // copies this process makes before run r starts
   for (size_t r = 0; r < specs.size(); ++r) {
     specs[r].wait_timeout_ms = options_.plan_wait_timeout_ms;
@@ -109,11 +120,12 @@ Status Scheduler::run(sched::Plan& plan, const Tensor* read, void* read_dst) {
         direct[r].push_back(ci);
         continue;
       }
-      // Bytes in place before the run (inputs) are sent before the
-      // sender's computations, so they travel while it computes.
+      // Bytes in place before the run (inputs) of a sender that computes
+      // little are sent before its computations
+      // (SchedulerOptions::early_inputs_below_bytes).
       ExecutionPlanSpec& by = specs[static_cast<size_t>(sender)];
       by.send(*copy.src, *copy.dst);
-      if (copy.before_run) {
+      if (copy.before_run && weights_read[static_cast<size_t>(sender)] < options_.early_inputs_below_bytes) {
         size_t& first = early[static_cast<size_t>(sender)];
         std::rotate(by.steps.begin() + static_cast<std::ptrdiff_t>(first), by.steps.end() - 1, by.steps.end());
         ++first;
@@ -121,6 +133,7 @@ Status Scheduler::run(sched::Plan& plan, const Tensor* read, void* read_dst) {
       specs[r].wait(*copy.src, *copy.dst);
     }
     specs[r].compute(*devices_[split.device], split.graph);
+    weights_read[r] += sched::weight_bytes(split.graph);
   }
 
   std::vector<bool> pending(devices_.size(), false);  // stream computes issued and not yet waited for

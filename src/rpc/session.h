@@ -76,6 +76,7 @@ struct SessionCounters {
   std::atomic<uint64_t> buffer_bytes{0};
   std::atomic<uint64_t> compute_ns{0};    // time spent in graph computations, all sessions
   std::atomic<uint64_t> peer_wait_ns{0};  // time plans spent in WAIT_FOR
+  std::atomic<uint64_t> held_sends{0};    // plan sends that left with the next one to their peer
 };
 
 // What a session shares with the server and its other sessions.
@@ -136,6 +137,10 @@ class Session {
     // COMPUTE only: the plan's last; after it, no device needs its threads
     // kept awake for the plan (Device::expect_idle).
     bool last_compute = false;
+    // SEND_TO_PEER only: the next step sends to the same peer, so this one's
+    // frame is held and goes out in front of it, in one write: the receiver
+    // wakes once for the lot (Connection::send_one_way_later).
+    bool ride_with_next = false;
   };
   struct StoredPlan {
     uint64_t id = 0;
@@ -217,8 +222,9 @@ class Session {
   Status copy_range(uint64_t src_handle, uint64_t src_offset, uint64_t dst_handle, uint64_t dst_offset, uint64_t size);
   // COPY_TO_PEER waits for the destination's reply (`wait_for_reply`); a
   // plan's SEND_TO_PEER does not: the destination's WAIT_FOR hears of it.
+  // `hold`: the frame leaves with the next one sent to that peer.
   Status send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t size, const std::string& endpoint,
-                      const GrantToken& token, bool wait_for_reply);
+                      const GrantToken& token, bool wait_for_reply, bool hold = false);
   // WAIT_FOR: until bytes arrived under the step's standing grant since the
   // last wait, the step's timeout, or shutdown().
   Status wait_for_arrival(const PlanStepFields& step);

@@ -107,6 +107,12 @@ Status Session::on_plan_store(WireReader& in, Reply&) {
       plan.compute_devices.push_back(d);
   }
   if (last_compute != nullptr) last_compute->last_compute = true;
+  for (size_t i = 0; i + 1 < plan.steps.size(); ++i) {
+    const PlanStepFields& f = plan.steps[i].fields;
+    const PlanStepFields& next = plan.steps[i + 1].fields;
+    plan.steps[i].ride_with_next =
+        f.kind == PlanStepKind::send_to_peer && next.kind == PlanStepKind::send_to_peer && next.endpoint == f.endpoint;
+  }
   std::sort(plan.handles.begin(), plan.handles.end());
   plan.handles.erase(std::unique(plan.handles.begin(), plan.handles.end()), plan.handles.end());
   std::erase_if(plans_, [&](const StoredPlan& p) { return p.id == req.plan_id; });
@@ -145,7 +151,8 @@ Status Session::on_plan_run(WireReader& in, Reply&) {
         break;
       case PlanStepKind::copy: s = copy_range(f.src_handle, f.src_offset, f.dst_handle, f.dst_offset, f.size); break;
       case PlanStepKind::send_to_peer:
-        s = send_to_peer(f.src_handle, f.src_offset, f.size, f.endpoint, f.token, /*wait_for_reply=*/false);
+        s = send_to_peer(f.src_handle, f.src_offset, f.size, f.endpoint, f.token, /*wait_for_reply=*/false,
+                         /*hold=*/step.ride_with_next);
         break;
       case PlanStepKind::wait_for: s = wait_for_arrival(f); break;
     }

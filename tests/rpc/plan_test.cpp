@@ -88,7 +88,9 @@ TEST_F(PlanPair, APlanSendsServerToServerAndTheWaitingPlanRunsOnItsBytesRunAfter
     ASSERT_TRUE(out.ok());
     EXPECT_FLOAT_EQ(out.value()[3], values[3] / (1.0f + std::exp(-values[3])));
   }
-  // The profile counters saw B's computations and waits, and A's none.
+  // The profile counters saw B's computations and waits, and A's none; A's
+  // lone send went out at once.
+  EXPECT_EQ(a_.stats().held_sends, 0u);
   EXPECT_GT(b_.stats().compute_ns, 0u);
   EXPECT_GT(b_.stats().peer_wait_ns, 0u);
   EXPECT_EQ(a_.stats().compute_ns, 0u);
@@ -130,7 +132,9 @@ TEST(PlanThreads, AfterAPlansLastComputeTheServersThreadsSleep) {
 
 // A plan that hands several tensors to one server asks that server for all
 // their standing grants in one round trip (over a LAN, one link round trip
-// instead of one per tensor), and every tensor arrives.
+// instead of one per tensor), sends them one after another in one write (the
+// first two held for the third: the receiver wakes once), and every tensor
+// arrives.
 TEST_F(PlanPair, APlanGetsTheGrantsOfAllItsSendsToAServerInOneRoundTrip) {
   Placed src2(ctx_, *da_, "src2"), src3(ctx_, *da_, "src3");
   Placed dst2(ctx_, *db_, "dst2"), dst3(ctx_, *db_, "dst3");
@@ -159,6 +163,7 @@ TEST_F(PlanPair, APlanGetsTheGrantsOfAllItsSendsToAServerInOneRoundTrip) {
     ASSERT_TRUE(got.ok());
     EXPECT_EQ(got.value(), values[i]) << "tensor " << i;
   }
+  EXPECT_EQ(a_.stats().held_sends, 2u);
 }
 
 // Grants asked together: a refused one is the error, the others are still
