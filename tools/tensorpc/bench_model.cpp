@@ -26,6 +26,12 @@ constexpr const char* kPrompt =
     "darkness was upon the face of the deep.";
 constexpr int64_t kContext = 512;
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
 }  // namespace
 
 struct GenerationLayout::Parts {
@@ -104,11 +110,6 @@ Status GenerationLayout::measure() {
 }
 
 GenerationSpeed GenerationLayout::speed() const {
-  const auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  };
   GenerationSpeed s = parts_->last;
   s.decode_runs = parts_->decode_tps;
   s.prefill_runs = parts_->prefill_tps;
@@ -337,17 +338,28 @@ StatusOr<std::vector<Figure>> bench_model_load(const BenchModel& m, const ModelB
     TENSORPC_BENCH_TAKE(placement, load_model(*model, devices.devices(), endpoints, {}, kContext, nullptr));
     return Load{seconds_since(start), static_cast<double>(connection_stats(endpoints[0]).bytes_sent - before)};
   };
+  // One cold load (the server's cache is empty only once), then warm ones:
+  // their median, as a single one can meet a stall of the machine.
   TENSORPC_BENCH_TAKE(cold, load());
-  TENSORPC_BENCH_TAKE(warm, load());
+  std::vector<double> warm_ms;
+  Load warm;
+  for (int i = 0; i < std::max(1, o.repetitions); ++i) {
+    TENSORPC_BENCH_TAKE(again, load());
+    warm_ms.push_back(again.seconds * 1e3);
+    warm = again;
+  }
+  const auto [fastest, slowest] = std::minmax_element(warm_ms.begin(), warm_ms.end());
   const std::string link = "link " + o.link.to_string();
   return std::vector<Figure>{
       {.id = "load." + m.key + ".time",
        .name = m.label + ", load warm (client digest memo, weights cache), " + link,
-       .value = warm.seconds * 1e3,
+       .value = median(warm_ms),
        .unit = "ms",
        .baseline = cold.seconds * 1e3,
        .baseline_name = "cold load",
-       .target = Target{.bound = Target::Bound::at_most, .limit = 0.1}},
+       .target = Target{.bound = Target::Bound::at_most, .limit = 0.1},
+       .ratio_low = *fastest / (cold.seconds * 1e3),
+       .ratio_high = *slowest / (cold.seconds * 1e3)},
       {.id = "load." + m.key + ".bytes",
        .name = m.label + ", bytes uploaded warm",
        .value = warm.bytes_sent,
