@@ -210,6 +210,9 @@ class PlanBuilder {
       split.shadows.push_back(x);
     }
     for (Tensor* x : split.shadows) split.graph.expand(x);
+    for (const Tensor* n : split.graph.nodes()) {
+      if (n->op == Op::mul_mat && n->src[0] != nullptr) split.weight_bytes += n->src[0]->nbytes();
+    }
     return Status();
   }
 

@@ -27,16 +27,6 @@ std::map<std::string, DeviceTraffic> traffic_of(const std::vector<Device*>& devi
   return out;
 }
 
-// Bytes of weights (the first operand of each mul_mat) a graph reads: how
-// long its computation keeps a device busy, roughly.
-uint64_t weight_bytes(const Graph& g) {
-  uint64_t bytes = 0;
-  for (const Tensor* n : g.nodes()) {
-    if (n->op == Op::mul_mat && n->src[0] != nullptr) bytes += n->src[0]->nbytes();
-  }
-  return bytes;
-}
-
 // after - before, where a counter that went down (a new connection) counts from zero.
 uint64_t delta(uint64_t after, uint64_t before) { return after >= before ? after - before : after; }
 
@@ -133,7 +123,7 @@ Status Scheduler::run(sched::Plan& plan, const Tensor* read, void* read_dst) {
       specs[r].wait(*copy.src, *copy.dst);
     }
     specs[r].compute(*devices_[split.device], split.graph);
-    weights_read[r] += sched::weight_bytes(split.graph);
+    weights_read[r] += split.weight_bytes;
   }
 
   std::vector<bool> pending(devices_.size(), false);  // stream computes issued and not yet waited for

@@ -137,9 +137,10 @@ class Session {
     // COMPUTE only: the plan's last; after it, no device needs its threads
     // kept awake for the plan (Device::expect_idle).
     bool last_compute = false;
-    // SEND_TO_PEER only: the next step sends to the same peer, so this one's
-    // frame is held and goes out in front of it, in one write: the receiver
-    // wakes once for the lot (Connection::send_one_way_later).
+    // SEND_TO_PEER only: the next step sends to the same peer and this send
+    // is small (16 KiB at most), so its frame is held and goes out in front
+    // of the next, in one write: the receiver wakes once for the lot
+    // (Connection::send_one_way_later).
     bool ride_with_next = false;
   };
   struct StoredPlan {

@@ -69,9 +69,6 @@ Status Session::on_copy_to_peer(WireReader& in, Reply&) {
   return send_to_peer(req.src_handle, req.src_offset, req.size, req.endpoint, req.token, /*wait_for_reply=*/true);
 }
 
-// The largest plan send held for the next one (ride_with_next).
-constexpr uint64_t kHeldPlanSendBytes = 16 << 10;
-
 Status Session::send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t size, const std::string& endpoint,
                              const GrantToken& token, bool wait_for_reply, bool hold) {
   const std::string route =
@@ -98,12 +95,10 @@ Status Session::send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t 
   if (!wait_for_reply) {
     // A plan's send: the destination's WAIT_FOR learns of the arrival, or of
     // a refused write (GrantArrivals::failure), so no round trip is spent here.
-    // Held, a small one leaves with the next frame to that peer (the plan's
-    // next step); a large one is better written at once than copied.
-    const bool held = hold && size <= kHeldPlanSendBytes;
+    // Held, it leaves with the next frame to that peer (the plan's next step).
     const Status sent =
-        held ? connection.value()->send_one_way_later(request) : connection.value()->send_one_way(request);
-    if (held && sent.ok()) env_.counters->held_sends += 1;
+        hold ? connection.value()->send_one_way_later(request) : connection.value()->send_one_way(request);
+    if (hold && sent.ok()) env_.counters->held_sends += 1;
     return sent.ok() ? sent : Status(sent.code(), route + sent.message());
   }
   // Waits for the destination's status: the client's reply means "written".

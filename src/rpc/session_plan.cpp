@@ -14,6 +14,13 @@
 #include "rpc/session.h"
 
 namespace tensorpc::rpc {
+namespace {
+
+// The largest plan send held to ride with the next (PlanStep::ride_with_next):
+// a larger one is better written at once than copied.
+constexpr uint64_t kMaxRidingSendBytes = 16 << 10;
+
+}  // namespace
 
 Status Session::on_grant_standing(WireReader& in, Reply& out) {
   GrantStandingRequest req;
@@ -110,8 +117,8 @@ Status Session::on_plan_store(WireReader& in, Reply&) {
   for (size_t i = 0; i + 1 < plan.steps.size(); ++i) {
     const PlanStepFields& f = plan.steps[i].fields;
     const PlanStepFields& next = plan.steps[i + 1].fields;
-    plan.steps[i].ride_with_next =
-        f.kind == PlanStepKind::send_to_peer && next.kind == PlanStepKind::send_to_peer && next.endpoint == f.endpoint;
+    plan.steps[i].ride_with_next = f.kind == PlanStepKind::send_to_peer && f.size <= kMaxRidingSendBytes &&
+                                   next.kind == PlanStepKind::send_to_peer && next.endpoint == f.endpoint;
   }
   std::sort(plan.handles.begin(), plan.handles.end());
   plan.handles.erase(std::unique(plan.handles.begin(), plan.handles.end()), plan.handles.end());

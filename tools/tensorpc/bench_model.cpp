@@ -245,14 +245,15 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
   speed("prefill", "2x2", "2 servers x 2 devices", spread, std::nullopt);
   traffic("1x1", "1 server x 1 device", single, 1, std::nullopt);
   traffic("2x2", "2 servers x 2 devices", spread, 2, std::nullopt);
+  const auto [link_low, link_high] = ratio_range(linked.decode_runs, spread.decode_runs);
   out.push_back({.id = id + "decode.2x2_link",
                  .name = name + "decode, 2 servers x 2 devices, " + link,
                  .value = linked.decode_tps,
                  .unit = "tok/s",
                  .baseline = spread.decode_tps,
                  .baseline_name = "same on loopback",
-                 .ratio_low = ratio_range(linked.decode_runs, spread.decode_runs).first,
-                 .ratio_high = ratio_range(linked.decode_runs, spread.decode_runs).second});
+                 .ratio_low = link_low,
+                 .ratio_high = link_high});
   traffic("2x2_link", "2 servers x 2 devices, " + link, linked, 2, one_round_trip);
   // Where a decode step's time goes: computing on the servers' devices (the
   // local step, all compute, for scale), and the rest — the wire, hand-overs

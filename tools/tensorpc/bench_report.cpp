@@ -52,6 +52,12 @@ std::string xml_text(const std::string& s) {
   return out;
 }
 
+// " [0.80-0.93]": the repetitions' spread of a figure that has one, else "".
+std::string spread_text(const Figure& f) {
+  if (!(f.ratio_high > 0)) return "";
+  return printf_string(" [%.2f-", f.ratio_low) + printf_string("%.2f]", f.ratio_high);
+}
+
 }  // namespace
 
 double Figure::against_target() const {
@@ -101,9 +107,7 @@ std::string format_table(const std::vector<Figure>& figures) {
   out += line;
   for (const Figure& f : figures) {
     const std::string baseline = f.baseline > 0 ? format_value(f.baseline, f.unit) : "";
-    std::string ratio = f.baseline > 0 ? printf_string("%.2fx", f.ratio()) : "";
-    if (!ratio.empty() && f.ratio_high > 0)
-      ratio += printf_string(" [%.2f-", f.ratio_low) + printf_string("%.2f]", f.ratio_high);
+    const std::string ratio = f.baseline > 0 ? printf_string("%.2fx", f.ratio()) + spread_text(f) : "";
     const char* verdict = !f.target ? "" : f.met() ? "met" : "MISSED";
     std::snprintf(line, sizeof line, "%-*s  %14s  %14s  %-22s %19s  %-12s %s\n", static_cast<int>(width),
                   f.name.c_str(), format_value(f.value, f.unit).c_str(), baseline.c_str(), f.baseline_name.c_str(),
@@ -170,7 +174,7 @@ std::string format_svg(const std::vector<Figure>& figures, const std::string& ti
       out += "<line x1=\"" + std::to_string(x_of(f.ratio_low / f.target->limit)) + "\" y1=\"" + std::to_string(mid) +
              "\" x2=\"" + std::to_string(x_of(f.ratio_high / f.target->limit)) + "\" y2=\"" + std::to_string(mid) +
              "\" stroke=\"#222\" stroke-width=\"2\"/>\n";
-      quantity += printf_string(" [%.2f-", f.ratio_low) + printf_string("%.2f]", f.ratio_high);
+      quantity += spread_text(f);
     }
     out += "<text x=\"" + std::to_string(x_of(v) + 6) + "\" y=\"" + std::to_string(y + 14) + "\">" +
            xml_text(quantity + " (target " + f.target_text() + ")" + (v > kMax ? " >>" : "")) + "</text>\n";
