@@ -1,6 +1,6 @@
 // Writes the seed corpora of the fuzz targets: real encodings of graphs (each
 // fitting the 4 KiB buffer graph_decode_fuzz names as handle 1) and of every
-// message. Usage: fuzz_corpus_gen <fuzz/corpus directory>
+// message, and tiny llama models. Usage: fuzz_corpus_gen <fuzz/corpus directory>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +13,7 @@
 #include "rpc/plan_codec.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/graph_allocator.h"
+#include "tensorpc/random_model.h"
 
 namespace {
 
@@ -237,6 +238,29 @@ int main(int argc, char** argv) {
     t.add(Command::auth, auth);
     t.add(Command::buffer_alloc, BufferAllocRequest{.device = 0, .size = 4096});
     write_file(sessions / "key_handshake", t.bytes());
+  }
+
+  // model_fuzz: the smallest models the loader takes, f32 and q8_0 (whose
+  // rows need 32 columns), with every byte token in the vocabulary.
+  const auto models = root / "model_fuzz";
+  std::filesystem::create_directories(models);
+  const std::pair<const char*, tools::RandomModelOptions> tiny[] = {
+      {"tiny_f32", {.n_vocab = 262, .n_embd = 8, .n_layer = 1, .n_head = 2, .n_head_kv = 1, .n_ff = 16, .n_ctx = 32}},
+      {"tiny_q8_0",
+       {.n_vocab = 259,
+        .n_embd = 32,
+        .n_layer = 1,
+        .n_head = 2,
+        .n_head_kv = 1,
+        .n_ff = 32,
+        .n_ctx = 32,
+        .type = DType::q8_0}},
+  };
+  for (const auto& [name, options] : tiny) {
+    if (Status s = tools::write_random_llama((models / name).string(), options); !s.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name, s.message().c_str());
+      return 1;
+    }
   }
   return 0;
 }

@@ -78,7 +78,16 @@ Status LlamaModel::read_hparams() {
   const GgufTensorInfo* embd_info = f.tensor("token_embd.weight");
   if (embd_info == nullptr) return not_found("llama model: tensor token_embd.weight is missing");
   hp_.n_vocab = embd_info->ne[1];
-  return hp_.validate();
+  TENSORPC_RETURN_IF_ERROR(hp_.validate());
+  // Nine tensors a layer: a count the file cannot hold is refused before
+  // anything is sized by it.
+  constexpr uint64_t kTensorsPerLayer = 9;
+  if (static_cast<uint64_t>(hp_.n_layer) > f.tensors().size() / kTensorsPerLayer) {
+    return invalid_argument("llama model: llama.block_count is " + std::to_string(hp_.n_layer) + ", but the file has " +
+                            std::to_string(f.tensors().size()) + " tensors, fewer than " +
+                            std::to_string(kTensorsPerLayer) + " per layer");
+  }
+  return Status();
 }
 
 Status LlamaModel::read_weights() {
