@@ -91,4 +91,13 @@ std::vector<std::shared_ptr<Device>> make_devices(const std::vector<DeviceSpec>&
   return devices;
 }
 
+std::string check_thread_count(std::string_view text) {
+  int threads = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), threads);
+  if (ec == std::errc() && ptr == text.data() + text.size() && threads >= 0 && threads <= kMaxDeviceThreads) return {};
+  std::string why = "'";
+  why.append(text).append("' is not a whole number from 0 (every core) to ").append(std::to_string(kMaxDeviceThreads));
+  return why;
+}
+
 }  // namespace tensorpc::tools

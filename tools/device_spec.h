@@ -39,4 +39,9 @@ std::vector<std::shared_ptr<Device>> make_devices(const std::vector<DeviceSpec>&
 // does not fit in 64 bits.
 bool parse_byte_count(std::string_view text, uint64_t& out);
 
+// A `-t/--threads` value: a whole number from 0 (every core) to
+// kMaxDeviceThreads. Returns "" when it is one, else what is wrong (for a
+// CLI11 check).
+std::string check_thread_count(std::string_view text);
+
 }  // namespace tensorpc::tools

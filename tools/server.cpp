@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
         return spec.ok() ? std::string() : spec.status().message();
       });
   app.add_option("-t,--threads", options.threads, "threads of the default CPU device (0: every core)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(tensorpc::tools::check_thread_count)
       ->capture_default_str();
   bool pin_threads = false;
   app.add_flag("--pin-threads", pin_threads,

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <system_error>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -57,7 +58,13 @@ constexpr int kJoinSpins = 2048;
 ThreadPool::ThreadPool(int threads, bool pinned, std::chrono::microseconds linger) : pinned_(pinned), linger_(linger) {
   const int n = threads < 1 ? 1 : threads;
   workers_.reserve(static_cast<size_t>(n - 1));
-  for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < n; ++i) {
+    try {
+      workers_.emplace_back([this, i] { worker_loop(i); });
+    } catch (const std::system_error&) {
+      break;  // the system gives no more threads: the pool runs with those it made (size())
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -9,7 +9,8 @@
 // awake instead of waking each from sleep; then they sleep. Pinned, thread i
 // runs on core i mod the cores there are, and the caller on core 0 for the
 // length of a run (its own mask back afterwards; a caller already on core 0
-// is left as it is).
+// is left as it is). A thread the system refuses to start (a process or
+// memory limit) is left out: the pool runs with those it made, size() of them.
 #pragma once
 
 #include <atomic>

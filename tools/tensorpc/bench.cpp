@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+#include "device_spec.h"
 #include "rpc/log.h"
 #include "tensorpc/bench_rpc.h"
 #include "tensorpc/demo.h"
@@ -147,7 +148,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-r,--repetitions", o->repetitions, "repetitions per figure, median reported (0: 5, quick 3)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", o->threads, "threads of the local CPU and of each server device (0: every core)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(check_thread_count);
   cmd->add_option("-n,--tokens", o->n_predict, "tokens per generation (0: 33, quick 9)")->check(CLI::NonNegativeNumber);
   cmd->callback([o, link, exit_code] {
     BenchOptions options = *o;

@@ -4,8 +4,14 @@
 #include "tensorpc/run.h"
 
 #include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 
+#include "device_spec.h"
 #include "tensorpc/devices.h"
 #include "tensorpc/generation.h"
 
@@ -77,6 +83,21 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
   return 0;
 }
 
+namespace {
+
+// A CLI11 check: the text is a finite number that `ok` accepts; the message
+// says `what` it must be (CLI11's ranges print DBL_MAX's 309 digits instead).
+std::function<std::string(const std::string&)> finite_number(std::string what, bool (*ok)(double)) {
+  return [what = std::move(what), ok](const std::string& text) -> std::string {
+    char* end = nullptr;
+    const double x = std::strtod(text.c_str(), &end);
+    if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(x) && ok(x)) return {};
+    return "'" + text + "' is not " + what;
+  };
+}
+
+}  // namespace
+
 void add_run_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("run", "generate text from a llama GGUF model on local and remote devices");
   auto o = std::make_shared<RunOptions>();
@@ -97,12 +118,14 @@ void add_run_command(CLI::App& app, int* exit_code) {
         return r.ok() ? std::string() : r.status().message();
       });
   cmd->add_option("-t,--threads", o->threads, "threads of the local CPU (0: every core)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(check_thread_count)
       ->capture_default_str();
   cmd->add_option("--ctx", o->n_ctx, "context length (0: the model's, at most 2048)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--temp", o->temperature, "temperature; 0: greedy")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--temp", o->temperature, "temperature; 0: greedy")
+      ->check(finite_number("a finite number ≥ 0", [](double x) { return x >= 0; }))
+      ->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "keep the k most likely tokens (0: off)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -110,7 +133,7 @@ void add_run_command(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0.0f, 1.0f))
       ->capture_default_str();
   cmd->add_option("--repeat-penalty", o->repeat_penalty, "penalty of recently seen tokens (1: off)")
-      ->check(CLI::PositiveNumber)
+      ->check(finite_number("a finite number > 0", [](double x) { return x > 0; }))
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
   auto* local_opt = cmd->add_flag("--local-only", *local_only, "use the local CPU only");
