@@ -134,7 +134,7 @@ TEST_F(TwoServers, AReadAfterAPipelineIsTheRunsOnlyRoundTrip) {
 
 TEST_F(TwoServers, WhenTheServerToReadFromIsGoneTheRunFailsNamingItAndTheOtherServerGoesOn) {
   TinyModel model(devices_);
-  Scheduler sched(devices_, SchedulerOptions{.plan_wait_timeout_ms = 500});
+  Scheduler sched(devices_, SchedulerOptions{.plan_wait_timeout_ms = 3000});
   ASSERT_TRUE(run_step_reading(sched, model, 1).ok());
   b_.stop();
   const auto start = std::chrono::steady_clock::now();

@@ -211,12 +211,13 @@ TEST_F(PlanPair, AWaitWhoseBytesNeverComeTimesOutNamingBothEndpoints) {
   ASSERT_TRUE(on_b->run_async(copy).ok());
   EXPECT_TRUE(on_b->synchronize().ok());
   auto on_a = runner_of(*da_);
-  ExecutionPlanSpec send;
+  ExecutionPlanSpec send, pair;
   send.send(*src_.t, *dst_.t);
+  pair.wait(*src_.t, *dst_.t);  // the default timeout: the send may be slow to come
   const auto values = random_floats(kFloats, 77);
   check(write_from_f32(*src_.t, values), "src");
   ASSERT_TRUE(on_a->run_async(send).ok());
-  ASSERT_TRUE(on_b->run_async(receive).ok());
+  ASSERT_TRUE(on_b->run_async(pair).ok());
   EXPECT_TRUE(on_b->synchronize().ok());
   EXPECT_TRUE(on_a->synchronize().ok());
   auto got = read_as_f32(*dst_.t);
@@ -325,15 +326,20 @@ TEST_F(PlanPair, AKeyedSpecWhosePlanTheServerDroppedIsStoredAgain) {
 // its stored plan was encoded with, and the pair runs again.
 TEST_F(PlanPair, AKeyedSendFollowsTheReceiversNewGrantsAfterAFailedRun) {
   auto on_a = runner_of(*da_), on_b = runner_of(*db_);
-  ExecutionPlanSpec send, receive;
+  // The pair's wait has the default timeout (a slow machine, or a sanitizer
+  // build under load, may take long to send); the lone wait that is meant to
+  // fail has a short one.
+  ExecutionPlanSpec send, receive, lone;
   send.key = 1;
   receive.key = 2;
-  receive.wait_timeout_ms = 300;
+  lone.key = 3;
+  lone.wait_timeout_ms = 300;
   send.send(*src_.t, *dst_.t);
   receive.wait(*src_.t, *dst_.t);
+  lone.wait(*src_.t, *dst_.t);
   for (uint32_t run = 0; run < 3; ++run) {
     if (run == 1) {  // a wait without its send fails, and the grants are forgotten
-      ASSERT_TRUE(on_b->run_async(receive).ok());
+      ASSERT_TRUE(on_b->run_async(lone).ok());
       ASSERT_FALSE(on_b->synchronize().ok());
     }
     const auto values = random_floats(kFloats, 50 + run);
