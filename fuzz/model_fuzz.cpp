@@ -8,10 +8,12 @@
 // 256 byte tokens, decode(encode(text)) must give the text back.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "model/llama.h"

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "tensorpc/cpu_device.h"
@@ -34,6 +35,26 @@ bool parse_byte_count(std::string_view text, uint64_t& out) {
   return true;
 }
 
+namespace {
+
+// A whole number of threads from `lowest` to kMaxDeviceThreads, or nothing.
+std::optional<int> parse_thread_count(std::string_view text, int lowest) {
+  int threads = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), threads);
+  if (ec != std::errc() || ptr != text.data() + text.size() || threads < lowest || threads > kMaxDeviceThreads) {
+    return std::nullopt;
+  }
+  return threads;
+}
+
+std::string not_a_thread_count(std::string_view text, std::string_view lowest) {
+  std::string why = "'";
+  why.append(text).append("' is not a whole number from ").append(lowest).append(" to ");
+  return why.append(std::to_string(kMaxDeviceThreads));
+}
+
+}  // namespace
+
 StatusOr<DeviceSpec> parse_device_spec(std::string_view text) {
   const std::string quoted = "device spec '" + std::string(text) + "'";
   const std::string expected = ": expected cpu, cpu:THREADS or cpu:THREADS:LIMIT (e.g. cpu:4:8GiB)";
@@ -51,14 +72,9 @@ StatusOr<DeviceSpec> parse_device_spec(std::string_view text) {
   }
   DeviceSpec spec;
   if (parts.size() >= 2 && !parts[1].empty()) {
-    const std::string_view t = parts[1];
-    int threads = 0;
-    const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), threads);
-    if (ec != std::errc() || ptr != t.data() + t.size() || threads < 1 || threads > kMaxDeviceThreads) {
-      return invalid_argument(quoted + ": threads '" + std::string(t) + "' is not a whole number from 1 to " +
-                              std::to_string(kMaxDeviceThreads) + expected);
-    }
-    spec.threads = threads;
+    const std::optional<int> threads = parse_thread_count(parts[1], 1);
+    if (!threads) return invalid_argument(quoted + ": threads " + not_a_thread_count(parts[1], "1") + expected);
+    spec.threads = *threads;
   }
   if (parts.size() == 3) {
     if (!parse_byte_count(parts[2], spec.memory_limit) || spec.memory_limit == 0) {
@@ -92,12 +108,7 @@ std::vector<std::shared_ptr<Device>> make_devices(const std::vector<DeviceSpec>&
 }
 
 std::string check_thread_count(std::string_view text) {
-  int threads = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), threads);
-  if (ec == std::errc() && ptr == text.data() + text.size() && threads >= 0 && threads <= kMaxDeviceThreads) return {};
-  std::string why = "'";
-  why.append(text).append("' is not a whole number from 0 (every core) to ").append(std::to_string(kMaxDeviceThreads));
-  return why;
+  return parse_thread_count(text, 0) ? std::string() : not_a_thread_count(text, "0 (every core)");
 }
 
 }  // namespace tensorpc::tools

@@ -47,6 +47,17 @@ TEST(DeviceSpec, BadSpecsAreErrorsNamingTheSpec) {
   }
 }
 
+// `-t`: 0 means every core, as in a device spec without threads; the same
+// upper bound as a spec's.
+TEST(ThreadCount, FromZeroToTheMostADeviceTakes) {
+  for (const char* text : {"0", "1", "16", "4096"}) EXPECT_EQ(check_thread_count(text), "") << text;
+  for (const char* text : {"", "-1", "4097", "100000", "2x", " 2", "1.5", "99999999999"}) {
+    const std::string why = check_thread_count(text);
+    EXPECT_NE(why.find("from 0 (every core) to 4096"), std::string::npos) << text << ": " << why;
+  }
+  EXPECT_NE(parse_device_spec("cpu:4097").status().message().find("from 1 to 4096"), std::string::npos);
+}
+
 TEST(DeviceSpec, MakeDevicesNamesThemInOrderWithTheirLimits) {
   auto devices = make_devices({{.threads = 1}, {.threads = 2, .memory_limit = kGiB}});
   ASSERT_EQ(devices.size(), 2u);
