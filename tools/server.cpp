@@ -16,6 +16,7 @@
 #include <string>
 #include <utility>
 
+#include "cli_checks.h"
 #include "device_spec.h"
 #include "rpc/socket.h"
 #include "tensorpc/key.h"
@@ -79,11 +80,13 @@ int main(int argc, char** argv) {
       ->check(byte_count);
   app.add_option("--max-session-buffers", options.max_session_buffers,
                  "live buffer handles one client connection may hold (0: no limit)")
+      ->check(tensorpc::tools::whole_number(0, UINT32_MAX))
       ->capture_default_str();
   app.add_option("--io-timeout", io_timeout_s,
                  "seconds a started frame, an unread reply or a copy to another server may stall before the "
                  "connection is closed (0: never)")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(tensorpc::tools::finite_number("a number of seconds from 0 to 1000000",
+                                             [](double x) { return x >= 0 && x <= 1e6; }))
       ->capture_default_str();
   app.add_option("--allow-peer", options.allowed_peers,
                  "HOST:PORT of a server this one may send tensors to when a client asks; repeatable "

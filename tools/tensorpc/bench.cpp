@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli_checks.h"
 #include "device_spec.h"
 #include "rpc/log.h"
 #include "tensorpc/bench_rpc.h"
@@ -146,10 +147,11 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       })
       ->capture_default_str();
   cmd->add_option("-r,--repetitions", o->repetitions, "repetitions per figure, median reported (0: 5, quick 3)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number(0, 1000));
   cmd->add_option("-t,--threads", o->threads, "threads of the local CPU and of each server device (0: every core)")
       ->check(check_thread_count);
-  cmd->add_option("-n,--tokens", o->n_predict, "tokens per generation (0: 33, quick 9)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n,--tokens", o->n_predict, "tokens per generation (0: 33, quick 9)")
+      ->check(whole_number(0, INT32_MAX));
   cmd->callback([o, link, exit_code] {
     BenchOptions options = *o;
     options.link = parse_link(*link).value();  // checked by the option

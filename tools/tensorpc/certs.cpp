@@ -21,6 +21,8 @@
 #include <functional>
 #include <memory>
 
+#include "cli_checks.h"
+
 namespace tensorpc::tools {
 namespace {
 
@@ -204,7 +206,9 @@ void add_certs_command(CLI::App& app, int* exit_code) {
                   "an IP address or host name the certificate is for, as clients will connect to it (repeatable)")
       ->required();
   cmd->add_option("--name", a->stem, "file name of the certificate, NAME.pem and NAME.key (default: the first host)");
-  cmd->add_option("--days", a->days, "days the certificate is valid")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--days", a->days, "days the certificate is valid")
+      ->check(whole_number(1, 36500))
+      ->capture_default_str();
   cmd->callback([a, exit_code] {
     auto ca = ensure_ca(a->dir);
     auto files = ca.ok() ? issue_certificate(a->dir, a->stem.empty() ? a->hosts.front() : a->stem, a->hosts, a->days)

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include "cli_checks.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/generation.h"
 #include "tensorpc/server_process.h"
@@ -119,7 +120,9 @@ void add_demo_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<DemoOptions>();
   cmd->add_option("-m,--model", o->model, "a llama GGUF model (default: the bundled " + bundled_model_path() + ")");
   cmd->add_option("-p,--prompt", o->prompt, "the text to continue")->capture_default_str();
-  cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")
+      ->check(whole_number(1, INT32_MAX))
+      ->capture_default_str();
   cmd->callback([o, exit_code] { *exit_code = demo_command(*o, stdout, stderr); });
 }
 

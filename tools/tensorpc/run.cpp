@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "cli_checks.h"
 #include "device_spec.h"
 #include "tensorpc/devices.h"
 #include "tensorpc/generation.h"
@@ -83,21 +84,6 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
   return 0;
 }
 
-namespace {
-
-// A CLI11 check: the text is a finite number that `ok` accepts; the message
-// says `what` it must be (CLI11's ranges print DBL_MAX's 309 digits instead).
-std::function<std::string(const std::string&)> finite_number(std::string what, bool (*ok)(double)) {
-  return [what = std::move(what), ok](const std::string& text) -> std::string {
-    char* end = nullptr;
-    const double x = std::strtod(text.c_str(), &end);
-    if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(x) && ok(x)) return {};
-    return "'" + text + "' is not " + what;
-  };
-}
-
-}  // namespace
-
 void add_run_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("run", "generate text from a llama GGUF model on local and remote devices");
   auto o = std::make_shared<RunOptions>();
@@ -108,7 +94,7 @@ void add_run_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-m,--model", o->model, "the model, a llama GGUF file")->required();
   cmd->add_option("-p,--prompt", o->prompt, "the text to continue")->required();
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate at most")
-      ->check(CLI::PositiveNumber)
+      ->check(whole_number(1, INT32_MAX))
       ->capture_default_str();
   auto* rpc_opt = cmd->add_option("--rpc", *rpc, "servers whose devices to use, host:port[,host:port…] (repeatable)");
   add_client_flags(*cmd, o->client);
@@ -121,16 +107,16 @@ void add_run_command(CLI::App& app, int* exit_code) {
       ->check(check_thread_count)
       ->capture_default_str();
   cmd->add_option("--ctx", o->n_ctx, "context length (0: the model's, at most 2048)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_number(0, INT32_MAX))
       ->capture_default_str();
   cmd->add_option("--temp", o->temperature, "temperature; 0: greedy")
       ->check(finite_number("a finite number ≥ 0", [](double x) { return x >= 0; }))
       ->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "keep the k most likely tokens (0: off)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_number(0, INT32_MAX))
       ->capture_default_str();
   cmd->add_option("--top-p", o->top_p, "keep the most likely tokens up to this probability")
-      ->check(CLI::Range(0.0f, 1.0f))
+      ->check(finite_number("a number in (0, 1]", [](double x) { return x > 0 && x <= 1; }))
       ->capture_default_str();
   cmd->add_option("--repeat-penalty", o->repeat_penalty, "penalty of recently seen tokens (1: off)")
       ->check(finite_number("a finite number > 0", [](double x) { return x > 0; }))

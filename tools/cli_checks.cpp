@@ -1,0 +1,32 @@
+#include "cli_checks.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <utility>
+
+namespace tensorpc::tools {
+
+CliCheck whole_number(int64_t lowest, int64_t highest) {
+  return [lowest, highest](const std::string& text) -> std::string {
+    int64_t x = 0;
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, x);
+    if (!text.empty() && ec == std::errc() && ptr == end && x >= lowest && x <= highest) return {};
+    std::string why = "'";
+    why.append(text).append("' is not a whole number from ").append(std::to_string(lowest));
+    return why.append(" to ").append(std::to_string(highest));
+  };
+}
+
+CliCheck finite_number(std::string what, bool (*ok)(double)) {
+  return [what = std::move(what), ok](const std::string& text) -> std::string {
+    char* end = nullptr;
+    const double x = std::strtod(text.c_str(), &end);
+    if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(x) && ok(x)) return {};
+    std::string why = "'";
+    return why.append(text).append("' is not ").append(what);
+  };
+}
+
+}  // namespace tensorpc::tools
