@@ -78,6 +78,7 @@ TEST(CommandLine, OutOfRangeAndNotANumberFlagsAreShortErrorsQuotingTheValue) {
       {{"--top-p", "0"}, "'0' is not a number in (0, 1]"},
       {{"--temp", "-1"}, "'-1' is not a finite number ≥ 0"},
       {{"--repeat-penalty", "inf"}, "'inf' is not a finite number > 0"},
+      {{"--seed", "-1"}, "'-1' is not a whole number from 0 to 9223372036854775807"},
       {{"-t", "5000"}, "'5000' is not a whole number from 0 (every core) to 4096"},
   };
   for (const Case& c : cases) {

@@ -121,7 +121,7 @@ void add_run_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--repeat-penalty", o->repeat_penalty, "penalty of recently seen tokens (1: off)")
       ->check(finite_number("a finite number > 0", [](double x) { return x > 0; }))
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random seed")->check(whole_number(0, INT64_MAX))->capture_default_str();
   auto* local_opt = cmd->add_flag("--local-only", *local_only, "use the local CPU only");
   cmd->add_flag("--show-schedule", o->show_schedule,
                 "print the last step's plan (node -> device, splits, copies, bytes per boundary) after the run");
