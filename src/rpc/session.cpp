@@ -37,6 +37,19 @@ StatusOr<Tensor> byte_span(Buffer& buf, uint64_t offset, uint64_t size) {
 namespace {
 constexpr uint64_t kChunk = uint64_t{8} << 20;  // bytes received (and hashed) per step
 
+// Whether this is a ThreadSanitizer build (see serve_frame's replies).
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
 // A one-way computation: skipped while an earlier one-way command's error is pending.
 bool skips_after_failure(const FrameHeader& h) {
   if ((h.flags & kFlagNoReply) == 0) return false;
@@ -213,16 +226,26 @@ bool Session::serve_frame() {
   if ((current_.flags & kFlagNoReply) != 0 && !closing_) {
     if (!result.ok() && pending_.ok()) pending_ = result;
   } else {
-    s = send_reply(result, reply);
+    // A reply that carries a buffer's bytes must be ordered before a granted
+    // write into that buffer which the reply leads to (the client's next
+    // step may have another server write there); the writing session looks
+    // the buffer up under the table's lock. The kernel has copied the bytes
+    // when the send returns, so taking the lock then is enough. Under
+    // ThreadSanitizer, whose sendmsg interceptor records the read only after
+    // the call has returned (maybe after that write, if this thread is slow
+    // to run again), the lock is held across the send.
+    if (!reply.bulk.empty() && kThreadSanitizer) {
+      std::lock_guard<std::mutex> lock(table_->mutex);
+      s = send_reply(result, reply);
+    } else {
+      s = send_reply(result, reply);
+      if (!reply.bulk.empty()) {
+        std::lock_guard<std::mutex> lock(table_->mutex);
+      }
+    }
     if (!s.ok()) {
       end_reason_ = s.message();
       return false;
-    }
-    // A buffer's bytes were read without the table's lock; taking it now
-    // orders that read before a granted write into the buffer that this reply
-    // leads to (the writing session looks the buffer up under the same lock).
-    if (!reply.bulk.empty()) {
-      std::lock_guard<std::mutex> lock(table_->mutex);
     }
   }
   // A huge graph frame should not pin its memory for the connection's life.
