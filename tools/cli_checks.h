@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace tensorpc::tools {
 
@@ -16,6 +18,12 @@ using CliCheck = std::function<std::string(const std::string&)>;
 // A whole number in decimal from `lowest` to `highest`, nothing else (no
 // sign on a positive number's behalf, no fraction, no spaces).
 CliCheck whole_number(int64_t lowest, int64_t highest);
+
+// The parse and the message behind whole_number, for checks that name their
+// lower bound in words ("0 (every core)"): the number, or nothing; and
+// "'TEXT' is not a whole number from LOWEST to HIGHEST".
+std::optional<int64_t> parse_whole_number(std::string_view text, int64_t lowest, int64_t highest);
+std::string not_a_whole_number(std::string_view text, std::string_view lowest, int64_t highest);
 
 // A finite number that `ok` accepts; the message says it is not `what`
 // ("a number > 0").

@@ -2,12 +2,12 @@
 #include "device_spec.h"
 
 #include <cctype>
-#include <charconv>
 #include <cstdlib>
 #include <map>
 #include <optional>
 #include <utility>
 
+#include "cli_checks.h"
 #include "tensorpc/cpu_device.h"
 
 namespace tensorpc::tools {
@@ -35,26 +35,6 @@ bool parse_byte_count(std::string_view text, uint64_t& out) {
   return true;
 }
 
-namespace {
-
-// A whole number of threads from `lowest` to kMaxDeviceThreads, or nothing.
-std::optional<int> parse_thread_count(std::string_view text, int lowest) {
-  int threads = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), threads);
-  if (ec != std::errc() || ptr != text.data() + text.size() || threads < lowest || threads > kMaxDeviceThreads) {
-    return std::nullopt;
-  }
-  return threads;
-}
-
-std::string not_a_thread_count(std::string_view text, std::string_view lowest) {
-  std::string why = "'";
-  why.append(text).append("' is not a whole number from ").append(lowest).append(" to ");
-  return why.append(std::to_string(kMaxDeviceThreads));
-}
-
-}  // namespace
-
 StatusOr<DeviceSpec> parse_device_spec(std::string_view text) {
   const std::string quoted = "device spec '" + std::string(text) + "'";
   const std::string expected = ": expected cpu, cpu:THREADS or cpu:THREADS:LIMIT (e.g. cpu:4:8GiB)";
@@ -72,9 +52,11 @@ StatusOr<DeviceSpec> parse_device_spec(std::string_view text) {
   }
   DeviceSpec spec;
   if (parts.size() >= 2 && !parts[1].empty()) {
-    const std::optional<int> threads = parse_thread_count(parts[1], 1);
-    if (!threads) return invalid_argument(quoted + ": threads " + not_a_thread_count(parts[1], "1") + expected);
-    spec.threads = *threads;
+    const std::optional<int64_t> threads = parse_whole_number(parts[1], 1, kMaxDeviceThreads);
+    if (!threads) {
+      return invalid_argument(quoted + ": threads " + not_a_whole_number(parts[1], "1", kMaxDeviceThreads) + expected);
+    }
+    spec.threads = static_cast<int>(*threads);
   }
   if (parts.size() == 3) {
     if (!parse_byte_count(parts[2], spec.memory_limit) || spec.memory_limit == 0) {
@@ -108,7 +90,8 @@ std::vector<std::shared_ptr<Device>> make_devices(const std::vector<DeviceSpec>&
 }
 
 std::string check_thread_count(std::string_view text) {
-  return parse_thread_count(text, 0) ? std::string() : not_a_thread_count(text, "0 (every core)");
+  if (parse_whole_number(text, 0, kMaxDeviceThreads)) return {};
+  return not_a_whole_number(text, "0 (every core)", kMaxDeviceThreads);
 }
 
 }  // namespace tensorpc::tools
