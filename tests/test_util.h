@@ -35,6 +35,9 @@
 
 namespace tensorpc::test {
 
+// Whether `part` occurs in `text` (error messages, server output).
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 // ---- type formats (GGUF layouts, decoded here without the library) ---------
 
 // Seconds of CPU the process's other threads used while this one slept:

@@ -31,8 +31,6 @@ using rpc::Command;
 const std::string kKey = "the cluster's secret";
 const std::string kOtherKey = "another cluster's secret";
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 AuthNonce nonce_of(uint8_t fill) {
   AuthNonce n;
   n.fill(fill);

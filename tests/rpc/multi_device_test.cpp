@@ -20,8 +20,6 @@ namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 std::vector<std::unique_ptr<Device>> connect(const std::string& endpoint) {
   auto devices = connect_devices(endpoint);
   check(devices.status(), "connect_devices");

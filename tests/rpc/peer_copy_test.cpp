@@ -14,8 +14,6 @@ namespace {
 
 using rpc::Command;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 // ---- through the client library -----------------------------------------------------
 
 TEST(PeerCopy, PipelineHandOverBetweenServersGoesServerToServer) {

@@ -20,8 +20,6 @@ namespace {
 
 using rpc::Command;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 constexpr int64_t kFloats = 256;
 
 // A tensor of kFloats f32 in a buffer of its own on `device`.

@@ -19,8 +19,6 @@
 namespace tensorpc::test {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 // A server on 127.0.0.1 with a certificate for that address signed by `ca`.
 // With `require_client_cert`, clients must present one signed by `ca` too.
 ServerOptions tls_server_options(TestCa& ca, bool require_client_cert = false, const std::string& key = {}) {

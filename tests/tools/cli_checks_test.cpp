@@ -18,6 +18,7 @@
 #include "tensorpc/demo.h"
 #include "tensorpc/run.h"
 #include "tensorpc/server_process.h"
+#include "test_util.h"
 
 // TENSORPC_SERVER_BINARY: the path of tensorpc-server, from tests/CMakeLists.txt.
 namespace tensorpc::tools {
@@ -25,7 +26,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::contains;
 
 TEST(CliChecks, AWholeNumberWithinItsBounds) {
   const CliCheck check = whole_number(1, 100);

@@ -20,6 +20,7 @@
 #include "tensorpc/devices.h"
 #include "tensorpc/rpc_client.h"
 #include "tensorpc/server_process.h"
+#include "test_util.h"
 
 #ifndef TENSORPC_SERVER_BINARY
 #define TENSORPC_SERVER_BINARY "tensorpc-server"
@@ -33,7 +34,7 @@ using test::Capture;
 using test::TempFile;
 using test::TestCa;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::contains;
 
 std::unique_ptr<ServerProcess> start_server(const std::vector<std::string>& args) {
   auto s = ServerProcess::start(TENSORPC_SERVER_BINARY, args, 10s);
