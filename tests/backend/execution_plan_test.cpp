@@ -15,23 +15,9 @@ namespace {
 
 constexpr int64_t kTokens = 5;
 
-struct Outputs {
-  std::vector<uint8_t> logits, ids;
-  bool operator==(const Outputs&) const = default;
-};
+using Outputs = TinyOutputs;
 
-CpuDeviceOptions two_threads(const std::string& name) { return {.name = name, .threads = 2}; }
-
-Outputs reference(uint32_t seed) {
-  CpuDevice cpu(two_threads("ref"));
-  TinyModel model({&cpu});
-  Context ctx;
-  auto step = model.build(ctx, kTokens);
-  GraphRun run(cpu, {step.logits, step.ids});
-  TinyModel::write_inputs(step, kTokens, seed);
-  run.compute();
-  return {TinyModel::bytes_of(step.logits), TinyModel::bytes_of(step.ids)};
-}
+Outputs reference(uint32_t seed) { return tiny_reference(kTokens, seed); }
 
 // One step, its graph built anew (as a decode loop does) with inputs of `seed`.
 Outputs run_step(Scheduler& sched, const TinyModel& model, uint32_t seed) {

@@ -14,24 +14,10 @@ namespace {
 
 constexpr int64_t kTokens = 5;
 
-struct Outputs {
-  std::vector<uint8_t> logits, ids;
-  bool operator==(const Outputs&) const = default;
-};
-
-CpuDeviceOptions two_threads(const std::string& name) { return {.name = name, .threads = 2}; }
+using Outputs = TinyOutputs;
 
 // The model on one CPU device, without the scheduler.
-Outputs reference() {
-  CpuDevice cpu(two_threads("ref"));
-  TinyModel model({&cpu});
-  Context ctx;
-  auto step = model.build(ctx, kTokens);
-  GraphRun run(cpu, {step.logits, step.ids});
-  TinyModel::write_inputs(step, kTokens, 7);
-  run.compute();
-  return {TinyModel::bytes_of(step.logits), TinyModel::bytes_of(step.ids)};
-}
+Outputs reference() { return tiny_reference(kTokens, 7); }
 
 Outputs run_scheduled(Scheduler& sched, const TinyModel& model, int64_t T = kTokens) {
   Context ctx;

@@ -136,6 +136,27 @@ struct TinyModel {
   std::vector<std::unique_ptr<Buffer>> buffers_;
 };
 
+// A step's results, byte for byte: the logits and the top ids.
+struct TinyOutputs {
+  std::vector<uint8_t> logits, ids;
+  bool operator==(const TinyOutputs&) const = default;
+};
+
+inline CpuDeviceOptions two_threads(const std::string& name) { return {.name = name, .threads = 2}; }
+
+// A step of `tokens` tokens with the inputs of `seed`, computed on one CPU
+// device without the scheduler: what every spread of the model must match.
+inline TinyOutputs tiny_reference(int64_t tokens, uint32_t seed) {
+  CpuDevice cpu(two_threads("ref"));
+  TinyModel model({&cpu});
+  Context ctx;
+  auto step = model.build(ctx, tokens);
+  GraphRun run(cpu, {step.logits, step.ids});
+  TinyModel::write_inputs(step, tokens, seed);
+  run.compute();
+  return {TinyModel::bytes_of(step.logits), TinyModel::bytes_of(step.ids)};
+}
+
 // A buffer in host memory of its own, reporting `device` as its device.
 class HostBuffer final : public Buffer {
  public:

@@ -201,30 +201,23 @@ TEST_F(ServerTest, AbsurdPayloadLengthClosesTheConnectionWithoutAllocating) {
   expect_serves_a_good_client();
 }
 
-TEST_F(ServerTest, BadMagicClosesTheConnection) {
-  auto c = client();
-  rpc::WireWriter w;
-  w.u32(0xdeadbeef);
-  w.u16(13);
-  w.u16(0);
-  w.u64(1);
-  w.u64(0);
-  ASSERT_TRUE(c->send_bytes(w.bytes().data(), w.size()).ok());
-  EXPECT_TRUE(c->closed_by_server());
-  expect_serves_a_good_client();
-}
-
-TEST_F(ServerTest, UnknownCommandClosesTheConnection) {
-  auto c = client();
-  rpc::WireWriter w;
-  w.u32(rpc::kFrameMagic);
-  w.u16(999);
-  w.u16(0);
-  w.u64(1);
-  w.u64(0);
-  ASSERT_TRUE(c->send_bytes(w.bytes().data(), w.size()).ok());
-  EXPECT_TRUE(c->closed_by_server());
-  expect_serves_a_good_client();
+TEST_F(ServerTest, BadMagicOrAnUnknownCommandClosesTheConnection) {
+  struct Header {
+    uint32_t magic;
+    uint16_t command;
+  };
+  for (const Header h : {Header{0xdeadbeef, 13}, Header{rpc::kFrameMagic, 999}}) {
+    auto c = client();
+    rpc::WireWriter w;
+    w.u32(h.magic);
+    w.u16(h.command);
+    w.u16(0);
+    w.u64(1);
+    w.u64(0);
+    ASSERT_TRUE(c->send_bytes(w.bytes().data(), w.size()).ok());
+    EXPECT_TRUE(c->closed_by_server()) << h.magic << " " << h.command;
+    expect_serves_a_good_client();
+  }
 }
 
 TEST_F(ServerTest, MalformedFixedFieldsGetAnErrorAndTheConnectionGoesOn) {
