@@ -13,9 +13,11 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "awake_cores.h"
 #include "cli_checks.h"
 #include "device_spec.h"
 #include "rpc/socket.h"
@@ -68,6 +70,8 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", options.threads, "threads of the default CPU device (0: every core)")
       ->check(tensorpc::tools::check_thread_count)
       ->capture_default_str();
+  bool awake_cores = false;
+  app.add_flag("--awake-cores", awake_cores, tensorpc::tools::kAwakeCoresHelp);
   bool pin_threads = false;
   app.add_flag("--pin-threads", pin_threads,
                "run thread i of every device on core i (for a machine whose cores the server has to itself)");
@@ -108,6 +112,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  }
+  // Held until the process ends (the kernel drops the request with the file).
+  const auto awake = tensorpc::tools::AwakeCores::request_if(awake_cores ? tensorpc::tools::kCpuLatencyPath : "");
+  if (!awake.ok()) {
+    std::fprintf(stderr, "tensorpc-server: --awake-cores: %s\n", awake.status().message().c_str());
+    return 2;
   }
   if (!cache_memory.empty()) parse_byte_count(cache_memory, options.cache_memory_limit);
   if (!key_file.empty()) {

@@ -104,6 +104,7 @@ TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
   EXPECT_EQ(zeros, implied_value[0] == 0 ? 1u : 0u) << json;
   for (double v : numbers_of(json, "baseline")) EXPECT_GT(v, 0) << json;
   EXPECT_NE(json.find("\"link\": \"1ms,1gbit\""), std::string::npos);
+  EXPECT_NE(json.find("\"awake_cores\": false"), std::string::npos);
   // Layouts measured in turns carry their repetitions' spread; with one
   // repetition it is that repetition's ratio.
   const size_t spread = json.find("\"id\": \"model.tiny.decode.2x2\"");

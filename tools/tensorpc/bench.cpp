@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 
+#include "awake_cores.h"
 #include "cli_checks.h"
 #include "device_spec.h"
 #include "rpc/log.h"
@@ -51,7 +53,8 @@ Status fill_defaults(BenchOptions& o) {
 std::string settings_json(const BenchOptions& o) {
   return "\"settings\": {\"quick\": " + std::string(o.quick ? "true" : "false") +
          ", \"repetitions\": " + std::to_string(o.repetitions) + ", \"threads\": " + std::to_string(o.threads) +
-         ", \"tokens\": " + std::to_string(o.n_predict) + ", \"link\": \"" + o.link.to_string() + "\"}";
+         ", \"tokens\": " + std::to_string(o.n_predict) + ", \"link\": \"" + o.link.to_string() +
+         "\", \"awake_cores\": " + std::string(o.awake_cores.empty() ? "false" : "true") + "}";
 }
 
 }  // namespace
@@ -102,6 +105,12 @@ int bench_command(const BenchOptions& options, std::FILE* out, std::FILE* err) {
     std::fprintf(err, "tensorpc bench: %s\n", s.to_string().c_str());
     return 1;
   }
+  // Held for the whole run: the baselines and tensorpc's figures alike.
+  const auto awake = AwakeCores::request_if(o.awake_cores);
+  if (!awake.ok()) {
+    std::fprintf(err, "tensorpc bench: --awake-cores: %s\n", awake.status().message().c_str());
+    return 1;
+  }
   auto figures = run_bench(o, err);
   if (!figures.ok()) {
     std::fprintf(err, "tensorpc bench: %s\n", figures.status().to_string().c_str());
@@ -138,6 +147,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<BenchOptions>();
   auto link = std::make_shared<std::string>("1ms,1gbit");
   cmd->add_flag("--quick", o->quick, "a short run: 1 and 64 MiB, the bundled model and q8_0, few tokens");
+  cmd->add_flag_callback(
+      "--awake-cores", [o] { o->awake_cores = kCpuLatencyPath; }, kAwakeCoresHelp);
   cmd->add_option("--json", o->json_path, "write every figure to this JSON file");
   cmd->add_option("--plot", o->plot_path, "write an SVG bar chart of the figures against their targets");
   cmd->add_option("--link", *link, "the emulated LAN link: one-way delay and rate per direction")

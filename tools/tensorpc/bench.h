@@ -29,6 +29,7 @@ struct BenchOptions {
   LinkShape link{std::chrono::milliseconds(1), 1e9};  // the emulated LAN link of the model figures
   std::string json_path{};                            // --json: every figure as JSON
   std::string plot_path{};                            // --plot: an SVG chart of the figures against their targets
+  std::string awake_cores{};                          // --awake-cores: the CPU latency file to hold (awake_cores.h)
   // Empty: the defaults of the mode (see bench.cpp). Tests give small ones.
   std::vector<uint64_t> sizes{};          // set/get sizes, bytes
   uint64_t handover_bytes = 0;            // 0: 64 MiB (quick: 16 MiB)

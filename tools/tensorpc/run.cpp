@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "awake_cores.h"
 #include "cli_checks.h"
 #include "device_spec.h"
 #include "tensorpc/devices.h"
@@ -27,6 +29,11 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
   // Checked before anything is loaded: a bad value should not cost an upload.
   if (const Status s = sampling.validate(); !s.ok()) {
     std::fprintf(err, "tensorpc run: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  const auto awake = AwakeCores::request_if(o.awake_cores);  // held until the command returns
+  if (!awake.ok()) {
+    std::fprintf(err, "tensorpc run: --awake-cores: %s\n", awake.status().message().c_str());
     return 1;
   }
   auto model = LlamaModel::open(o.model);
@@ -123,6 +130,8 @@ void add_run_command(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed")->check(whole_number(0, INT64_MAX))->capture_default_str();
   auto* local_opt = cmd->add_flag("--local-only", *local_only, "use the local CPU only");
+  cmd->add_flag_callback(
+      "--awake-cores", [o] { o->awake_cores = kCpuLatencyPath; }, kAwakeCoresHelp);
   cmd->add_flag("--show-schedule", o->show_schedule,
                 "print the last step's plan (node -> device, splits, copies, bytes per boundary) after the run");
   local_opt->excludes(rpc_opt);

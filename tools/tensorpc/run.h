@@ -31,6 +31,7 @@ struct RunOptions {
   uint64_t seed = 0;
   bool use_local = true;       // false with --no-local: only the servers' devices
   bool show_schedule = false;  // --show-schedule: the plan (node -> device, splits, copies) after the run
+  std::string awake_cores;     // --awake-cores: the CPU latency file to hold while running (awake_cores.h)
 };
 
 // Runs the whole command: text to `out`, placement, progress, speed and

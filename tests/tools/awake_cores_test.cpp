@@ -1,0 +1,112 @@
+// AwakeCores: the CPU latency request of --awake-cores. The kernel's file is
+// root's and not on every machine, so these give the request a file of their
+// own: what it writes there, that it holds the file open exactly as long as
+// it lives, and the errors of a file that cannot take a request. The
+// server's flag is tested against whatever this machine allows.
+#include "awake_cores.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+
+#include "tensorpc/server_process.h"
+#include "test_util.h"
+
+namespace tensorpc::tools {
+namespace {
+
+using test::contains;
+
+size_t open_files() {
+  return static_cast<size_t>(
+      std::distance(std::filesystem::directory_iterator("/proc/self/fd"), std::filesystem::directory_iterator()));
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+struct TempPath {
+  TempPath() {
+    path = (std::filesystem::temp_directory_path() / ("tensorpc_awake_" + std::to_string(::getpid()))).string();
+    std::ofstream(path).flush();
+  }
+  ~TempPath() { std::filesystem::remove(path); }
+  std::string path;
+};
+
+TEST(AwakeCores, AsksForZeroMicrosecondsAndHoldsTheFileOpenWhileItLives) {
+  TempPath file;
+  const size_t before = open_files();
+  {
+    auto held = AwakeCores::request(file.path);
+    ASSERT_TRUE(held.ok()) << held.status().to_string();
+    // The kernel's format: a 32-bit binary number of microseconds.
+    EXPECT_EQ(read_bytes(file.path), std::string(4, '\0'));
+    EXPECT_EQ(open_files(), before + 1);
+    // Moved, the request is still one open file, closed once.
+    std::optional<AwakeCores> moved;
+    moved.emplace(std::move(held).value());
+    AwakeCores again = std::move(*moved);
+    moved.reset();
+    EXPECT_EQ(open_files(), before + 1);
+  }
+  EXPECT_EQ(open_files(), before);
+}
+
+TEST(AwakeCores, AFlagLeftOffRequestsNothing) {
+  TempPath file;
+  const size_t before = open_files();
+  {
+    auto none = AwakeCores::request_if("");
+    ASSERT_TRUE(none.ok());
+    EXPECT_FALSE(none.value().has_value());
+    EXPECT_EQ(open_files(), before);
+    auto held = AwakeCores::request_if(file.path);
+    ASSERT_TRUE(held.ok()) << held.status().to_string();
+    EXPECT_TRUE(held.value().has_value());
+    EXPECT_EQ(open_files(), before + 1);
+    EXPECT_FALSE(AwakeCores::request_if("/nonexistent-tensorpc-dir/x").ok());
+  }
+  EXPECT_EQ(open_files(), before);
+}
+
+TEST(AwakeCores, AFileThatCannotTakeTheRequestIsAnErrorNamingIt) {
+  const size_t before = open_files();
+  const std::string missing = "/nonexistent-tensorpc-dir/cpu_dma_latency";
+  auto absent = AwakeCores::request(missing);
+  ASSERT_FALSE(absent.ok());
+  EXPECT_EQ(absent.status().code(), StatusCode::io_error);
+  EXPECT_TRUE(contains(absent.status().message(), "cannot keep idle cores awake: " + missing))
+      << absent.status().message();
+  EXPECT_TRUE(contains(absent.status().message(), "takes no CPU latency requests")) << absent.status().message();
+
+  const std::string directory = std::filesystem::temp_directory_path().string();
+  auto not_a_file = AwakeCores::request(directory);
+  ASSERT_FALSE(not_a_file.ok());
+  EXPECT_TRUE(contains(not_a_file.status().message(), directory)) << not_a_file.status().message();
+  EXPECT_EQ(open_files(), before);
+}
+
+// Where this process can make the request, so can the server, which then
+// serves; where it cannot, the server says why and exits 2 without serving.
+TEST(AwakeCores, TheServerServesWithTheRequestHeldOrSaysWhyItCannot) {
+  const auto here = AwakeCores::request();
+  auto server = ServerProcess::start(TENSORPC_SERVER_BINARY, {"--awake-cores"}, std::chrono::seconds(10));
+  if (here.ok()) {
+    ASSERT_TRUE(server.ok()) << server.status().to_string();
+    EXPECT_GT(server.value()->port(), 0);
+    EXPECT_EQ(server.value()->stop(), 0);
+  } else {
+    ASSERT_FALSE(server.ok()) << "the server started though " << here.status().message();
+    EXPECT_TRUE(contains(server.status().message(), "exited with status 2")) << server.status().message();
+    EXPECT_TRUE(contains(server.status().message(), here.status().message())) << server.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace tensorpc::tools
