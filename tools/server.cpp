@@ -174,6 +174,7 @@ int main(int argc, char** argv) {
   std::printf("tls: %s\n", !tls                           ? "none (bytes travel in the clear)"
                            : options.tls.ca_file.empty() ? "on (TLS 1.3)"
                                                          : "on (TLS 1.3), clients must present a certificate of the CA");
+  if (awake_cores) std::printf("idle cores: kept awake (a 0 us CPU latency request, held while serving)\n");
   if (!tensorpc::rpc::is_loopback_host(options.host) && options.key.empty()) {
     std::fprintf(stderr,
                  "WARNING: listening on %s, not a loopback address, without a key: anyone who can reach this port "

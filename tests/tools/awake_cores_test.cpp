@@ -12,6 +12,7 @@
 #include <iterator>
 #include <optional>
 
+#include "rpc/remote_test_util.h"
 #include "tensorpc/server_process.h"
 #include "test_util.h"
 
@@ -100,6 +101,8 @@ TEST(AwakeCores, TheServerServesWithTheRequestHeldOrSaysWhyItCannot) {
   if (here.ok()) {
     ASSERT_TRUE(server.ok()) << server.status().to_string();
     EXPECT_GT(server.value()->port(), 0);
+    EXPECT_TRUE(test::eventually([&] { return contains(server.value()->output(), "idle cores: kept awake"); }))
+        << server.value()->output();
     EXPECT_EQ(server.value()->stop(), 0);
   } else {
     ASSERT_FALSE(server.ok()) << "the server started though " << here.status().message();
