@@ -74,14 +74,31 @@ StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start(const std::string&
   if (::access(binary.c_str(), X_OK) != 0) {
     return not_found("cannot run " + binary + ": " + std::strerror(errno) + " (build the tensorpc-server target)");
   }
-  auto port = pick_free_port();
-  if (!port.ok()) return port.status();
+  // The port picked can be taken by another process before the server binds
+  // it; the server then exits saying so, and another port is tried.
+  constexpr int kTries = 3;
+  Status failed;
+  for (int attempt = 0; attempt < kTries; ++attempt) {
+    auto port = pick_free_port();
+    if (!port.ok()) return port.status();
+    auto started = start_on(binary, args, port.value(), timeout);
+    if (started.ok() || started.status().message().find("Address already in use") == std::string::npos) {
+      return started;
+    }
+    failed = started.status();
+  }
+  return failed;
+}
+
+StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start_on(const std::string& binary,
+                                                                 const std::vector<std::string>& args, uint16_t port,
+                                                                 std::chrono::milliseconds timeout) {
   char log_template[] = "/tmp/tensorpc-server-XXXXXX";
   const int log_fd = ::mkstemp(log_template);
   if (log_fd < 0) return io_error(std::string("mkstemp: ") + std::strerror(errno));
 
   // argv is built before fork: the child only calls async-signal-safe functions.
-  std::vector<std::string> all = {binary, "-p", std::to_string(port.value())};
+  std::vector<std::string> all = {binary, "-p", std::to_string(port)};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : all) argv.push_back(a.data());
@@ -101,10 +118,23 @@ StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start(const std::string&
   }
   ::close(log_fd);
   // Owned from here: every return below stops and reaps the child.
-  std::unique_ptr<ServerProcess> p(new ServerProcess(pid, port.value(), log_template));
+  std::unique_ptr<ServerProcess> p(new ServerProcess(pid, port, log_template));
 
+  // Ready when the server itself says it listens on the port ("… listening
+  // on HOST:PORT") and the port accepts: an open port alone could be another
+  // process's.
+  std::string on_port = ":";  // appended, not `":" + …`: GCC 12 -O3 warns falsely (-Wrestrict) on that
+  on_port += std::to_string(port);
+  const auto says_listening = [&](const std::string& log) {
+    for (size_t at = log.find("listening on "); at != std::string::npos; at = log.find("listening on ", at + 1)) {
+      const size_t end = log.find('\n', at);
+      if (end == std::string::npos) return false;
+      if (log.compare(end - on_port.size(), on_port.size(), on_port) == 0) return true;
+    }
+    return false;
+  };
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!accepts_connections(p->port_)) {
+  for (;;) {
     int status = 0;
     if (::waitpid(pid, &status, WNOHANG) == pid) {
       p->pid_ = -1;  // reaped
@@ -113,13 +143,13 @@ StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start(const std::string&
       return io_error(binary + " on port " + std::to_string(p->port_) + " " + how +
                       " before accepting connections; its output:\n" + p->output());
     }
+    if (says_listening(p->log_text()) && accepts_connections(p->port_)) return p;
     if (std::chrono::steady_clock::now() > deadline) {
       return io_error(binary + " did not accept connections on " + p->endpoint() + " within " +
                       std::to_string(timeout.count()) + " ms; its output:\n" + p->output());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return p;
 }
 
 int ServerProcess::stop() {
@@ -146,11 +176,15 @@ ServerProcess::~ServerProcess() {
   ::unlink(log_.c_str());
 }
 
-std::string ServerProcess::output() const {
+std::string ServerProcess::log_text() const {
   std::ifstream in(log_);
   std::stringstream ss;
   ss << in.rdbuf();
-  std::string s = ss.str();
+  return ss.str();
+}
+
+std::string ServerProcess::output() const {
+  std::string s = log_text();
   if (s.size() > 2000) s = "…" + s.substr(s.size() - 2000);
   return s;
 }

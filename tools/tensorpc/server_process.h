@@ -18,11 +18,17 @@ namespace tensorpc::tools {
 class ServerProcess {
  public:
   // Starts `binary` with `args` plus `-p PORT` on a free loopback port, and
-  // waits until the port accepts connections. Errors say why: the binary is
-  // missing, the server exited (with the end of its output), or it did not
-  // accept within `timeout`.
+  // waits until the server prints that it listens there and the port accepts
+  // connections (another process's listener on the port does not count). A
+  // port taken before the server could bind it is replaced by another, up to
+  // three times. Errors say why: the binary is missing, the server exited
+  // (with the end of its output), or it did not accept within `timeout`.
   static StatusOr<std::unique_ptr<ServerProcess>> start(const std::string& binary, const std::vector<std::string>& args,
                                                         std::chrono::milliseconds timeout);
+  // The same on `port`, once: a port another process holds is an error.
+  static StatusOr<std::unique_ptr<ServerProcess>> start_on(const std::string& binary,
+                                                           const std::vector<std::string>& args, uint16_t port,
+                                                           std::chrono::milliseconds timeout);
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
@@ -39,6 +45,8 @@ class ServerProcess {
 
  private:
   ServerProcess(pid_t pid, uint16_t port, std::string log) : pid_(pid), port_(port), log_(std::move(log)) {}
+  // All the server has written so far.
+  std::string log_text() const;
 
   pid_t pid_;
   uint16_t port_;
@@ -46,8 +54,8 @@ class ServerProcess {
 };
 
 // A port that was free a moment ago: bind 127.0.0.1:0, read the port, close.
-// Another process could take it before the server binds; the demo accepts
-// that small race rather than parse the server's output for its port.
+// Another process could take it before the server binds (ServerProcess::start
+// then tries another).
 StatusOr<uint16_t> pick_free_port();
 
 // The directory of the running executable (/proc/self/exe), where the other
