@@ -21,9 +21,15 @@ namespace {
 
 using test::contains;
 
-size_t open_files() {
-  return static_cast<size_t>(
-      std::distance(std::filesystem::directory_iterator("/proc/self/fd"), std::filesystem::directory_iterator()));
+// How many of this process's descriptors are open on `path`.
+size_t open_on(const std::string& path) {
+  const std::filesystem::path target = std::filesystem::canonical(path);
+  size_t n = 0;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    n += std::filesystem::read_symlink(fd.path(), ec) == target ? 1 : 0;
+  }
+  return n;
 }
 
 std::string read_bytes(const std::string& path) {
@@ -42,42 +48,38 @@ struct TempPath {
 
 TEST(AwakeCores, AsksForZeroMicrosecondsAndHoldsTheFileOpenWhileItLives) {
   TempPath file;
-  const size_t before = open_files();
   {
     auto held = AwakeCores::request(file.path);
     ASSERT_TRUE(held.ok()) << held.status().to_string();
     // The kernel's format: a 32-bit binary number of microseconds.
     EXPECT_EQ(read_bytes(file.path), std::string(4, '\0'));
-    EXPECT_EQ(open_files(), before + 1);
+    EXPECT_EQ(open_on(file.path), 1u);
     // Moved, the request is still one open file, closed once.
     std::optional<AwakeCores> moved;
     moved.emplace(std::move(held).value());
     AwakeCores again = std::move(*moved);
     moved.reset();
-    EXPECT_EQ(open_files(), before + 1);
+    EXPECT_EQ(open_on(file.path), 1u);
   }
-  EXPECT_EQ(open_files(), before);
+  EXPECT_EQ(open_on(file.path), 0u);
 }
 
 TEST(AwakeCores, AFlagLeftOffRequestsNothing) {
   TempPath file;
-  const size_t before = open_files();
   {
     auto none = AwakeCores::request_if("");
     ASSERT_TRUE(none.ok());
     EXPECT_FALSE(none.value().has_value());
-    EXPECT_EQ(open_files(), before);
     auto held = AwakeCores::request_if(file.path);
     ASSERT_TRUE(held.ok()) << held.status().to_string();
     EXPECT_TRUE(held.value().has_value());
-    EXPECT_EQ(open_files(), before + 1);
+    EXPECT_EQ(open_on(file.path), 1u);
     EXPECT_FALSE(AwakeCores::request_if("/nonexistent-tensorpc-dir/x").ok());
   }
-  EXPECT_EQ(open_files(), before);
+  EXPECT_EQ(open_on(file.path), 0u);
 }
 
 TEST(AwakeCores, AFileThatCannotTakeTheRequestIsAnErrorNamingIt) {
-  const size_t before = open_files();
   const std::string missing = "/nonexistent-tensorpc-dir/cpu_dma_latency";
   auto absent = AwakeCores::request(missing);
   ASSERT_FALSE(absent.ok());
@@ -90,7 +92,7 @@ TEST(AwakeCores, AFileThatCannotTakeTheRequestIsAnErrorNamingIt) {
   auto not_a_file = AwakeCores::request(directory);
   ASSERT_FALSE(not_a_file.ok());
   EXPECT_TRUE(contains(not_a_file.status().message(), directory)) << not_a_file.status().message();
-  EXPECT_EQ(open_files(), before);
+  EXPECT_EQ(open_on(directory), 0u);
 }
 
 // Where this process can make the request, so can the server, which then
