@@ -56,7 +56,8 @@ TEST(ClientEndpoint, RejectsMalformedTextNamingIt) {
 // ---- a server that is not there --------------------------------------------
 
 TEST(ClientConnection, MissingServerIsAnErrorNamingTheEndpoint) {
-  const std::string endpoint = "127.0.0.1:" + std::to_string(unused_port());
+  const RefusingPort nobody;
+  const std::string endpoint = nobody.endpoint();
   auto devices = connect_devices(endpoint);
   ASSERT_FALSE(devices.ok());
   EXPECT_EQ(devices.status().code(), StatusCode::io_error);
@@ -72,7 +73,8 @@ TEST(ClientConnection, BadEndpointIsAnInvalidArgument) {
 }
 
 TEST(ClientConnection, RemoteDeviceOfMissingServerReturnsTheDocumentedValues) {
-  const std::string endpoint = "127.0.0.1:" + std::to_string(unused_port());
+  const RefusingPort nobody;
+  const std::string endpoint = nobody.endpoint();
   auto device = remote_device(endpoint, 3);
   ASSERT_NE(device, nullptr);
   EXPECT_EQ(device->name(), endpoint + "/device3");

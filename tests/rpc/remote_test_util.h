@@ -5,9 +5,15 @@
 // Owned by the client's tests; the server's tests have rpc_test_util.h.
 #pragma once
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -33,12 +39,33 @@ inline bool eventually(const std::function<bool()>& done,
   return true;
 }
 
-// A port on 127.0.0.1 that was free a moment ago and has no listener.
-inline uint16_t unused_port() {
-  auto s = rpc::Socket::listen("127.0.0.1", 0);
-  if (!s.ok()) throw std::runtime_error(s.status().to_string());
-  return s.value().local_port();  // closed when s goes
-}
+// A port on 127.0.0.1 that nobody listens on while this lives: bound, never
+// listening, so connecting is refused and no other process (a test running
+// alongside) can take the port for a server of its own.
+class RefusingPort {
+ public:
+  RefusingPort() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof a;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &length) != 0) {
+      throw std::runtime_error(std::string("RefusingPort: ") + std::strerror(errno));
+    }
+    port_ = ntohs(a.sin_port);
+  }
+  ~RefusingPort() { ::close(fd_); }
+  RefusingPort(const RefusingPort&) = delete;
+  RefusingPort& operator=(const RefusingPort&) = delete;
+
+  uint16_t port() const { return port_; }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_;
+  uint16_t port_ = 0;
+};
 
 // Options of a server of `devices` with `key` (empty: none) and `tls` (empty: plain TCP).
 inline ServerOptions options_of(std::vector<std::shared_ptr<Device>> devices, std::string key = {},

@@ -94,7 +94,8 @@ TEST(DevicesCommand, ListsTheLocalCpuAndEveryServerDeviceAndNamesAnUnreachableSe
   log::set_level(log::Level::error);
   test::InProcessServer one(test::two_cpus(kGiB, 2 * kGiB));
   test::InProcessServer two;
-  const std::string down = "127.0.0.1:" + std::to_string(test::unused_port());
+  const test::RefusingPort nobody;
+  const std::string down = nobody.endpoint();
   test::Capture out, err;
   const int rc = list_devices_command({one.endpoint() + "," + down, two.endpoint()}, out.f, err.f);
   const std::string table = out.text(), errors = err.text();
