@@ -43,7 +43,7 @@ class AwakeCores {
 // The help text of the flags that make the request (`--awake-cores`).
 inline constexpr const char* kAwakeCoresHelp =
     "keep idle cores polling instead of sleeping while this runs (a 0 us CPU latency request on "
-    "/dev/cpu_dma_latency; needs root): a message wakes its thread in microseconds instead of tens, "
-    "for more power";
+    "/dev/cpu_dma_latency, which must be writable: root, or see docs/server.md): a message wakes its "
+    "thread in microseconds instead of tens, at the cost of power";
 
 }  // namespace tensorpc::tools
