@@ -35,14 +35,12 @@ std::vector<double> numbers_of(const std::string& json, const std::string& key) 
   return out;
 }
 
-TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
-  log::set_level(log::Level::warn);
-  const auto dir = std::filesystem::temp_directory_path() / ("tensorpc_bench_test_" + std::to_string(::getpid()));
+// The quick run's shape, made smaller still: one size, a tiny model (written
+// into `dir`), the JSON and SVG into `dir`.
+BenchOptions small_run(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
   const std::string model = (dir / "tiny_q8_0.gguf").string();
-  ASSERT_TRUE(write_random_llama(model, RandomModelOptions{.type = DType::q8_0}).ok());
-
-  // The quick run's shape, made smaller still: one size, a tiny model.
+  if (!write_random_llama(model, RandomModelOptions{.type = DType::q8_0}).ok()) ADD_FAILURE() << "model " << model;
   BenchOptions o;
   o.quick = true;
   o.repetitions = 1;
@@ -56,11 +54,28 @@ TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
   o.load_models = o.models;
   o.json_path = (dir / "bench.json").string();
   o.plot_path = (dir / "bench.svg").string();
+  return o;
+}
+
+// What a std::tmpfile() holds, from its start.
+std::string text_of(std::FILE* f) {
+  std::rewind(f);
+  std::string text;
+  for (int c; (c = std::fgetc(f)) != EOF;) text.push_back(static_cast<char>(c));
+  return text;
+}
+
+TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
+  log::set_level(log::Level::warn);
+  const auto dir = std::filesystem::temp_directory_path() / ("tensorpc_bench_test_" + std::to_string(::getpid()));
+  const BenchOptions o = small_run(dir);
   std::FILE* out = std::tmpfile();
   std::FILE* err = std::tmpfile();
   ASSERT_EQ(bench_command(o, out, err), 0);
+  const std::string table = text_of(out);
   std::fclose(out);
   std::fclose(err);
+  EXPECT_NE(table.find("targets met (median of 1; quick run)\n"), std::string::npos) << table;
 
   const std::string json = read_file(o.json_path);
   for (const char* id : {"rpc.round_trip",
@@ -191,6 +206,40 @@ TEST(BenchReport, ARatioMeasuredInTurnsShowsItsLowestAndHighestRepetition) {
   EXPECT_NE(table.find("0.90x [0.80-1.00]"), std::string::npos) << table;
   const std::string json = format_json(figures, {});
   EXPECT_NE(json.find("\"ratio_low\": 0.8, \"ratio_high\": 1"), std::string::npos) << json;
+}
+
+// --awake-cores: the request is held for the run (here on a file of the
+// test's own), and the table and JSON say so; a request that cannot be made
+// stops the bench before it measures anything.
+TEST(BenchCommand, ARunWithAwakeCoresHoldsTheRequestAndSaysSo) {
+  log::set_level(log::Level::warn);
+  const auto dir = std::filesystem::temp_directory_path() / ("tensorpc_bench_awake_test_" + std::to_string(::getpid()));
+  BenchOptions o = small_run(dir);
+  o.awake_cores = (dir / "cpu_latency").string();
+  std::ofstream(o.awake_cores).flush();
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  ASSERT_EQ(bench_command(o, out, err), 0) << text_of(err);
+  const std::string table = text_of(out);
+  std::fclose(out);
+  std::fclose(err);
+  EXPECT_NE(table.find("quick run; idle cores kept awake)"), std::string::npos) << table;
+  EXPECT_NE(read_file(o.json_path).find("\"awake_cores\": true"), std::string::npos);
+  EXPECT_EQ(read_file(o.awake_cores), std::string(4, '\0'));
+
+  std::filesystem::remove(o.json_path);
+  o.awake_cores = (dir / "no-such-dir" / "cpu_latency").string();
+  out = std::tmpfile();
+  err = std::tmpfile();
+  EXPECT_EQ(bench_command(o, out, err), 1);
+  const std::string errors = text_of(err);
+  std::fclose(out);
+  std::fclose(err);
+  EXPECT_NE(errors.find("tensorpc bench: --awake-cores: cannot keep idle cores awake: " + o.awake_cores),
+            std::string::npos)
+      << errors;
+  EXPECT_FALSE(std::filesystem::exists(o.json_path));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -123,8 +123,8 @@ int bench_command(const BenchOptions& options, std::FILE* out, std::FILE* err) {
     ++targets;
     met += f.met() ? 1 : 0;
   }
-  std::fprintf(out, "\n%d of %d targets met (median of %d; %s)\n", met, targets, o.repetitions,
-               o.quick ? "quick run" : "full run");
+  std::fprintf(out, "\n%d of %d targets met (median of %d; %s%s)\n", met, targets, o.repetitions,
+               o.quick ? "quick run" : "full run", o.awake_cores.empty() ? "" : "; idle cores kept awake");
   if (!o.json_path.empty()) {
     if (const Status s = write_text_file(o.json_path, format_json(figures.value(), {settings_json(o)})); !s.ok()) {
       std::fprintf(err, "tensorpc bench: %s\n", s.to_string().c_str());
