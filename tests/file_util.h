@@ -1,5 +1,5 @@
 // Helpers shared by tests that touch files and the environment: a temporary
-// file with given bytes, a temporary directory, the text a command wrote to a FILE*, and an
+// file with given bytes, a file's bytes, a temporary directory, the text a command wrote to a FILE*, and an
 // environment variable set for one test.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -30,6 +31,12 @@ struct TempFile {
   TempFile& operator=(const TempFile&) = delete;
   std::string path;
 };
+
+// All the bytes of the file at `path` ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 // A fresh directory under /tmp, removed with what it holds when this goes.
 struct ScopedTempDir {

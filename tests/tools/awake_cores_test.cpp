@@ -5,13 +5,10 @@
 // server's flag is tested against whatever this machine allows.
 #include "awake_cores.h"
 
-#include <unistd.h>
-
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <optional>
 
+#include "file_util.h"
 #include "rpc/remote_test_util.h"
 #include "tensorpc/server_process.h"
 #include "test_util.h"
@@ -32,27 +29,13 @@ size_t open_on(const std::string& path) {
   return n;
 }
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-struct TempPath {
-  TempPath() {
-    path = (std::filesystem::temp_directory_path() / ("tensorpc_awake_" + std::to_string(::getpid()))).string();
-    std::ofstream(path).flush();
-  }
-  ~TempPath() { std::filesystem::remove(path); }
-  std::string path;
-};
-
 TEST(AwakeCores, AsksForZeroMicrosecondsAndHoldsTheFileOpenWhileItLives) {
-  TempPath file;
+  const test::TempFile file("");
   {
     auto held = AwakeCores::request(file.path);
     ASSERT_TRUE(held.ok()) << held.status().to_string();
     // The kernel's format: a 32-bit binary number of microseconds.
-    EXPECT_EQ(read_bytes(file.path), std::string(4, '\0'));
+    EXPECT_EQ(test::read_file(file.path), std::string(4, '\0'));
     EXPECT_EQ(open_on(file.path), 1u);
     // Moved, the request is still one open file, closed once.
     std::optional<AwakeCores> moved;
@@ -65,7 +48,7 @@ TEST(AwakeCores, AsksForZeroMicrosecondsAndHoldsTheFileOpenWhileItLives) {
 }
 
 TEST(AwakeCores, AFlagLeftOffRequestsNothing) {
-  TempPath file;
+  const test::TempFile file("");
   {
     auto none = AwakeCores::request_if("");
     ASSERT_TRUE(none.ok());

@@ -1,15 +1,13 @@
 // `tensorpc bench`: a small run writes every figure to its JSON file with
 // positive values, and the table, JSON and SVG say what the figures say.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
 
+#include "file_util.h"
 #include "rpc/log.h"
 #include "tensorpc/bench.h"
 #include "tensorpc/demo.h"
@@ -18,12 +16,9 @@
 namespace tensorpc::tools {
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using test::Capture;
+using test::read_file;
+using test::ScopedTempDir;
 
 // Every number after `"key": ` in `json`.
 std::vector<double> numbers_of(const std::string& json, const std::string& key) {
@@ -57,24 +52,13 @@ BenchOptions small_run(const std::filesystem::path& dir) {
   return o;
 }
 
-// What a std::tmpfile() holds, from its start.
-std::string text_of(std::FILE* f) {
-  std::rewind(f);
-  std::string text;
-  for (int c; (c = std::fgetc(f)) != EOF;) text.push_back(static_cast<char>(c));
-  return text;
-}
-
 TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
   log::set_level(log::Level::warn);
-  const auto dir = std::filesystem::temp_directory_path() / ("tensorpc_bench_test_" + std::to_string(::getpid()));
-  const BenchOptions o = small_run(dir);
-  std::FILE* out = std::tmpfile();
-  std::FILE* err = std::tmpfile();
-  ASSERT_EQ(bench_command(o, out, err), 0);
-  const std::string table = text_of(out);
-  std::fclose(out);
-  std::fclose(err);
+  const ScopedTempDir dir;
+  const BenchOptions o = small_run(dir.path);
+  Capture out, err;
+  ASSERT_EQ(bench_command(o, out.f, err.f), 0) << err.text();
+  const std::string table = out.text();
   EXPECT_NE(table.find("targets met (median of 1; quick run)\n"), std::string::npos) << table;
 
   const std::string json = read_file(o.json_path);
@@ -137,7 +121,6 @@ TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("round trip of a tiny command"), std::string::npos);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(BenchCommand, ABadLinkIsRefusedBeforeAnythingRuns) {
@@ -213,33 +196,28 @@ TEST(BenchReport, ARatioMeasuredInTurnsShowsItsLowestAndHighestRepetition) {
 // stops the bench before it measures anything.
 TEST(BenchCommand, ARunWithAwakeCoresHoldsTheRequestAndSaysSo) {
   log::set_level(log::Level::warn);
-  const auto dir = std::filesystem::temp_directory_path() / ("tensorpc_bench_awake_test_" + std::to_string(::getpid()));
-  BenchOptions o = small_run(dir);
-  o.awake_cores = (dir / "cpu_latency").string();
-  std::ofstream(o.awake_cores).flush();
-  std::FILE* out = std::tmpfile();
-  std::FILE* err = std::tmpfile();
-  ASSERT_EQ(bench_command(o, out, err), 0) << text_of(err);
-  const std::string table = text_of(out);
-  std::fclose(out);
-  std::fclose(err);
-  EXPECT_NE(table.find("quick run; idle cores kept awake)"), std::string::npos) << table;
+  const ScopedTempDir dir;
+  BenchOptions o = small_run(dir.path);
+  const test::TempFile latency("");
+  o.awake_cores = latency.path;
+  {
+    Capture out, err;
+    ASSERT_EQ(bench_command(o, out.f, err.f), 0) << err.text();
+    const std::string table = out.text();
+    EXPECT_NE(table.find("quick run; idle cores kept awake)"), std::string::npos) << table;
+  }
   EXPECT_NE(read_file(o.json_path).find("\"awake_cores\": true"), std::string::npos);
   EXPECT_EQ(read_file(o.awake_cores), std::string(4, '\0'));
 
   std::filesystem::remove(o.json_path);
-  o.awake_cores = (dir / "no-such-dir" / "cpu_latency").string();
-  out = std::tmpfile();
-  err = std::tmpfile();
-  EXPECT_EQ(bench_command(o, out, err), 1);
-  const std::string errors = text_of(err);
-  std::fclose(out);
-  std::fclose(err);
+  o.awake_cores = (std::filesystem::path(dir.path) / "no-such-dir" / "cpu_latency").string();
+  Capture out, err;
+  EXPECT_EQ(bench_command(o, out.f, err.f), 1);
+  const std::string errors = err.text();
   EXPECT_NE(errors.find("tensorpc bench: --awake-cores: cannot keep idle cores awake: " + o.awake_cores),
             std::string::npos)
       << errors;
   EXPECT_FALSE(std::filesystem::exists(o.json_path));
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
