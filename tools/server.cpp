@@ -13,7 +13,6 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <optional>
 #include <string>
 #include <utility>
 

@@ -4,13 +4,8 @@
 #include "tensorpc/run.h"
 
 #include <CLI/CLI.hpp>
-#include <cmath>
-#include <cstdlib>
-#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
-#include <utility>
 
 #include "awake_cores.h"
 #include "cli_checks.h"
