@@ -1,6 +1,7 @@
 // The scheduler's view of a caller's graph: numbering, the structural
 // signature that keys the plan cache, and the device assignment rules
 // (docs/architecture.md, "Scheduler"). Owned by the backend layer.
+#include <algorithm>
 #include <string>
 
 #include "backend/scheduler_plan.h"
@@ -108,6 +109,7 @@ class Assigner {
     for (size_t id = ix_.n_leafs(); id < ix_.size(); ++id) {
       if (device_[id] < 0) device_[id] = device_[static_cast<size_t>(ix_.root(static_cast<int>(id)))];
     }
+    move_to_readers();
     return Assignment{std::move(device_)};
   }
 
@@ -168,6 +170,59 @@ class Assigner {
     }
     if (writes_in_place(t)) device_[static_cast<size_t>(root)] = chosen.value();
     return Status();
+  }
+
+  // A node that reads nothing the caller placed, whose readers all run on
+  // one other device that receives every tensor the node reads anyway, moves
+  // there when the next node that computes runs there too: its result no
+  // longer crosses, nothing new does, and no split is added (it joins the
+  // start of the next). The norm that begins a layer on another device is
+  // such a node: the residual it normalises crosses anyway, the normalised
+  // copy no more. Backwards, so that a chain of such nodes moves together.
+  void move_to_readers() {
+    const size_t n = ix_.size();
+    // Per tensor (by the root of its bytes): the computing nodes that read it.
+    std::vector<std::vector<int>> readers(n);
+    for (size_t id = ix_.n_leafs(); id < n; ++id) {
+      const Tensor& t = *ix_.at(static_cast<int>(id));
+      if (is_pure_view(t)) continue;
+      for (const Tensor* s : t.src) {
+        if (s != nullptr) readers[static_cast<size_t>(ix_.root(ix_.of(s)))].push_back(static_cast<int>(id));
+      }
+    }
+    const auto at = [this](int id) { return device_[static_cast<size_t>(id)]; };
+    int next_device = -1;  // of the next node that computes
+    for (size_t id = n; id-- > ix_.n_leafs();) {
+      const Tensor& t = *ix_.at(static_cast<int>(id));
+      if (is_pure_view(t)) continue;
+      const int here = at(static_cast<int>(id));
+      const int to = next_device;
+      next_device = here;
+      if (to < 0 || to == here || writes_in_place(t) || (t.flags & kFlagOutput) != 0) continue;
+      const std::vector<int>& mine = readers[id];
+      if (mine.empty()) continue;
+      bool moves = std::all_of(mine.begin(), mine.end(), [&](int r) { return at(r) == to; });
+      for (const Tensor* s : t.src) {
+        if (!moves || s == nullptr) continue;
+        if (caller_placed(*s, owns_)) {
+          moves = false;
+          break;
+        }
+        // Read on `to` by a later node (whose device is final by now).
+        const int root = ix_.root(ix_.of(s));
+        const std::vector<int>& theirs = readers[static_cast<size_t>(root)];
+        moves = at(root) == to || std::any_of(theirs.begin(), theirs.end(),
+                                              [&](int r) { return r > static_cast<int>(id) && at(r) == to; });
+      }
+      if (!moves || !devices_[static_cast<size_t>(to)]->supports(t)) continue;
+      device_[id] = to;
+      next_device = to;
+    }
+    // Views follow their bytes to where those now are.
+    for (size_t id = ix_.n_leafs(); id < n; ++id) {
+      if (is_pure_view(*ix_.at(static_cast<int>(id))))
+        device_[id] = device_[static_cast<size_t>(ix_.root(static_cast<int>(id)))];
+    }
   }
 
   // d if it can run t; else the next device of the list that can; else the

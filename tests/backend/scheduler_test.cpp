@@ -189,6 +189,35 @@ TEST(SchedulerPlan, InputsGoToTheirFirstConsumerAndViewsStayWithTheirBytes) {
   EXPECT_EQ(&x->buffer->device(), &c1);
 }
 
+TEST(SchedulerPlan, ANormOfAResidualThatCrossesAnywayRunsWhereItIsRead) {
+  // Layers 0-1 on device 0, 2-3 on device 1. The residual stream crosses
+  // to device 1 for layer 2's residual add anyway; the norm of it that
+  // begins layer 2 (reading nothing the caller placed) runs on device 1
+  // too, so the normalised copy does not cross as well.
+  CpuDevice c0(two_threads("cpu0")), c1(two_threads("cpu1"));
+  std::vector<Device*> devices = {&c0, &c1};
+  TinyModel model(devices, [](int l) { return static_cast<size_t>(l < 2 ? 0 : 1); });
+  Scheduler sched(devices);
+  EXPECT_TRUE(run_scheduled(sched, model) == reference()) << sched.describe();
+  const SchedulePlanInfo& plan = *sched.last_plan();
+
+  ASSERT_EQ(plan.splits.size(), 2u) << sched.describe();
+  std::vector<std::string> nodes_copied;
+  for (const auto& c : plan.copies) {
+    if (!c.is_leaf) nodes_copied.push_back(c.tensor);
+  }
+  ASSERT_EQ(nodes_copied.size(), 1u) << sched.describe();
+  EXPECT_NE(nodes_copied[0].find(" add "), std::string::npos) << nodes_copied[0];
+  // The first node of device 1's split is that norm, and it reads the copy.
+  const size_t first = plan.splits[1].first_node;
+  Context ctx;
+  auto step = model.build(ctx, kTokens);
+  Graph g = Graph::build({step.logits, step.ids});
+  EXPECT_EQ(g.nodes()[first]->op, Op::rms_norm) << sched.describe();
+  EXPECT_EQ(plan.node_device[first], 1);
+  EXPECT_EQ(plan.node_device[first - 1], 0) << "the residual add stays where it was computed";
+}
+
 TEST(SchedulerPlan, AWriteIntoACacheRunsWhereTheCacheLives) {
   CpuDevice c0(two_threads("cpu0")), c1(two_threads("cpu1"));
   Context wctx;
