@@ -10,6 +10,7 @@
 // quantized data survive exactly.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "cpu/op_kernels.h"
@@ -252,10 +253,11 @@ void op_argmax(const ComputeParams& params, Tensor& dst) {
     const auto [i1, i2, i3] = row_index(a, r);
     const char* arow = a.row(i1, i2, i3);
     int32_t best = 0;
-    float best_v = n > 0 ? load_f32(arow) : 0.0f;
-    for (int64_t i = 1; i < n; ++i) {
+    float best_v = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) {
       const float v = load_f32(arow + i * a.nb[0]);
-      // Strictly greater: the first of equal maxima wins.
+      // Strictly greater: the first of equal maxima wins, and NaN never does
+      // (as a greedy Sampler counts it); a row of -inf and NaN gives 0.
       if (v > best_v) {
         best_v = v;
         best = static_cast<int32_t>(i);

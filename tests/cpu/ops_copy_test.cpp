@@ -395,6 +395,28 @@ TEST_P(CopyTest, ArgmaxGivesTheIndexOfTheLargestValueOfEachRow) {
   EXPECT_EQ(run.read_i32(c), want);
 }
 
+TEST_P(CopyTest, ArgmaxTakesTheFirstOfEqualMaximaAndNeverANaN) {
+  // As a greedy Sampler chooses: NaN counts as -inf, ties go to the lowest
+  // index, and a row with nothing better than -inf gives 0.
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const std::vector<std::vector<float>> rows = {
+      {kNaN, 1.0f, 2.0f, 2.0f, 0.5f},     // a NaN first: 2
+      {-1.0f, kNaN, -3.0f, kNaN, -2.0f},  // NaNs among: 0
+      {kNaN, kNaN, -kInf, kNaN, -kInf},   // nothing above -inf: 0
+      {-kInf, kInf, 7.0f, kInf, kNaN},    // the first +inf: 1
+  };
+  Context ctx;
+  Tensor* a = input(ctx, DType::f32, {5, 4, 1, 1}, "a");
+  Tensor* c = ctx.argmax(a);
+  GraphRun run(dev(), {c});
+  std::vector<float> values;
+  for (const auto& r : rows) values.insert(values.end(), r.begin(), r.end());
+  run.write(a, values);
+  run.compute();
+  EXPECT_EQ(run.read_i32(c), (std::vector<int32_t>{2, 0, 0, 1}));
+}
+
 TEST_P(CopyTest, TopKGivesTheLargestValuesOfEachRowAndTheirIndicesBestFirst) {
   const Shape ne = {300, 3, 2, 1};
   const int k = 7;
