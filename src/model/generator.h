@@ -56,6 +56,8 @@ class Generator {
   Status reset();
 
   int64_t position() const { return position_; }
+  const LlamaModel& model() const { return model_; }
+  ModelPlacement& placement() const { return placement_; }
   const Scheduler& scheduler() const { return scheduler_; }
 
  private:

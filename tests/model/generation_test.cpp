@@ -140,6 +140,35 @@ TEST_P(RandomModelGeneration, CandidatesPickedOnTheServersGiveTheTokensAllLogits
   }
 }
 
+// A generator the caller keeps starts over for each generation: the same
+// prompt gives the same tokens after another prompt ran in between, as a
+// fresh generator gives them, and nothing is planned anew.
+TEST_P(RandomModelGeneration, AGeneratorUsedAgainStartsOverAndPlansNothingNew) {
+  const std::string prompt = "in the beginning was the word";
+  const GenerateOptions g = greedy(12);
+  TwoServers servers;
+  auto devices = DeviceSet::connect(false, 0, servers.endpoints);
+  ASSERT_TRUE(devices.ok()) << devices.status().to_string();
+  const std::vector<Device*> list = devices.value().devices();
+  auto placement = load_model(*model, list, servers.endpoints, std::vector<double>(list.size(), 1.0), 128, nullptr);
+  ASSERT_TRUE(placement.ok()) << placement.status().to_string();
+  Generator gen(*model, *placement.value(), g.generator);
+
+  auto first = generate(gen, prompt, g);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  auto other = generate(gen, "and the earth was without form", g);
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  const uint64_t plans = gen.scheduler().plans_made();
+  auto again = generate(gen, prompt, g);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+
+  ASSERT_EQ(first.value().generated.size(), 12u);
+  EXPECT_EQ(again.value().generated, first.value().generated);
+  EXPECT_NE(other.value().generated, first.value().generated);
+  EXPECT_EQ(gen.scheduler().plans_made(), plans) << "the third generation planned anew";
+  EXPECT_EQ(first.value().generated, generate_local(*model, prompt, g, 128));
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, RandomModelGeneration, ::testing::Values(DType::f32, DType::q8_0),
                          [](const auto& info) { return std::string(name_of(info.param)); });
 

@@ -39,6 +39,9 @@ struct GenerationLayout::Parts {
   std::unique_ptr<CpuDevice> local;
   std::optional<DeviceSet> remote;
   std::unique_ptr<ModelPlacement> placement;
+  // One for every generation of the layout: decode is measured with the
+  // plans the warm-up made, as a process that keeps generating has them.
+  std::unique_ptr<Generator> generator;
   std::vector<const Server*> profiled;
   GenerateOptions generate;
   std::vector<double> decode_tps, prefill_tps;
@@ -87,7 +90,8 @@ StatusOr<std::unique_ptr<GenerationLayout>> GenerationLayout::prepare(const Llam
   // layout does once — storing its plans and graphs on the servers, asking
   // for standing grants, the allocators' buffers growing into fresh memory —
   // is load time, not decode speed.
-  TENSORPC_BENCH_TAKE(warm_up, generate(model, *p.placement, kPrompt, p.generate));
+  p.generator = std::make_unique<Generator>(model, *p.placement, p.generate.generator);
+  TENSORPC_BENCH_TAKE(warm_up, generate(*p.generator, kPrompt, p.generate));
   (void)warm_up;
   return layout;
 }
@@ -97,7 +101,7 @@ Status GenerationLayout::measure() {
   std::pair<uint64_t, uint64_t> at_decode{0, 0};
   GenerateOptions g = p.generate;
   g.on_decode_start = [&] { at_decode = p.server_times(); };
-  TENSORPC_BENCH_TAKE(r, generate(*p.model, *p.placement, kPrompt, g));
+  TENSORPC_BENCH_TAKE(r, generate(*p.generator, kPrompt, g));
   if (r.decode_steps == 0) return internal_error("no decode step ran");
   const auto after = p.server_times();
   p.last.server_compute_ms = (after.first - at_decode.first) / 1e6 / r.decode_steps;

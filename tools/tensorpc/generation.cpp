@@ -148,6 +148,14 @@ StatusOr<std::unique_ptr<ModelPlacement>> load_model(const LlamaModel& model, co
 StatusOr<GenerateResult> generate(const LlamaModel& model, ModelPlacement& placement, std::string_view prompt,
                                   const GenerateOptions& options,
                                   const std::function<void(std::string_view)>& on_text) {
+  Generator gen(model, placement, options.generator);
+  return generate(gen, prompt, options, on_text);
+}
+
+StatusOr<GenerateResult> generate(Generator& gen, std::string_view prompt, const GenerateOptions& options,
+                                  const std::function<void(std::string_view)>& on_text) {
+  const LlamaModel& model = gen.model();
+  ModelPlacement& placement = gen.placement();
   auto sampler = Sampler::create(options.sampler);
   if (!sampler.ok()) return sampler.status();
   const Tokenizer& tok = model.tokenizer();
@@ -156,7 +164,7 @@ StatusOr<GenerateResult> generate(const LlamaModel& model, ModelPlacement& place
   if (r.prompt.empty()) return invalid_argument("the prompt has no tokens");
   for (int32_t t : r.prompt) sampler.value().accept(t);
 
-  Generator gen(model, placement, options.generator);
+  if (gen.position() > 0) TENSORPC_RETURN_IF_ERROR(gen.reset());
   DetokenizeStream stream(tok);
   auto emit = [&](const std::string& piece) {
     if (piece.empty()) return;

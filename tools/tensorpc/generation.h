@@ -77,6 +77,14 @@ struct GenerateResult {
 StatusOr<GenerateResult> generate(const LlamaModel& model, ModelPlacement& placement, std::string_view prompt,
                                   const GenerateOptions& options,
                                   const std::function<void(std::string_view)>& on_text = {});
+// The same on a generator of the caller's, which starts over first
+// (Generator::reset): a caller that generates again and again on one
+// placement keeps its plans from one generation to the next — graphs
+// planned, plans stored on the servers — instead of making them anew each
+// time, as a serving process would (tensorpc bench measures decode so).
+// options.generator is not used: the generator has its own.
+StatusOr<GenerateResult> generate(Generator& gen, std::string_view prompt, const GenerateOptions& options,
+                                  const std::function<void(std::string_view)>& on_text = {});
 
 // Prompt and generation speed, and the client traffic per generated token.
 void print_speed(const GenerateResult& r, std::FILE* out);
