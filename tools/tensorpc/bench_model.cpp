@@ -35,7 +35,6 @@ double median(std::vector<double> v) {
 }  // namespace
 
 struct GenerationLayout::Parts {
-  const LlamaModel* model = nullptr;
   std::unique_ptr<CpuDevice> local;
   std::optional<DeviceSet> remote;
   std::unique_ptr<ModelPlacement> placement;
@@ -68,7 +67,6 @@ StatusOr<std::unique_ptr<GenerationLayout>> GenerationLayout::prepare(const Llam
   std::unique_ptr<GenerationLayout> layout(new GenerationLayout());
   layout->parts_ = std::make_unique<Parts>();
   Parts& p = *layout->parts_;
-  p.model = &model;
   p.profiled = std::move(profiled);
   std::vector<Device*> list;
   if (endpoints.empty()) {
