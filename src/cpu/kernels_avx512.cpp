@@ -479,11 +479,14 @@ void gemm_quant(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, cons
   Prepared* prepared = call_scratch<Prepared, Kernel>(static_cast<size_t>(N * groups), owned);
   if (prepared == nullptr) throw std::bad_alloc();
   for (int64_t j = 0; j < N; ++j) prepare(row_at<BlockQ8_0>(B, j, ldb), nb, prepared + j * groups);
-  // Decode (N == 1): four weight rows per pass for independent accumulators and streams.
+  // Decode (N == 1): one weight row at a time, so the weights are read as one stream in
+  // address order (rows lie one after another); the next row is prefetched alongside.
+  // Interleaving four rows (four streams) read about half as fast where that was measured
+  // (docs/performance.md, "Decode reads one weight row at a time").
   // Otherwise two rows x four columns, so each unpacked weight group feeds 4 columns.
-  for (int64_t i = 0; i < M; i += (N == 1 ? 4 : 2)) {
+  for (int64_t i = 0; i < M; i += (N == 1 ? 1 : 2)) {
     if (N == 1)
-      quant_rows<Kernel, 4>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
+      quant_rows<Kernel, 1>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
     else
       quant_rows<Kernel, 2>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
   }
