@@ -201,19 +201,18 @@ class Assigner {
       if (to < 0 || to == here || writes_in_place(t) || (t.flags & kFlagOutput) != 0) continue;
       const std::vector<int>& mine = readers[id];
       if (mine.empty()) continue;
-      bool moves = std::all_of(mine.begin(), mine.end(), [&](int r) { return at(r) == to; });
-      for (const Tensor* s : t.src) {
-        if (!moves || s == nullptr) continue;
-        if (caller_placed(*s, owns_)) {
-          moves = false;
-          break;
-        }
-        // Read on `to` by a later node (whose device is final by now).
+      // A source is already on `to`, or read there by a later node (whose
+      // device is final by now); never bytes the caller placed.
+      const auto there_anyway = [&](const Tensor* s) {
+        if (s == nullptr) return true;
+        if (caller_placed(*s, owns_)) return false;
         const int root = ix_.root(ix_.of(s));
         const std::vector<int>& theirs = readers[static_cast<size_t>(root)];
-        moves = at(root) == to || std::any_of(theirs.begin(), theirs.end(),
-                                              [&](int r) { return r > static_cast<int>(id) && at(r) == to; });
-      }
+        return at(root) == to || std::any_of(theirs.begin(), theirs.end(),
+                                             [&](int r) { return r > static_cast<int>(id) && at(r) == to; });
+      };
+      const bool moves = std::all_of(mine.begin(), mine.end(), [&](int r) { return at(r) == to; }) &&
+                         std::all_of(t.src.begin(), t.src.end(), there_anyway);
       if (!moves || !devices_[static_cast<size_t>(to)]->supports(t)) continue;
       device_[id] = to;
       next_device = to;
