@@ -6,8 +6,9 @@
 //   and accumulates into a small row-major tile that is transposed into C at the end. Weights
 //   are read straight from their rows (no packing: with N = 64 each weight is used only a few
 //   dozen times, so transposing them would cost as much as the FMAs it feeds).
-// gemm_f32/f16 (N small) and all decode-shaped work: dot products along K, several rows at once.
-// gemm_q8_0/q4_0: VNNI dot products on 4 blocks per step. Activation blocks are re-laid out
+// gemm_f32/f16 (N small): dot products along K, four rows at once.
+// gemm_q8_0/q4_0: VNNI dot products on 4 blocks per step; decode (N = 1) one weight row at a
+//   time (one read stream), otherwise two rows x four columns. Activation blocks are re-laid out
 //   once per call so that each weight group needs only loads, a permute and nibble masks; the
 //   signed x signed problem becomes unsigned x signed with a per-block bias (see PreparedQ8).
 // Scratch memory (aligned.h) is allocated once per gemm call: calls run on many threads at
