@@ -10,6 +10,7 @@
 #include "file_util.h"
 #include "rpc/log.h"
 #include "tensorpc/bench.h"
+#include "tensorpc/bench_measure.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/random_model.h"
 
@@ -77,6 +78,8 @@ TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
                          "model.tiny.prefill.2x2",
                          "model.tiny.bytes_per_token.1x1",
                          "model.tiny.round_trips_per_server_token.2x2",
+                         "model.tiny.decode.2x2_ceiling.sleeping",
+                         "model.tiny.decode.2x2_ceiling.polling",
                          "model.tiny.decode.2x2_link",
                          "model.tiny.round_trips_per_server_token.2x2_link",
                          "model.tiny.implied_round_trips_per_server_token.2x2_link",
@@ -117,10 +120,46 @@ TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
   EXPECT_NEAR(low[0], ratio[0], 1e-4 * ratio[0]) << spread_figure;
   EXPECT_NEAR(high[0], ratio[0], 1e-4 * ratio[0]) << spread_figure;
 
+  // A ceiling is the local step plus two raw crossings: below the local
+  // CPU's speed, never above.
+  for (const char* kind : {"sleeping", "polling"}) {
+    const std::string key = "\"id\": \"model.tiny.decode.2x2_ceiling." + std::string(kind) + "\"";
+    const size_t at = json.find(key);
+    ASSERT_NE(at, std::string::npos) << key;
+    const std::string figure = json.substr(at, json.find('}', at) - at);
+    const std::vector<double> ratio = numbers_of(figure, "ratio");
+    ASSERT_GE(ratio.size(), 1u) << figure;
+    EXPECT_GT(ratio[0], 0) << figure;
+    EXPECT_LT(ratio[0], 1) << figure;
+  }
+
   const std::string svg = read_file(o.plot_path);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("round trip of a tiny command"), std::string::npos);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
+}
+
+// The polled ping-pong (the ceilings' second baseline) echoes as the
+// sleeping one does, and the far end goes back to sleeping reads after it:
+// bulk transfers and sleeping round trips still work on the same pair.
+TEST(RawLoopback, PolledAndSleepingRoundTripsAndBulkTransfersTakeTurns) {
+  auto raw = RawLoopback::start(1 << 20);
+  ASSERT_TRUE(raw.ok()) << raw.status().to_string();
+  for (bool polling : {true, false, true}) {
+    auto rt = raw.value()->round_trip(64, 50, polling);
+    ASSERT_TRUE(rt.ok()) << rt.status().to_string();
+    EXPECT_GT(rt.value(), 0);
+    EXPECT_LT(rt.value(), 1.0) << "one round trip on loopback took over a second";
+  }
+  std::vector<uint8_t> bytes(1 << 20, 7);
+  auto push = raw.value()->push(bytes.data(), bytes.size());
+  ASSERT_TRUE(push.ok()) << push.status().to_string();
+  auto pull = raw.value()->pull(bytes.data(), bytes.size());
+  ASSERT_TRUE(pull.ok()) << pull.status().to_string();
+  EXPECT_EQ(bytes.front(), 7);
+  EXPECT_EQ(bytes.back(), 7);
+  auto last = raw.value()->round_trip(64, 10, /*polling=*/true);
+  ASSERT_TRUE(last.ok()) << last.status().to_string();
 }
 
 TEST(BenchCommand, ABadLinkIsRefusedBeforeAnythingRuns) {
