@@ -25,7 +25,7 @@ struct RawHeader {
 // sleeping in recv; after `patience` without a byte it sleeps after all (the
 // other end has gone quiet), so an idle end does not hold a core for long.
 Status recv_polling(rpc::Socket& socket, void* data, size_t size,
-                    std::chrono::microseconds patience = std::chrono::milliseconds(10)) {
+                    std::chrono::microseconds patience = std::chrono::milliseconds(1)) {
   auto* p = static_cast<char*>(data);
   auto last_byte = BenchClock::now();
   while (size > 0) {
