@@ -14,7 +14,7 @@ namespace tensorpc::tools {
 namespace {
 
 // The far end's requests: what the client wants next.
-enum class RawRequest : uint64_t { echo = 1, push = 2, pull = 3, echo_polling = 4 };
+enum class RawRequest : uint64_t { echo = 1, push = 2, pull = 3, relay = 4, relay_polling = 5 };
 
 struct RawHeader {
   RawRequest request;
@@ -25,7 +25,7 @@ struct RawHeader {
 // sleeping in recv; after `patience` without a byte it sleeps after all (the
 // other end has gone quiet), so an idle end does not hold a core for long.
 Status recv_polling(rpc::Socket& socket, void* data, size_t size,
-                    std::chrono::microseconds patience = std::chrono::milliseconds(1)) {
+                    std::chrono::nanoseconds patience = std::chrono::milliseconds(1)) {
   auto* p = static_cast<char*>(data);
   auto last_byte = BenchClock::now();
   while (size > 0) {
@@ -43,6 +43,13 @@ Status recv_polling(rpc::Socket& socket, void* data, size_t size,
     }
   }
   return Status();
+}
+
+// Busy for `d`, as a core that computes is.
+void spin_for(std::chrono::nanoseconds d) {
+  const auto until = BenchClock::now() + d;
+  while (BenchClock::now() < until) {
+  }
 }
 
 }  // namespace
@@ -94,17 +101,30 @@ RawLoopback::~RawLoopback() {
 
 void RawLoopback::serve() {
   RawHeader h;
-  bool polling = false;  // after a polled echo, the next request is polled for too
-  while ((polling ? recv_polling(server_, &h, sizeof h) : server_.recv_all(&h, sizeof h)).ok()) {
+  bool polling = false;                  // after a polled relay, the next request is polled for too
+  std::chrono::nanoseconds patience{0};  // ... for as long as the other end works, and a millisecond
+  while ((polling ? recv_polling(server_, &h, sizeof h, patience) : server_.recv_all(&h, sizeof h)).ok()) {
     if (h.size > sink_.size()) return;
-    polling = h.request == RawRequest::echo_polling;
+    polling = h.request == RawRequest::relay_polling;
     Status s;
     switch (h.request) {
       case RawRequest::echo:
-      case RawRequest::echo_polling:
-        s = polling ? recv_polling(server_, sink_.data(), h.size) : server_.recv_all(sink_.data(), h.size);
+        s = server_.recv_all(sink_.data(), h.size);
         if (s.ok()) s = server_.send_all(sink_.data(), h.size);
         break;
+      case RawRequest::relay:
+      case RawRequest::relay_polling: {
+        // The body starts with this end's work and the other end's, in
+        // nanoseconds.
+        s = polling ? recv_polling(server_, sink_.data(), h.size) : server_.recv_all(sink_.data(), h.size);
+        if (!s.ok() || h.size < 2 * sizeof(int64_t)) return;
+        int64_t work_ns[2] = {0, 0};
+        std::memcpy(work_ns, sink_.data(), sizeof work_ns);
+        patience = std::chrono::nanoseconds(work_ns[1]) + std::chrono::milliseconds(1);
+        spin_for(std::chrono::nanoseconds(work_ns[0]));
+        s = server_.send_all(sink_.data(), h.size);
+        break;
+      }
       case RawRequest::push: {
         s = server_.recv_all(sink_.data(), h.size);
         const uint8_t ack = 1;
@@ -117,20 +137,41 @@ void RawLoopback::serve() {
   }
 }
 
-StatusOr<double> RawLoopback::round_trip(size_t size, int count, bool polling) {
+StatusOr<double> RawLoopback::round_trip(size_t size, int count) {
   // The header travels with the message: `size` counts both, as a tiny
   // command's frame counts its header.
   const size_t body = size > sizeof(RawHeader) ? size - sizeof(RawHeader) : 0;
   std::vector<uint8_t> message(body);
-  const RawHeader h{polling ? RawRequest::echo_polling : RawRequest::echo, body};
+  const RawHeader h{RawRequest::echo, body};
   const auto start = BenchClock::now();
   for (int i = 0; i < count; ++i) {
     const iovec parts[2] = {{const_cast<RawHeader*>(&h), sizeof h}, {message.data(), body}};
     TENSORPC_RETURN_IF_ERROR(client_.send_all(parts));
-    TENSORPC_RETURN_IF_ERROR(polling ? recv_polling(client_, message.data(), body)
-                                     : client_.recv_all(message.data(), body));
+    TENSORPC_RETURN_IF_ERROR(client_.recv_all(message.data(), body));
   }
   return seconds_since(start) / count;
+}
+
+StatusOr<double> RawLoopback::pipeline_step(std::chrono::nanoseconds near, std::chrono::nanoseconds far, int steps,
+                                            bool polling) {
+  // 64 bytes with the header: a token id and a frame header, or so.
+  std::vector<uint8_t> message(64 - sizeof(RawHeader));
+  const int64_t work_ns[2] = {far.count(), near.count()};
+  std::memcpy(message.data(), work_ns, sizeof work_ns);
+  const auto patience = far + std::chrono::milliseconds(1);
+  const RawHeader h{polling ? RawRequest::relay_polling : RawRequest::relay, message.size()};
+  std::vector<double> times;
+  for (int i = 0; i < std::max(1, steps); ++i) {
+    const auto start = BenchClock::now();
+    spin_for(near);
+    const iovec parts[2] = {{const_cast<RawHeader*>(&h), sizeof h}, {message.data(), message.size()}};
+    TENSORPC_RETURN_IF_ERROR(client_.send_all(parts));
+    TENSORPC_RETURN_IF_ERROR(polling ? recv_polling(client_, message.data(), message.size(), patience)
+                                     : client_.recv_all(message.data(), message.size()));
+    times.push_back(seconds_since(start));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 StatusOr<double> RawLoopback::push(const uint8_t* data, uint64_t size) {

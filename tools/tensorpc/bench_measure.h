@@ -50,12 +50,16 @@ class RawLoopback {
   ~RawLoopback();
 
   // Seconds of one round trip of a `size`-byte message (the mean of `count`).
-  // Each end waits for the other's message asleep in recv, as the rpc
-  // layer's threads do; `polling`: each end polls for it instead (a
-  // non-blocking recv in a loop), so that no thread sleeps and the machine's
-  // wake-up is not in the time — the least a message between two processes
-  // costs here, at the price of a core kept busy on each side.
-  StatusOr<double> round_trip(size_t size, int count, bool polling = false);
+  StatusOr<double> round_trip(size_t size, int count);
+  // Seconds of one step of a two-stage pipeline with nothing in it but its
+  // work and its hand-overs (the median of `steps`): this end is busy for
+  // `near` (spinning, as a computing core is), hands a 64-byte message to
+  // the far end, which is busy for `far` and hands it back. Each end waits
+  // for the other asleep in recv, as the rpc layer's threads do; `polling`:
+  // each end polls for it instead (non-blocking reads in a loop), so no
+  // thread sleeps, at the price of a core kept busy while it waits.
+  StatusOr<double> pipeline_step(std::chrono::nanoseconds near, std::chrono::nanoseconds far, int steps,
+                                 bool polling = false);
   // Seconds to send `size` bytes and get the far end's one-byte ack.
   StatusOr<double> push(const uint8_t* data, uint64_t size);
   // Seconds to ask for `size` bytes and receive them into `data`.

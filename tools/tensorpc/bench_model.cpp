@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -26,11 +25,10 @@ constexpr const char* kPrompt =
     "In the beginning God created the heaven and the earth. And the earth was without form, and void; and "
     "darkness was upon the face of the deep.";
 constexpr int64_t kContext = 512;
-// The raw TCP round trips a decode figure's ceiling is drawn from: messages
-// of a frame header and a token id or so (the least a hand-over carries),
-// this many a repetition.
-constexpr size_t kCrossingBytes = 64;
-constexpr int kRawRoundTrips = 500;
+// A repetition's raw pipeline (the decode figures' ceilings) runs for about
+// this long, and at least kMinPipelineSteps steps.
+constexpr double kPipelineSeconds = 0.25;
+constexpr int kMinPipelineSteps = 20;
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
@@ -201,18 +199,23 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
   // model, so only hashes cross the link while it loads.
   TENSORPC_BENCH_TAKE(linked_endpoints, two.linked_endpoints(o.link));
   TENSORPC_BENCH_TAKE(on_link, GenerationLayout::prepare(*model_link, linked_endpoints, o, two.profiled()));
-  // The raw TCP round trip of this moment, in the same turns: what two
-  // messages between processes cost on this machine at the least.
-  TENSORPC_BENCH_TAKE(raw, RawLoopback::start(kCrossingBytes));
+  // In the same turns, the pipeline of the ceilings below: this repetition's
+  // local step, spun in two halves by two threads that hand a token over
+  // loopback TCP to each other.
+  TENSORPC_BENCH_TAKE(raw, RawLoopback::start(64));
   std::vector<double> raw_sleeping, raw_polling;
   for (int i = 0; i < std::max(1, o.repetitions); ++i) {
     for (GenerationLayout* layout : {on_local.get(), on_one.get(), on_two.get(), on_link.get()}) {
       TENSORPC_RETURN_IF_ERROR(layout->measure());
     }
-    TENSORPC_BENCH_TAKE(sleeping, raw->round_trip(kCrossingBytes, kRawRoundTrips));
-    TENSORPC_BENCH_TAKE(polling, raw->round_trip(kCrossingBytes, kRawRoundTrips, /*polling=*/true));
-    raw_sleeping.push_back(sleeping);
-    raw_polling.push_back(polling);
+    const double local_step = 1 / on_local->speed().decode_runs.back();
+    const auto half =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(local_step / 2));
+    const int steps = std::max(kMinPipelineSteps, static_cast<int>(kPipelineSeconds / local_step));
+    TENSORPC_BENCH_TAKE(sleeping, raw->pipeline_step(half, half, steps));
+    TENSORPC_BENCH_TAKE(polling, raw->pipeline_step(half, half, steps, /*polling=*/true));
+    raw_sleeping.push_back(1 / sleeping);
+    raw_polling.push_back(1 / polling);
   }
   const GenerationSpeed local = on_local->speed(), single = on_one->speed(), spread = on_two->speed(),
                         linked = on_link->speed();
@@ -259,23 +262,23 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
   speed("prefill", "local", "local CPU", local, std::nullopt);
   speed("prefill", "1x1", "1 server x 1 device", single, std::nullopt);
   speed("prefill", "2x2", "2 servers x 2 devices", spread, std::nullopt);
-  // The most the 2x2 layout could reach on this machine: a token's pass
-  // over two servers crosses between processes twice at the least (the
-  // hidden state to the second server, the next token back to the first),
-  // so even with nothing else added a step is the local one plus a raw TCP
-  // round trip. With threads that sleep while they wait, as servers' do;
-  // and with threads that poll, which no process may do on every core it
-  // shares with the computation.
-  auto ceiling = [&](const std::string& kind, const std::string& how, const std::vector<double>& round_trips) {
-    const double rt = median(round_trips);
-    char label[96];
-    std::snprintf(label, sizeof label, "local step + 2 raw TCP crossings of %.1f us, %s", rt * 5e5, how.c_str());
+  // The most a split over two servers could reach on this machine: a token
+  // that passes over two servers crosses between them twice at the least
+  // (the hidden state to the second, the next token back to the first), so
+  // no such split decodes faster than the local step's work in two halves
+  // with two hand-overs and nothing else — the raw pipeline above. With
+  // threads that sleep while they wait, as servers' do; and with threads
+  // that poll, which needs a free core for every waiting thread.
+  auto ceiling = [&](const std::string& kind, const std::string& how, const std::vector<double>& tps) {
+    const auto [low, high] = ratio_range(tps, local.decode_runs);
     out.push_back({.id = id + "decode.2x2_ceiling." + kind,
-                   .name = name + "decode, 2 servers x 2 devices at best: " + label,
-                   .value = 1 / (1 / local.decode_tps + rt),
+                   .name = name + "decode, ceiling of 2 servers: the local step in 2 halves over TCP, " + how,
+                   .value = median(tps),
                    .unit = "tok/s",
                    .baseline = local.decode_tps,
-                   .baseline_name = "local CPU"});
+                   .baseline_name = "local CPU",
+                   .ratio_low = low,
+                   .ratio_high = high});
   };
   ceiling("sleeping", "waiters asleep", raw_sleeping);
   ceiling("polling", "waiters polling", raw_polling);
