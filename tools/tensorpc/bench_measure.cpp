@@ -91,7 +91,12 @@ StatusOr<std::unique_ptr<RawLoopback>> RawLoopback::start(uint64_t max_size) {
 
 RawLoopback::RawLoopback(rpc::Socket client, rpc::Socket server, uint64_t max_size)
     : client_(std::move(client)), server_(std::move(server)), sink_(max_size) {
-  thread_ = std::thread([this] { serve(); });
+  // A far end that stops (a request it does not know) closes its side, so
+  // the client's next read fails instead of waiting for ever.
+  thread_ = std::thread([this] {
+    serve();
+    server_.shutdown();
+  });
 }
 
 RawLoopback::~RawLoopback() {
@@ -132,6 +137,7 @@ void RawLoopback::serve() {
         break;
       }
       case RawRequest::pull: s = server_.send_all(sink_.data(), h.size); break;
+      default: return;
     }
     if (!s.ok()) return;
   }
