@@ -102,14 +102,16 @@ class Assigner {
       }
     }
     for (size_t id = ix_.n_leafs(); id < ix_.size(); ++id) TENSORPC_RETURN_IF_ERROR(assign_node(static_cast<int>(id)));
-    // Inputs nobody computes with go to the first device; views follow their bytes.
+    // Inputs nobody computes with go to the first device.
     for (size_t id = 0; id < ix_.n_leafs(); ++id) {
       if (device_[id] < 0) device_[id] = 0;
     }
-    for (size_t id = ix_.n_leafs(); id < ix_.size(); ++id) {
-      if (device_[id] < 0) device_[id] = device_[static_cast<size_t>(ix_.root(static_cast<int>(id)))];
-    }
     move_to_readers();
+    // Views follow their bytes, to where those are now.
+    for (size_t id = ix_.n_leafs(); id < ix_.size(); ++id) {
+      if (is_pure_view(*ix_.at(static_cast<int>(id))))
+        device_[id] = device_[static_cast<size_t>(ix_.root(static_cast<int>(id)))];
+    }
     return Assignment{std::move(device_)};
   }
 
@@ -216,11 +218,6 @@ class Assigner {
       if (!moves || !devices_[static_cast<size_t>(to)]->supports(t)) continue;
       device_[id] = to;
       next_device = to;
-    }
-    // Views follow their bytes to where those now are.
-    for (size_t id = ix_.n_leafs(); id < n; ++id) {
-      if (is_pure_view(*ix_.at(static_cast<int>(id))))
-        device_[id] = device_[static_cast<size_t>(ix_.root(static_cast<int>(id)))];
     }
   }
 
