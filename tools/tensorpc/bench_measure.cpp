@@ -166,18 +166,15 @@ StatusOr<double> RawLoopback::pipeline_step(std::chrono::nanoseconds near, std::
   std::memcpy(message.data(), work_ns, sizeof work_ns);
   const auto patience = far + std::chrono::milliseconds(1);
   const RawHeader h{polling ? RawRequest::relay_polling : RawRequest::relay, message.size()};
-  std::vector<double> times;
-  for (int i = 0; i < std::max(1, steps); ++i) {
+  return median_of(steps, [&]() -> StatusOr<double> {
     const auto start = BenchClock::now();
     spin_for(near);
     const iovec parts[2] = {{const_cast<RawHeader*>(&h), sizeof h}, {message.data(), message.size()}};
     TENSORPC_RETURN_IF_ERROR(client_.send_all(parts));
     TENSORPC_RETURN_IF_ERROR(polling ? recv_polling(client_, message.data(), message.size(), patience)
                                      : client_.recv_all(message.data(), message.size()));
-    times.push_back(seconds_since(start));
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+    return seconds_since(start);
+  });
 }
 
 StatusOr<double> RawLoopback::push(const uint8_t* data, uint64_t size) {
