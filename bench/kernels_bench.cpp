@@ -1,6 +1,7 @@
 // Benchmarks for the CPU kernel tables, single-threaded:
 //   - gemm_f32 at the prefill shapes (N = 64) next to OpenBLAS cblas_sgemm on the same problem;
-//   - every gemm at decode (N = 1), reporting the weight bytes streamed per second;
+//   - the gemm of every weight type at decode (N = 1), reporting the weight bytes streamed per
+//     second (BM_Gemm<TYPE>Decode, the activations quantized inside the timed loop as the op does);
 //   - a plain 1 GiB memory-read loop, the bandwidth reference for the decode numbers.
 // Decode benchmarks rotate through enough copies of the weights (>= 512 MiB) that they come
 // from DRAM, as in a real model, not from the last-level cache.
@@ -8,15 +9,15 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include "core/float16.h"
-#include "core/quant.h"
 #include "cpu/kernels.h"
 #include "openblas_core.h"
+#include "tensorpc/dtype.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -77,67 +78,44 @@ BENCHMARK(BM_CblasSgemmPrefill)->PREFILL_SHAPES->ArgNames({"K", "M"})->Unit(benc
 // ---------------------------------------------------------------------------------------------
 // Decode: one activation row against a weight matrix in each format.
 
-enum class Weights { kF32, kF16, kQ8_0, kQ4_0 };
-
-// Weight rows of one matrix in the requested format (bytes) and its row stride.
-std::vector<uint8_t> make_weights(Weights w, int64_t K, int64_t M, size_t* row_bytes) {
-  const auto f = random_floats(M * K, 3);
-  switch (w) {
-    case Weights::kF32:
-      *row_bytes = K * 4;
-      return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(f.data()),
-                                  reinterpret_cast<const uint8_t*>(f.data() + f.size()));
-    case Weights::kF16: {
-      *row_bytes = K * 2;
-      std::vector<uint8_t> out(M * *row_bytes);
-      convert_row_f32_to_f16(f.data(), reinterpret_cast<uint16_t*>(out.data()), M * K);
-      return out;
-    }
-    case Weights::kQ8_0: {
-      *row_bytes = K / kQK * sizeof(BlockQ8_0);
-      std::vector<uint8_t> out(M * *row_bytes);
-      quantize_row_q8_0_ref(f.data(), reinterpret_cast<BlockQ8_0*>(out.data()), M * K);
-      return out;
-    }
-    case Weights::kQ4_0: {
-      *row_bytes = K / kQK * sizeof(BlockQ4_0);
-      std::vector<uint8_t> out(M * *row_bytes);
-      quantize_row_q4_0_ref(f.data(), reinterpret_cast<BlockQ4_0*>(out.data()), M * K);
-      return out;
-    }
-  }
-  return {};
+// Weight rows of one matrix of `type` (bytes). Quantizing is slow for the K formats, so at most
+// kDistinctRows rows are quantized and the rest repeat them: the kernels' speed does not depend
+// on the values.
+std::vector<uint8_t> make_weights(DType type, int64_t K, int64_t M) {
+  constexpr int64_t kDistinctRows = 64;
+  const int64_t distinct = std::min(M, kDistinctRows);
+  const auto f = random_floats(distinct * K, 3);
+  const size_t row = row_bytes(type, K);
+  std::vector<uint8_t> out(M * row);
+  traits(type).from_float(f.data(), out.data(), distinct * K);
+  for (int64_t i = distinct; i < M; ++i) std::memcpy(out.data() + i * row, out.data() + (i % distinct) * row, row);
+  return out;
 }
 
-template <Weights W>
+template <DType W>
 void BM_GemmDecode(benchmark::State& state) {
   const int64_t K = state.range(0), M = state.range(1);
-  size_t row_bytes = 0;
-  const std::vector<uint8_t> one = make_weights(W, K, M, &row_bytes);
+  const std::vector<uint8_t> one = make_weights(W, K, M);
+  const size_t row = row_bytes(W, K);
   const size_t copies = std::max<size_t>(2, (size_t{512} << 20) / one.size() + 1);
   std::vector<uint8_t> pool(copies * one.size());
   for (size_t c = 0; c < copies; ++c) std::memcpy(pool.data() + c * one.size(), one.data(), one.size());
 
   const auto x = random_floats(K, 4);
-  std::vector<BlockQ8_0> xq(K / kQK);
   const cpu::KernelTable& t = cpu::best_kernels();
-  const bool quantized = W == Weights::kQ8_0 || W == Weights::kQ4_0;
-  const cpu::GemmFn fn = W == Weights::kF32    ? t.gemm_f32
-                         : W == Weights::kF16  ? t.gemm_f16
-                         : W == Weights::kQ8_0 ? t.gemm_q8_0
-                                               : t.gemm_q4_0;
+  const DType vtype = cpu::vec_dot_type(W);
+  std::vector<uint8_t> xq(row_bytes(vtype, K));
+  const cpu::GemmFn fn = cpu::gemm_for(t, W);
   std::vector<float> y(M);
   state.SetLabel(t.name);
   size_t c = 0;
   for (auto _ : state) {
     const void* B = x.data();
-    size_t ldb = K * 4;
-    if (quantized) {  // activations are quantized per call, as the op does
-      t.quantize_row_q8_0(x.data(), xq.data(), K);
+    if (vtype != DType::f32) {  // activations are quantized per call, as the op does
+      cpu::quantize_activations(t, vtype, x.data(), xq.data(), K);
       B = xq.data();
-      ldb = xq.size() * sizeof(BlockQ8_0);
     }
-    fn(K, M, 1, pool.data() + c * one.size(), row_bytes, B, ldb, y.data(), M);
+    fn(K, M, 1, pool.data() + c * one.size(), row, B, xq.size(), y.data(), M);
     benchmark::DoNotOptimize(y.data());
     c = (c + 1) % copies;
   }
@@ -145,10 +123,23 @@ void BM_GemmDecode(benchmark::State& state) {
 }
 
 #define DECODE_SHAPES Args({4096, 4096})->Args({1024, 2816})->Args({2816, 1024})
-BENCHMARK(BM_GemmDecode<Weights::kQ4_0>)->Name("BM_GemmQ4_0Decode")->DECODE_SHAPES->ArgNames({"K", "M"});
-BENCHMARK(BM_GemmDecode<Weights::kQ8_0>)->Name("BM_GemmQ8_0Decode")->DECODE_SHAPES->ArgNames({"K", "M"});
-BENCHMARK(BM_GemmDecode<Weights::kF16>)->Name("BM_GemmF16Decode")->DECODE_SHAPES->ArgNames({"K", "M"});
-BENCHMARK(BM_GemmDecode<Weights::kF32>)->Name("BM_GemmF32Decode")->DECODE_SHAPES->ArgNames({"K", "M"});
+#define DECODE_BENCHMARK(type, name) \
+  BENCHMARK(BM_GemmDecode<DType::type>)->Name("BM_Gemm" name "Decode")->DECODE_SHAPES->ArgNames({"K", "M"})
+DECODE_BENCHMARK(q4_0, "Q4_0");
+DECODE_BENCHMARK(q8_0, "Q8_0");
+DECODE_BENCHMARK(f16, "F16");
+DECODE_BENCHMARK(f32, "F32");
+DECODE_BENCHMARK(bf16, "BF16");
+DECODE_BENCHMARK(q4_1, "Q4_1");
+DECODE_BENCHMARK(q5_0, "Q5_0");
+DECODE_BENCHMARK(q5_1, "Q5_1");
+DECODE_BENCHMARK(iq4_nl, "IQ4_NL");
+DECODE_BENCHMARK(q2_K, "Q2_K");
+DECODE_BENCHMARK(q3_K, "Q3_K");
+DECODE_BENCHMARK(q4_K, "Q4_K");
+DECODE_BENCHMARK(q5_K, "Q5_K");
+DECODE_BENCHMARK(q6_K, "Q6_K");
+DECODE_BENCHMARK(iq4_xs, "IQ4_XS");
 
 // ---------------------------------------------------------------------------------------------
 // Memory-read reference: sum a 1 GiB buffer. The buffer is split into `streams` equal parts

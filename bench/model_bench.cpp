@@ -12,7 +12,6 @@
 //
 // Usage: model_bench [--quick]   (--quick: fewer tokens, for smoke runs)
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -31,38 +30,8 @@ namespace {
 
 using namespace tensorpc;
 using namespace tensorpc::tools;
-using Clock = std::chrono::steady_clock;
 
 constexpr int kThreads = 2;  // per configuration: the cores the local CPU and the servers share out
-
-// GB/s of kThreads threads summing a 512 MiB buffer: best of three.
-double memory_read_gbs() {
-  const size_t n = (size_t{512} << 20) / sizeof(uint64_t);
-  std::vector<uint64_t> buf(n, 1);
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    std::atomic<uint64_t> sink{0};
-    const auto t0 = Clock::now();
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        const size_t b = n * t / kThreads, e = n * (t + 1) / kThreads;
-        for (size_t i = b; i + 4 <= e; i += 4) {
-          s0 += buf[i];
-          s1 += buf[i + 1];
-          s2 += buf[i + 2];
-          s3 += buf[i + 3];
-        }
-        sink += s0 + s1 + s2 + s3;
-      });
-    }
-    for (auto& th : threads) th.join();
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / s / 1e9);
-  }
-  return best;
-}
 
 struct Config {
   const char* name;
@@ -118,7 +87,7 @@ int main(int argc, char** argv) {
       {"2 servers x 2 devices (1 thread each)", 2, 2, 1},
       {"2 servers x 2 devices (2 threads each)", 2, 2, 2},
   };
-  const double mem = memory_read_gbs();
+  const double mem = memory_read_gbs(kThreads);
 
   std::vector<std::pair<std::string, std::string>> models;  // label, path
   if (std::filesystem::exists(bundled_model_path())) models.push_back({"kjv-tiny (bundled)", bundled_model_path()});

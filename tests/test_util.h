@@ -128,6 +128,11 @@ inline std::vector<float> decode(DType type, const void* bytes, int64_t n) {
         out[i] = fp16_to_f32(u16(blk)) * static_cast<float>(nib - 8);
         break;
       }
+      default:
+        // The other block formats: the library's dequantizer, which
+        // tests/core/quant_formats_test.cpp pins against references of its own.
+        traits(type).to_float(bytes, out.data(), n);
+        return out;
     }
   }
   return out;
@@ -159,6 +164,26 @@ inline std::vector<int32_t> random_ints(int64_t n, uint32_t seed, int32_t lo, in
   std::vector<int32_t> v(static_cast<size_t>(n));
   for (auto& x : v) x = dist(rng);
   return v;
+}
+
+// Where a block of `type` keeps its f16 scales (d, and dmin or m where it has one), as GGUF lays
+// the blocks out; written here from the format, independently of src/core/quant.h.
+inline std::vector<size_t> f16_scale_offsets(DType type) {
+  switch (type) {
+    case DType::q4_1:
+    case DType::q5_1:
+    case DType::q4_K:
+    case DType::q5_K: return {0, 2};
+    case DType::q4_0:
+    case DType::q8_0:
+    case DType::q5_0:
+    case DType::iq4_nl:
+    case DType::iq4_xs: return {0};
+    case DType::q2_K: return {80, 82};
+    case DType::q3_K: return {108};
+    case DType::q6_K: return {208};
+    default: throw std::invalid_argument(std::string("f16_scale_offsets: not a block format with f16 scales: ") + name_of(type));
+  }
 }
 
 // The bytes of n random values of `type`, of magnitude about 1, built here
@@ -208,6 +233,27 @@ inline std::vector<uint8_t> random_encoded(DType type, int64_t n, uint32_t seed)
     }
     case DType::i32:
       throw std::invalid_argument("random_encoded: i32 has no random encoding; use random_ints");
+    case DType::q8_K:
+      throw std::invalid_argument("random_encoded: q8_K is an activation format (its bsums depend on its quants)");
+    default: {
+      // The other block formats: every byte random (so every bit pattern of quants and packed
+      // sub-block scales occurs), then each f16 scale field set to a sane value.
+      const auto fields = f16_scale_offsets(type);
+      const size_t bytes = block_bytes(type);
+      std::uniform_int_distribution<int> byte(0, 255);
+      std::uniform_real_distribution<float> scale(0.001f, 0.01f);
+      std::bernoulli_distribution neg(0.5);
+      for (int64_t b = 0; b < n / block_size(type); ++b) {
+        const size_t start = out.size();
+        for (size_t i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(byte(rng)));
+        for (size_t off : fields) {
+          const float d = scale(rng);
+          const uint16_t h = f32_to_fp16(neg(rng) ? -d : d);
+          out[start + off] = static_cast<uint8_t>(h & 0xff);
+          out[start + off + 1] = static_cast<uint8_t>(h >> 8);
+        }
+      }
+    }
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace tensorpc {
@@ -16,7 +17,18 @@ enum class DType : uint32_t {
   f32 = 0,
   f16 = 1,
   q4_0 = 2,
+  q4_1 = 3,
+  q5_0 = 6,
+  q5_1 = 7,
   q8_0 = 8,
+  q2_K = 10,
+  q3_K = 11,
+  q4_K = 12,
+  q5_K = 13,
+  q6_K = 14,
+  q8_K = 15,  // activations of the K kernels only: not accepted as a weight type
+  iq4_nl = 20,
+  iq4_xs = 23,
   i32 = 26,
   bf16 = 30,
 };
@@ -43,14 +55,21 @@ const DTypeTraits& traits(DType type);
 std::optional<DType> dtype_from_id(uint32_t id);
 // Parses a name such as "q8_0"; nullopt for unknown names.
 std::optional<DType> dtype_from_name(std::string_view name);
+// The GGUF name of a raw type id, whether tensorpc runs it or not ("q6_K", "iq2_xxs"), or
+// "type id N (unknown)" for an id GGUF does not define.
+std::string gguf_type_name(uint32_t id);
 
 inline const char* name_of(DType type) { return traits(type).name; }
 inline int64_t block_size(DType type) { return traits(type).block_size; }
 inline size_t block_bytes(DType type) { return traits(type).block_bytes; }
 inline bool is_quantized(DType type) { return traits(type).is_quantized; }
 // The alignment kernels assume for a tensor's start and strides: the element
-// size for plain types, and 2 for quantized blocks (their fp16 scale).
-inline size_t storage_alignment(DType type) { return is_quantized(type) ? 2 : block_bytes(type); }
+// size for plain types, 2 for quantized blocks (their fp16 scale) and 4 for
+// q8_K (its f32 scale).
+inline size_t storage_alignment(DType type) {
+  if (type == DType::q8_K) return 4;
+  return is_quantized(type) ? 2 : block_bytes(type);
+}
 
 // Bytes of one row of `n` elements; `n` must be a multiple of block_size.
 inline uint64_t row_bytes(DType type, int64_t n) {

@@ -117,7 +117,7 @@ Tensor* Context::mul_mat(Tensor* a, Tensor* b) {
   require_present(a, op, "a");
   require_present(b, op, "b");
   const auto shapes = [&] { return "a " + describe(*a) + " and b " + describe(*b); };
-  REQUIRE(a->type != DType::i32 && a->type != DType::bf16, op, shapes() + ": weights must be f32, f16, q8_0 or q4_0");
+  REQUIRE(a->type != DType::i32 && a->type != DType::q8_K, op, shapes() + ": weights must be a float or quantized weight type");
   REQUIRE(b->type == DType::f32, op, shapes() + ": b must be f32");
   REQUIRE(a->ne[0] == b->ne[0], op, shapes() + ": ne[0] (K) must match");
   REQUIRE(a->ne[2] > 0 && a->ne[3] > 0 && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0, op,

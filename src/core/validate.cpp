@@ -134,7 +134,9 @@ Status check_before_rebuild(const Tensor& node) {
 
 Status validate_layout(const Tensor& t) {
   const auto id = static_cast<uint32_t>(t.type);
-  if (!dtype_from_id(id)) return invalid_argument("unknown type id " + std::to_string(id));
+  if (!dtype_from_id(id)) {
+    return invalid_argument("type " + gguf_type_name(id) + " (id " + std::to_string(id) + ") is not one tensorpc runs");
+  }
   const DTypeTraits& tr = traits(t.type);
   // Built only on failure: this runs for every tensor of every graph.
   const auto fail = [&](const std::string& why) {

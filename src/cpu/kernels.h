@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensorpc/dtype.h"
+
 namespace tensorpc::cpu {
 
 // C[j * ldc + i] = sum_k A_i[k] * B_j[k]  for i < M, j < N, where
@@ -32,7 +34,29 @@ struct KernelTable {
   GemmFn gemm_q4_0;  // A BlockQ4_0,  B BlockQ8_0 (K % 32 == 0)
   // The quantized kernels assume activation quants lie in [-127, 127], which every quantizer
   // here produces (-128 never occurs).
+
+  // Quantizes n floats (n % 256 == 0) into n/256 BlockQ8_K (activations of the K kernels),
+  // with the same tie rule as quantize_row_q8_0.
+  void (*quantize_row_q8_K)(const float* x, void* y, int64_t n) = nullptr;
+  GemmFn gemm_bf16 = nullptr; // A bf16,         B f32
+  GemmFn gemm_q4_1 = nullptr; // A BlockQ4_1,    B BlockQ8_0 (K % 32 == 0)
+  GemmFn gemm_q5_0 = nullptr; // A BlockQ5_0,    B BlockQ8_0
+  GemmFn gemm_q5_1 = nullptr; // A BlockQ5_1,    B BlockQ8_0
+  GemmFn gemm_iq4_nl = nullptr; // A BlockIQ4_NL,  B BlockQ8_0
+  GemmFn gemm_q2_K = nullptr; // A BlockQ2_K,    B BlockQ8_K (K % 256 == 0)
+  GemmFn gemm_q3_K = nullptr; // A BlockQ3_K,    B BlockQ8_K
+  GemmFn gemm_q4_K = nullptr; // A BlockQ4_K,    B BlockQ8_K
+  GemmFn gemm_q5_K = nullptr; // A BlockQ5_K,    B BlockQ8_K
+  GemmFn gemm_q6_K = nullptr; // A BlockQ6_K,    B BlockQ8_K
+  GemmFn gemm_iq4_xs = nullptr; // A BlockIQ4_XS,  B BlockQ8_K
 };
+
+// The gemm for weights of `type` in `table` (null when the type has none: i32, q8_K), and
+// the type its activations must be converted to (f32, q8_0 or q8_K).
+GemmFn gemm_for(const KernelTable& table, DType type);
+DType vec_dot_type(DType weights);
+// Quantizes n floats into `type` (q8_0 or q8_K) with the table's activation quantizer.
+void quantize_activations(const KernelTable& table, DType type, const float* x, void* y, int64_t n);
 
 const KernelTable& portable_kernels();
 const KernelTable* avx2_kernels();    // nullptr unless compiled in and the CPU has avx2+fma+f16c

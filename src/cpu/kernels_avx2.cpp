@@ -21,6 +21,8 @@
 #include "core/float16.h"
 #include "core/quant.h"
 #include "cpu/aligned.h"
+#include "cpu/kernels_avx2_quant.h"
+#include "cpu/kernels_portable_quant.h"
 
 namespace tensorpc::cpu {
 namespace {
@@ -315,8 +317,12 @@ bool cpu_has_avx2_set() {
 }  // namespace
 
 const KernelTable* avx2_kernels() {
-  static const KernelTable table = {"avx2",   quantize_q8_0,         gemm_f32,
-                                    gemm_f16, gemm_quant<Q8Weights>, gemm_quant<Q4Weights>};
+  static const KernelTable table = [] {
+    KernelTable t = {.name = "avx2", .quantize_row_q8_0 = quantize_q8_0, .gemm_f32 = gemm_f32, .gemm_f16 = gemm_f16, .gemm_q8_0 = gemm_quant<Q8Weights>, .gemm_q4_0 = gemm_quant<Q4Weights>};
+    add_portable_quant_kernels(t);  // the formats this file has no kernels of
+    add_avx2_quant_kernels(t);      // then overrides those that have AVX2 kernels
+    return t;
+  }();
   static const bool supported = cpu_has_avx2_set();
   return supported ? &table : nullptr;
 }

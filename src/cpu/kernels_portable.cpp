@@ -6,6 +6,7 @@
 #include "core/quant.h"
 #include "cpu/aligned.h"
 #include "cpu/kernels.h"
+#include "cpu/kernels_portable_quant.h"
 
 namespace tensorpc::cpu {
 namespace {
@@ -40,6 +41,19 @@ void gemm_f16(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const 
     for (int64_t j = 0; j < N; ++j) C[j * ldc + i] = dot_f32(a.data(), row_at<float>(B, j, ldb), K);
   }
 }
+
+}  // namespace
+
+void gemm_bf16_portable(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb,
+                        float* C, size_t ldc) {
+  std::vector<float> a(static_cast<size_t>(K));
+  for (int64_t i = 0; i < M; ++i) {
+    convert_row_bf16_to_f32(row_at<uint16_t>(A, i, lda), a.data(), K);
+    for (int64_t j = 0; j < N; ++j) C[j * ldc + i] = dot_f32(a.data(), row_at<float>(B, j, ldb), K);
+  }
+}
+
+namespace {
 
 void gemm_q8_0(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                size_t ldc) {
@@ -83,7 +97,11 @@ void gemm_q4_0(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const
 }  // namespace
 
 const KernelTable& portable_kernels() {
-  static const KernelTable table = {"portable", quantize_q8_0, gemm_f32, gemm_f16, gemm_q8_0, gemm_q4_0};
+  static const KernelTable table = [] {
+    KernelTable t = {.name = "portable", .quantize_row_q8_0 = quantize_q8_0, .gemm_f32 = gemm_f32, .gemm_f16 = gemm_f16, .gemm_q8_0 = gemm_q8_0, .gemm_q4_0 = gemm_q4_0};
+    add_portable_quant_kernels(t);
+    return t;
+  }();
   return table;
 }
 

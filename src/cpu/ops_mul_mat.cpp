@@ -18,20 +18,6 @@
 namespace tensorpc::cpu {
 namespace {
 
-DType vec_dot_type(DType weights) {
-  return (weights == DType::q8_0 || weights == DType::q4_0) ? DType::q8_0 : DType::f32;
-}
-
-GemmFn gemm_for(const KernelTable& k, DType weights) {
-  switch (weights) {
-    case DType::f32: return k.gemm_f32;
-    case DType::f16: return k.gemm_f16;
-    case DType::q8_0: return k.gemm_q8_0;
-    case DType::q4_0: return k.gemm_q4_0;
-    default: return nullptr;
-  }
-}
-
 // b is used where it lies when its rows are already what the kernel reads.
 bool b_needs_conversion(const Tensor& dst) {
   const Tensor& b = *dst.src[1];
@@ -88,8 +74,8 @@ void op_mul_mat(const ComputeParams& p, Tensor& dst) {
         src = scratch.data();
       }
       char* out = static_cast<char*>(p.wdata) + static_cast<size_t>(row) * vrow;
-      if (vtype == DType::q8_0) {
-        p.kernels->quantize_row_q8_0(src, out, K);
+      if (vtype != DType::f32) {
+        quantize_activations(*p.kernels, vtype, src, out, K);
       } else {
         std::copy(src, src + K, reinterpret_cast<float*>(out));
       }
@@ -100,7 +86,7 @@ void op_mul_mat(const ComputeParams& p, Tensor& dst) {
   }
 
   // Phase 2: (batch, block of weight rows) chunks, taken dynamically.
-  const GemmFn gemm = gemm_for(*p.kernels, a.type);
+  const GemmFn gemm = gemm_for(*p.kernels, a.type);  // every table has every weight type
   const int64_t batches = b.ne[2] * b.ne[3];
   const int64_t blocks_per_batch = blocks_per_batch_for(M, N, batches, p.nth);
   const int64_t rows_per_block = (M + blocks_per_batch - 1) / blocks_per_batch;

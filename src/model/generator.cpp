@@ -15,6 +15,10 @@ Status Generator::reset() {
 
 StatusOr<std::vector<float>> Generator::eval(std::span<const int32_t> tokens) { return run(tokens, 0); }
 
+StatusOr<std::vector<float>> Generator::eval_all(std::span<const int32_t> tokens) {
+  return run(tokens, 0, /*all_logits=*/true);
+}
+
 StatusOr<std::vector<float>> Generator::eval_top(std::span<const int32_t> tokens, int64_t k) {
   if (k < 1 || k > model_.hparams().n_vocab) {
     return invalid_argument("generator: " + std::to_string(k) + " candidates asked of a vocabulary of " +
@@ -39,7 +43,7 @@ StatusOr<std::vector<float>> Generator::read_logits() const {
   return out;
 }
 
-StatusOr<std::vector<float>> Generator::run(std::span<const int32_t> tokens, int64_t k) {
+StatusOr<std::vector<float>> Generator::run(std::span<const int32_t> tokens, int64_t k, bool all_logits) {
   if (tokens.empty()) return invalid_argument("generator: no tokens to evaluate");
   const LlamaHparams& hp = model_.hparams();
   if (position_ + static_cast<int64_t>(tokens.size()) > placement_.n_ctx()) {
@@ -55,13 +59,14 @@ StatusOr<std::vector<float>> Generator::run(std::span<const int32_t> tokens, int
     const size_t n = std::min(tokens.size() - begin, static_cast<size_t>(std::max<int64_t>(1, options_.n_batch)));
     const int64_t n_kv = kv_window(position_ + static_cast<int64_t>(n), placement_.n_ctx(), options_.kv_granularity);
 
-    const bool reuse =
-        built_ && built_->step.n_tokens == static_cast<int64_t>(n) && built_->step.n_kv == n_kv && built_->k == k;
+    const bool reuse = built_ && built_->step.n_tokens == static_cast<int64_t>(n) && built_->step.n_kv == n_kv &&
+                       built_->k == k && built_->all_logits == all_logits;
     if (!reuse) {
       built_.reset();
       auto b = std::make_unique<BuiltStep>();
-      b->step = build_llama_step(b->ctx, hp, model_.weights(), placement_.cache(), static_cast<int64_t>(n), n_kv,
-                                 /*all_logits=*/false);
+      b->step =
+          build_llama_step(b->ctx, hp, model_.weights(), placement_.cache(), static_cast<int64_t>(n), n_kv, all_logits);
+      b->all_logits = all_logits;
       if (k > 0) {
         // The logits stay an output: read_logits() can still read them.
         b->top = b->ctx.top_k(b->step.logits, static_cast<int>(k));
@@ -83,8 +88,9 @@ StatusOr<std::vector<float>> Generator::run(std::span<const int32_t> tokens, int
     const std::vector<float> mask = causal_mask(positions, n_kv);
     TENSORPC_RETURN_IF_ERROR(step.mask->buffer->set(*step.mask, mask.data(), 0, 4 * mask.size()));
     const Tensor& result = built_->top ? *built_->top : *step.logits;
-    logits.resize(static_cast<size_t>(result.nelements()));
-    TENSORPC_RETURN_IF_ERROR(scheduler_.compute_and_read(g, result, logits.data()));
+    const size_t offset = all_logits ? logits.size() : 0;  // all: this step's rows after the last step's
+    logits.resize(offset + static_cast<size_t>(result.nelements()));
+    TENSORPC_RETURN_IF_ERROR(scheduler_.compute_and_read(g, result, logits.data() + offset));
     position_ += static_cast<int64_t>(n);
     begin += n;
   }

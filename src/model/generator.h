@@ -8,6 +8,10 @@
 // and the scheduler's plan for it: only the inputs change. The sequence's
 // position advances with every token fed.
 //
+// eval_all() keeps every token's row of the output projection, not only the
+// last: what scoring a text needs (perplexity.h). Its graphs are its own, so
+// decoding never computes rows it throws away.
+//
 // eval_top() ends the step's graph with a top_k node, so the device of the
 // output projection hands back only the k largest logits and their ids: the
 // few hundred bytes a sampler needs (Sampler::candidates_needed) instead of
@@ -42,6 +46,10 @@ class Generator {
   // last of them ([n_vocab]). Fails when the sequence would pass n_ctx.
   StatusOr<std::vector<float>> eval(std::span<const int32_t> tokens);
 
+  // The same step, returning the logits after every one of the tokens
+  // ([tokens.size()][n_vocab], row i after tokens[i]).
+  StatusOr<std::vector<float>> eval_all(std::span<const int32_t> tokens);
+
   // The same step, returning the k largest logits after the last token as
   // the top_k op lays them out ([k, 2]: values, largest first, then ids).
   // Needs can_select_on_device().
@@ -73,11 +81,13 @@ class Generator {
     LlamaStep step;
     Tensor* top = nullptr;  // top_k of the logits, when k > 0
     int64_t k = 0;
+    bool all_logits = false;  // logits of every token (eval_all), not only the last
     Graph graph;
   };
   // Runs `tokens` through steps ending in top_k(logits, k) when k > 0; reads
-  // the last step's result (the logits or the top) into the returned vector.
-  StatusOr<std::vector<float>> run(std::span<const int32_t> tokens, int64_t k);
+  // the last step's result (the logits or the top) into the returned vector,
+  // or with all_logits every step's logits, one after the other.
+  StatusOr<std::vector<float>> run(std::span<const int32_t> tokens, int64_t k, bool all_logits = false);
   std::unique_ptr<BuiltStep> built_;
 };
 

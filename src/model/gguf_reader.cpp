@@ -88,6 +88,7 @@ class GgufParser {
     }
     TENSORPC_RETURN_IF_ERROR(parse_alignment());
     for (uint64_t i = 0; i < n_tensors; ++i) TENSORPC_RETURN_IF_ERROR(parse_tensor_info(i));
+    TENSORPC_RETURN_IF_ERROR(unsupported_types_error());
     for (size_t i = 0; i < f_.tensors_.size(); ++i) {
       if (!f_.tensor_index_.emplace(f_.tensors_[i].name, i).second) {
         return invalid_argument("duplicate tensor name " + quoted(f_.tensors_[i].name));
@@ -201,9 +202,11 @@ class GgufParser {
     TENSORPC_RETURN_IF_ERROR(r_.read(info.offset, t + ": offset"));
 
     const std::optional<DType> type = dtype_from_id(type_id);
-    if (!type) {
-      return unsupported(t + ": tensor type id " + std::to_string(type_id) +
-                         " is not supported (f32, f16, bf16, q8_0, q4_0, i32 are)");
+    if (!type || *type == DType::q8_K) {  // q8_K is an activation format, never stored
+      // Every such tensor is named at once after the loop; the rest of this
+      // entry does not depend on the type, so parsing goes on.
+      unsupported_.push_back(quoted(name) + " (" + gguf_type_name(type_id) + ")");
+      return Status();
     }
     info.type = *type;
     int64_t n = 1;
@@ -226,6 +229,21 @@ class GgufParser {
     }
     f_.tensors_.push_back(std::move(info));
     return Status();
+  }
+
+  // One error for every tensor whose type tensorpc does not run.
+  Status unsupported_types_error() const {
+    if (unsupported_.empty()) return Status();
+    std::string list;
+    for (const std::string& u : unsupported_) list += (list.empty() ? "" : ", ") + u;
+    std::string runnable;
+    for (DType d : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
+                    DType::q5_1, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl,
+                    DType::iq4_xs, DType::i32}) {
+      runnable += (runnable.empty() ? "" : ", ") + std::string(name_of(d));
+    }
+    return unsupported(std::to_string(unsupported_.size()) + " tensor" + (unsupported_.size() == 1 ? " has a type" : "s have types") +
+                       " tensorpc does not run: " + list + " (it runs " + runnable + ")");
   }
 
   // Finds the data section and gives every tensor its bytes there.
@@ -267,6 +285,7 @@ class GgufParser {
   }
 
   GgufFile& f_;
+  std::vector<std::string> unsupported_;  // "'name' (type)" of each tensor of a type tensorpc does not run
   ByteReader r_;
 };
 

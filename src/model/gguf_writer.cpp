@@ -155,8 +155,7 @@ Status GgufWriter::add_i32_array(std::string key, const std::vector<int32_t>& v)
   return add(std::move(key), array_of(GgufType::i32, v));
 }
 
-Status GgufWriter::check_tensor(const std::string& name, DType type, std::span<const int64_t> ne,
-                                uint64_t nbytes) const {
+StatusOr<uint64_t> GgufWriter::check_tensor(const std::string& name, DType type, std::span<const int64_t> ne) const {
   const std::string t = "tensor " + quoted(name);
   if (alignment_ == 0 || (alignment_ & (alignment_ - 1)) != 0) {  // offsets are computed from it as tensors are added
     return invalid_argument("GGUF alignment " + std::to_string(alignment_) + " is not a power of two");
@@ -182,21 +181,26 @@ Status GgufWriter::check_tensor(const std::string& name, DType type, std::span<c
     return invalid_argument(t + ": ne[0] = " + std::to_string(ne[0]) + " is not a multiple of " +
                             std::to_string(block_size(type)) + ", the block size of " + name_of(type));
   }
-  if (nbytes != expected) {
-    return invalid_argument(t + ": " + std::to_string(nbytes) + " bytes given, its shape needs " +
-                            std::to_string(expected));
-  }
+  return expected;
+}
+
+Status GgufWriter::add_entry(TensorEntry entry) {
+  const uint64_t a = alignment_;
+  entry.offset = (data_size_ + a - 1) / a * a;
+  data_size_ = entry.offset + entry.nbytes;
+  tensors_.push_back(std::move(entry));
   return Status();
 }
 
 Status GgufWriter::add_tensor_ref(std::string name, DType type, std::span<const int64_t> ne,
                                   std::span<const uint8_t> bytes) {
-  TENSORPC_RETURN_IF_ERROR(check_tensor(name, type, ne, bytes.size()));
-  const uint64_t a = alignment_;
-  const uint64_t offset = (data_size_ + a - 1) / a * a;
-  data_size_ = offset + bytes.size();
-  tensors_.push_back({std::move(name), type, std::vector<int64_t>(ne.begin(), ne.end()), {}, bytes, offset});
-  return Status();
+  StatusOr<uint64_t> expected = check_tensor(name, type, ne);
+  if (!expected.ok()) return expected.status();
+  if (bytes.size() != expected.value()) {
+    return invalid_argument("tensor " + quoted(name) + ": " + std::to_string(bytes.size()) +
+                            " bytes given, its shape needs " + std::to_string(expected.value()));
+  }
+  return add_entry({std::move(name), type, std::vector<int64_t>(ne.begin(), ne.end()), {}, bytes, 0, bytes.size()});
 }
 
 Status GgufWriter::add_tensor(std::string name, DType type, std::span<const int64_t> ne,
@@ -208,11 +212,26 @@ Status GgufWriter::add_tensor(std::string name, DType type, std::span<const int6
   return Status();
 }
 
+Status GgufWriter::add_tensor_producer(std::string name, DType type, std::span<const int64_t> ne,
+                                       TensorProducer produce) {
+  StatusOr<uint64_t> expected = check_tensor(name, type, ne);
+  if (!expected.ok()) return expected.status();
+  if (!produce) return invalid_argument("tensor " + quoted(name) + ": no producer of its bytes");
+  return add_entry({std::move(name),
+                    type,
+                    std::vector<int64_t>(ne.begin(), ne.end()),
+                    {},
+                    {},
+                    0,
+                    expected.value(),
+                    std::move(produce)});
+}
+
 Status GgufWriter::emit(GgufByteSink& s) const {
   if (alignment_ == 0 || (alignment_ & (alignment_ - 1)) != 0) {
     return invalid_argument("GGUF alignment " + std::to_string(alignment_) + " is not a power of two");
   }
-  const bool write_alignment = alignment_ != gguf_format::kDefaultAlignment;
+  const bool write_alignment = always_write_alignment_ || alignment_ != gguf_format::kDefaultAlignment;
   uint64_t pos = 0;  // bytes written so far, to know the padding before the data section
   struct Counting final : GgufByteSink {
     GgufByteSink& inner;
@@ -251,8 +270,19 @@ Status GgufWriter::emit(GgufByteSink& s) const {
   uint64_t data_pos = 0;
   for (const TensorEntry& t : tensors_) {
     TENSORPC_RETURN_IF_ERROR(c.put_zeros(t.offset - data_pos));
-    TENSORPC_RETURN_IF_ERROR(c.write(t.bytes));
-    data_pos = t.offset + t.bytes.size();
+    if (t.produce) {
+      StatusOr<std::vector<uint8_t>> bytes = t.produce();
+      if (!bytes.ok()) return bytes.status().with_context("tensor " + quoted(t.name));
+      if (bytes.value().size() != t.nbytes) {
+        return internal_error("tensor " + quoted(t.name) + ": its producer made " +
+                              std::to_string(bytes.value().size()) + " bytes, its shape needs " +
+                              std::to_string(t.nbytes));
+      }
+      TENSORPC_RETURN_IF_ERROR(c.write(bytes.value()));
+    } else {
+      TENSORPC_RETURN_IF_ERROR(c.write(t.bytes));
+    }
+    data_pos = t.offset + t.nbytes;
   }
   return Status();
 }

@@ -81,6 +81,8 @@ class Tokenizer {
   int32_t eos() const { return vocab_.eos; }
   int32_t unk() const { return vocab_.unk; }
   bool add_space_prefix() const { return vocab_.add_space_prefix; }
+  // Whether encode() with add_special puts BOS before a text.
+  bool add_bos() const { return vocab_.add_bos; }
   // Normal for ids out of range, so callers need not check first.
   TokenType type(int32_t token) const;
   bool is_control(int32_t token) const { return type(token) == TokenType::control; }

@@ -138,7 +138,10 @@ StatusOr<DecodedGraph> decode_graph(WireReader& r, const ResolveHandle& resolve)
     if (!r.ok()) return invalid_argument(tensor_label(i) + " is truncated");
 
     const std::optional<DType> type = dtype_from_id(type_id);
-    if (!type) return invalid_argument(tensor_label(i) + ": unknown type id " + std::to_string(type_id));
+    if (!type) {
+      return invalid_argument(tensor_label(i) + ": type " + gguf_type_name(type_id) + " (id " + std::to_string(type_id) +
+                              ") is not one tensorpc runs");
+    }
     t.type = *type;
     if (op_id >= kOpCount) return invalid_argument(tensor_label(i) + ": unknown op " + std::to_string(op_id));
     t.op = static_cast<Op>(op_id);

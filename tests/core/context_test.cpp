@@ -95,17 +95,19 @@ TEST_F(ContextShapeRulesTest, MulMatRejectsMismatchedKAndBatches) {
   EXPECT_TRUE(throws_naming([&] { ctx.mul_mat(a2, b1); }, {"mul_mat"}));
 }
 
-TEST_F(ContextShapeRulesTest, MulMatTakesF32F16Q80Q40WeightsAndF32B) {
-  Tensor* b = t(DType::f32, {64, 5});
-  for (DType w : {DType::f32, DType::f16, DType::q8_0, DType::q4_0}) {
-    Tensor* c = ctx.mul_mat(t(w, {64, 3}), b);
+TEST_F(ContextShapeRulesTest, MulMatTakesFloatAndQuantizedWeightsAndF32B) {
+  Tensor* b = t(DType::f32, {256, 5});
+  for (DType w : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
+                  DType::q5_1, DType::iq4_nl, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K,
+                  DType::iq4_xs}) {
+    Tensor* c = ctx.mul_mat(t(w, {256, 3}), b);
     EXPECT_EQ(c->type, DType::f32);
     EXPECT_EQ(shape_of(c), (Shape{3, 5, 1, 1}));
   }
-  Tensor* bf = t(DType::bf16, {64, 3});
+  Tensor* q8k = t(DType::q8_K, {256, 3});  // an activation format, not weights
   Tensor* i = t(DType::i32, {64, 3});
   Tensor* b16 = t(DType::f16, {64, 5});
-  EXPECT_TRUE(throws_naming([&] { ctx.mul_mat(bf, b); }, {"mul_mat", describe(*bf)}));
+  EXPECT_TRUE(throws_naming([&] { ctx.mul_mat(q8k, b); }, {"mul_mat", describe(*q8k)}));
   EXPECT_TRUE(throws_naming([&] { ctx.mul_mat(i, b); }, {"mul_mat", describe(*i)}));
   EXPECT_TRUE(throws_naming([&] { ctx.mul_mat(t(DType::f32, {64, 3}), b16); }, {"mul_mat", describe(*b16)}));
   // Weights are read row by row: a's rows must be dense.

@@ -41,8 +41,8 @@ TEST_F(ValidateTest, LayoutAcceptsWhatContextMakes) {
 
 TEST_F(ValidateTest, LayoutRejectsUnknownTypes) {
   Tensor x;
-  x.type = static_cast<DType>(3);
-  EXPECT_TRUE(refused_naming(validate_layout(x), {"unknown type id 3"}));
+  x.type = static_cast<DType>(16);
+  EXPECT_TRUE(refused_naming(validate_layout(x), {"type iq2_xxs (id 16) is not one tensorpc runs"}));
 }
 
 TEST_F(ValidateTest, LayoutRejectsNegativeDims) {

@@ -1,5 +1,6 @@
 // Generation across servers equals generation on the local CPU, token for
-// token: a random llama model (f32 and q8_0, GQA, 4 layers) and, when it is
+// token: a random llama model (f32, bf16, and block formats of 32 and of 256
+// values; GQA, 4 layers) and, when it is
 // there, the bundled one, spread over two in-process servers with two CPU
 // devices each.
 #include "tensorpc/generation.h"
@@ -88,6 +89,10 @@ class RandomModelGeneration : public ::testing::TestWithParam<DType> {
                .string();
     RandomModelOptions o;
     o.type = GetParam();
+    if (block_size(o.type) > o.n_embd) {  // the super-block formats need rows of 256
+      o.n_embd = 256;
+      o.n_ff = 512;
+    }
     ASSERT_TRUE(write_random_llama(path, o).ok());
     auto m = LlamaModel::open(path);
     ASSERT_TRUE(m.ok()) << m.status().to_string();
@@ -169,7 +174,9 @@ TEST_P(RandomModelGeneration, AGeneratorUsedAgainStartsOverAndPlansNothingNew) {
   EXPECT_EQ(first.value().generated, generate_local(*model, prompt, g, 128));
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, RandomModelGeneration, ::testing::Values(DType::f32, DType::q8_0),
+INSTANTIATE_TEST_SUITE_P(Types, RandomModelGeneration,
+                         ::testing::Values(DType::f32, DType::q8_0, DType::bf16, DType::q5_1, DType::iq4_nl, DType::q4_K,
+                                           DType::q6_K),
                          [](const auto& info) { return std::string(name_of(info.param)); });
 
 TEST(DeviceSet, AMissingServerIsAnErrorNamingItsEndpoint) {

@@ -145,10 +145,10 @@ TEST(GgufHostile, TensorShapesAndTypesAreChecked) {
   expect_mentions(five, "5 dims");
   expect_mentions(open_fails(one_tensor({}, 0, 0, 4)), "0 dims");
 
-  Status q4k = open_fails(one_tensor({256}, 12, 0, 144));
-  EXPECT_EQ(q4k.code(), StatusCode::unsupported);
-  expect_mentions(q4k, "'blk.0.attn_q.weight'");
-  expect_mentions(q4k, "type id 12");
+  ASSERT_TRUE(GgufFile::open_memory(one_tensor({256}, 12, 0, 144)).ok());  // q4_K
+  Status iq2 = open_fails(one_tensor({256}, 16, 0, 66));
+  EXPECT_EQ(iq2.code(), StatusCode::unsupported);
+  expect_mentions(iq2, "'blk.0.attn_q.weight' (iq2_xxs)");
 
   expect_mentions(open_fails(one_tensor({1ull << 32, 1ull << 32}, 0, 0, 4)), "element count overflows");
   expect_mentions(open_fails(one_tensor({1ull << 63, 1}, 0, 0, 4)), "too large");
@@ -157,6 +157,25 @@ TEST(GgufHostile, TensorShapesAndTypesAreChecked) {
   Status q8 = open_fails(one_tensor({48, 2}, 8, 0, 200));
   expect_mentions(q8, "ne[0] = 48 is not a multiple of 32");
   expect_mentions(q8, "q8_0");
+}
+
+TEST(GgufHostile, EveryTensorOfATypeTensorpcDoesNotRunIsNamedInOneError) {
+  GgufBytes b;
+  b.header(4, 0)
+      .tensor("token_embd.weight", {256, 2}, 16, 0)  // iq2_xxs
+      .tensor("output_norm.weight", {8}, 0, 192)
+      .tensor("blk.0.ffn_up.weight", {256}, 39, 224)  // an id GGUF does not define here
+      .tensor("blk.0.ffn_down.weight", {256}, 15, 480)  // q8_K: activations only
+      .pad_to(32)
+      .zeros(1024);
+  const Status s = open_fails(b.bytes);
+  EXPECT_EQ(s.code(), StatusCode::unsupported);
+  expect_mentions(s, "3 tensors have types tensorpc does not run");
+  expect_mentions(s, "'token_embd.weight' (iq2_xxs)");
+  expect_mentions(s, "'blk.0.ffn_up.weight' (type id 39 (unknown))");
+  expect_mentions(s, "'blk.0.ffn_down.weight' (q8_K)");
+  expect_mentions(s, "q6_K");  // the list of what it runs
+  EXPECT_EQ(s.message().find("output_norm"), std::string::npos) << s.message();
 }
 
 TEST(GgufHostile, TensorDataMustLieAlignedInsideTheFileWithoutOverlap) {

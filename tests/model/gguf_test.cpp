@@ -253,6 +253,56 @@ TEST(GgufFormat, WriteIsAtomicAndOpenMapsTheFile) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(GgufWriterProducers, BytesMadeAtWriteTimeLandWhereBorrowedOnesWould) {
+  const std::vector<uint8_t> a = random_bytes(34 * 2, 3), b = random_bytes(4 * 6, 4);
+  const int64_t ne_a[] = {64}, ne_b[] = {3, 2};
+  GgufWriter eager(64), lazy(64);
+  ASSERT_TRUE(eager.add_tensor("a", DType::q8_0, ne_a, a).ok());
+  ASSERT_TRUE(eager.add_tensor("b", DType::f32, ne_b, b).ok());
+  int calls = 0;
+  ASSERT_TRUE(lazy.add_tensor_producer("a", DType::q8_0, ne_a,
+                                       [&]() -> StatusOr<std::vector<uint8_t>> {
+                                         ++calls;
+                                         return a;
+                                       })
+                  .ok());
+  ASSERT_TRUE(lazy.add_tensor_producer("b", DType::f32, ne_b,
+                                       [&]() -> StatusOr<std::vector<uint8_t>> {
+                                         ++calls;
+                                         return b;
+                                       })
+                  .ok());
+  EXPECT_EQ(calls, 0);  // nothing is made before the file is written
+  EXPECT_EQ(lazy.encode().value(), eager.encode().value());
+  EXPECT_EQ(calls, 2);
+}
+
+TEST(GgufWriterProducers, AWrongSizeOrAnErrorFailsTheWriteAndLeavesNoFile) {
+  const auto dir = std::filesystem::temp_directory_path() / ("gguf_producer_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const int64_t ne[] = {64};
+  GgufWriter short_bytes;
+  ASSERT_TRUE(short_bytes
+                  .add_tensor_producer("a", DType::q8_0, ne,
+                                       []() -> StatusOr<std::vector<uint8_t>> { return std::vector<uint8_t>(10); })
+                  .ok());
+  const Status s = short_bytes.write((dir / "m.gguf").string());
+  EXPECT_NE(s.message().find("made 10 bytes, its shape needs 68"), std::string::npos) << s.to_string();
+  GgufWriter failing;
+  ASSERT_TRUE(failing
+                  .add_tensor_producer("a", DType::q8_0, ne,
+                                       []() -> StatusOr<std::vector<uint8_t>> { return io_error("disk on fire"); })
+                  .ok());
+  EXPECT_NE(failing.write((dir / "m.gguf").string()).message().find("disk on fire"), std::string::npos);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 0);  // no file, no temporary
+  const int64_t odd[] = {65};
+  EXPECT_FALSE(failing
+                   .add_tensor_producer("b", DType::q8_0, odd,
+                                        [] { return StatusOr<std::vector<uint8_t>>(std::vector<uint8_t>()); })
+                   .ok());
+  std::filesystem::remove_all(dir);
+}
+
 TEST(GgufTensors, DescriptorsMatchAndBytesUploadIntoABuffer) {
   GgufWriter w;
   const std::vector<uint8_t> a = random_bytes(18 * 2 * 3, 1), b = random_bytes(4 * 5, 2);

@@ -248,8 +248,10 @@ TEST_F(GraphCodecHostile, EncoderWritesTheDocumentedLayout) {
 
 TEST_F(GraphCodecHostile, RefusesUnknownTypes) {
   auto ts = valid_add();
-  ts[0].type = 3;
-  EXPECT_TRUE(refused(ts, {"graph tensor 0", "unknown type id 3"}));
+  ts[0].type = 16;  // iq2_xxs: a GGUF type tensorpc does not run
+  EXPECT_TRUE(refused(ts, {"graph tensor 0", "type iq2_xxs (id 16) is not one tensorpc runs"}));
+  ts[0].type = 4;  // retired from GGUF
+  EXPECT_TRUE(refused(ts, {"graph tensor 0", "type id 4 (unknown)"}));
 }
 
 TEST_F(GraphCodecHostile, RefusesNegativeDims) {

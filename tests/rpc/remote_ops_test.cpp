@@ -35,7 +35,9 @@ std::vector<OpCase> op_cases() {
   add("swiglu", [](Context& c) {
     return Built{{c.swiglu(input(c, DType::f32, {80, 4}), input(c, DType::f32, {80, 4}))}, {}};
   });
-  for (DType w : {DType::f32, DType::f16, DType::q8_0, DType::q4_0}) {
+  for (DType w : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
+                  DType::q5_1, DType::iq4_nl, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K,
+                  DType::iq4_xs}) {
     add(std::string("mul_mat_") + name_of(w), [w](Context& c) {
       Tensor* a = input(c, w, {256, 48, 2, 1});  // weights [K, M], broadcast over b's dim 2
       Tensor* b = input(c, DType::f32, {256, 5, 4, 1});
@@ -47,9 +49,9 @@ std::vector<OpCase> op_cases() {
     Tensor* b = input(c, DType::f32, {64, 3});
     return Built{{c.mul_mat(c.cont(c.transpose(a)), b)}, {}};
   });
-  for (DType src : {DType::f32, DType::f16, DType::q8_0}) {
+  for (DType src : {DType::f32, DType::f16, DType::q8_0, DType::q5_1, DType::q4_K, DType::q6_K, DType::iq4_xs}) {
     add(std::string("get_rows_") + name_of(src), [src](Context& c) {
-      Tensor* table = input(c, src, {64, 10, 2});
+      Tensor* table = input(c, src, {256, 10, 2});
       Tensor* rows = input(c, DType::i32, {4, 2});
       return Built{{c.get_rows(table, rows)}, {{rows, {9, 0, 3, 3, 1, 8, 2, 7}}}};
     });

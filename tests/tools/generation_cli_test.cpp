@@ -31,11 +31,11 @@ TEST(ParseSplit, RejectsWhatIsNotAListOfRatios) {
 
 TEST(RunCommand, AMissingModelIsAnErrorNamingTheFile) {
   RunOptions o;
-  o.model = "/nonexistent/dir/model.gguf";
+  o.setup.model = "/nonexistent/dir/model.gguf";
   o.prompt = "hello";
   Capture out, err;
   EXPECT_EQ(run_command(o, out.f, err.f), 1);
-  EXPECT_NE(err.text().find(o.model), std::string::npos) << err.text();
+  EXPECT_NE(err.text().find(o.setup.model), std::string::npos) << err.text();
 }
 
 TEST(DemoCommand, AMissingModelIsAnErrorNamingTheFile) {

@@ -13,6 +13,7 @@
 #include "cli_checks.h"
 #include "device_spec.h"
 #include "rpc/log.h"
+#include "tensorpc/bench_quant.h"
 #include "tensorpc/bench_rpc.h"
 #include "tensorpc/demo.h"
 
@@ -43,10 +44,20 @@ Status fill_defaults(BenchOptions& o) {
       const std::string name(name_of(type));
       o.models.push_back({.key = name, .label = "random 100M " + name, .path = path.value()});
     }
+    if (o.quant_mixes.empty()) {
+      o.quant_mixes = q ? std::vector<std::string>{"Q4_K_M"}
+                        : std::vector<std::string>{"Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_NL"};
+    }
     // The cache matters for big weights: the bundled model's tensors are too small for it.
     if (o.load_models.empty()) o.load_models.push_back(o.models.back());
   }
   return Status();
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
 }
 
 std::string settings_json(const BenchOptions& o) {
@@ -90,6 +101,10 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
   for (const BenchModel& m : o.models) {
     say("decode and prefill, " + m.label + " (local, 1x1, 2x2, 2x2 over link " + o.link.to_string() + ")");
     TENSORPC_RETURN_IF_ERROR(add(bench_model_decode(m, model), m.label));
+  }
+  if (!o.quant_mixes.empty()) {
+    say("decode and prefill of the random 250M model quantized to " + join(o.quant_mixes) + ", local CPU");
+    TENSORPC_RETURN_IF_ERROR(add(bench_quantized_models(o.quant_mixes, model, progress), "quantized models"));
   }
   for (const BenchModel& m : o.load_models) {
     say("load cold and warm, " + m.label);

@@ -36,6 +36,7 @@ struct BenchOptions {
   int round_trips = 0;                    // per repetition; 0: 5000 (quick: 2000)
   std::vector<BenchModel> models{};       // decode figures for each
   std::vector<BenchModel> load_models{};  // load figures for each
+  std::vector<std::string> quant_mixes{};  // quantized random 250M model figures for each (bench_quant.h)
 };
 
 // The defaults filled in (models written when missing), then every figure.

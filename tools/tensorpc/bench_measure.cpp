@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -53,6 +54,34 @@ void spin_for(std::chrono::nanoseconds d) {
 }
 
 }  // namespace
+
+double memory_read_gbs(int threads) {
+  threads = std::max(1, threads);
+  const size_t n = (size_t{512} << 20) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(n, 1);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::atomic<uint64_t> sink{0};
+    const auto t0 = BenchClock::now();
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;  // four chains, so the adds do not limit the loads
+        const size_t b = n * t / threads, e = n * (t + 1) / threads;
+        for (size_t i = b; i + 4 <= e; i += 4) {
+          s0 += buf[i];
+          s1 += buf[i + 1];
+          s2 += buf[i + 2];
+          s3 += buf[i + 3];
+        }
+        sink += s0 + s1 + s2 + s3;
+      });
+    }
+    for (auto& w : workers) w.join();
+    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / seconds_since(t0) / 1e9);
+  }
+  return best;
+}
 
 StatusOr<double> median_of(int repetitions, const std::function<StatusOr<double>()>& once) {
   std::vector<double> values;

@@ -32,6 +32,11 @@ inline double seconds_since(BenchClock::time_point start) {
 // seconds (or any other measure) or an error that ends the measurement.
 StatusOr<double> median_of(int repetitions, const std::function<StatusOr<double>()>& once);
 
+// GB/s of `threads` threads summing a 512 MiB buffer between them, the best of
+// three passes: the memory-read bandwidth that decode's weight reads are held
+// against (decode reads every weight once per token).
+double memory_read_gbs(int threads);
+
 // A server in this process on 127.0.0.1 (its own threads, a real TCP
 // socket) with `devices` CPU devices of `threads_per_device` threads each
 // (devices 0: the server's default, one CPU device with every core), and

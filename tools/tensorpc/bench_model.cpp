@@ -47,6 +47,7 @@ struct GenerationLayout::Parts {
   std::unique_ptr<Generator> generator;
   std::vector<const Server*> profiled;
   GenerateOptions generate;
+  std::string prompt;
   std::vector<double> decode_tps, prefill_tps;
   GenerationSpeed last;
 
@@ -84,6 +85,7 @@ StatusOr<std::unique_ptr<GenerationLayout>> GenerationLayout::prepare(const Llam
   TENSORPC_BENCH_TAKE(placement,
                       load_model(model, list, endpoints, std::vector<double>(list.size(), 1.0), kContext, nullptr));
   p.placement = std::move(placement);
+  p.prompt = o.prompt.empty() ? kPrompt : o.prompt;
   p.generate.n_predict = o.n_predict;
   p.generate.stop_at_eos = false;
   p.generate.sampler.temperature = 0;
@@ -93,7 +95,7 @@ StatusOr<std::unique_ptr<GenerationLayout>> GenerationLayout::prepare(const Llam
   // for standing grants, the allocators' buffers growing into fresh memory —
   // is load time, not decode speed.
   p.generator = std::make_unique<Generator>(model, *p.placement, p.generate.generator);
-  TENSORPC_BENCH_TAKE(warm_up, generate(*p.generator, kPrompt, p.generate));
+  TENSORPC_BENCH_TAKE(warm_up, generate(*p.generator, p.prompt, p.generate));
   (void)warm_up;
   return layout;
 }
@@ -103,7 +105,7 @@ Status GenerationLayout::measure() {
   std::pair<uint64_t, uint64_t> at_decode{0, 0};
   GenerateOptions g = p.generate;
   g.on_decode_start = [&] { at_decode = p.server_times(); };
-  TENSORPC_BENCH_TAKE(r, generate(*p.generator, kPrompt, g));
+  TENSORPC_BENCH_TAKE(r, generate(*p.generator, p.prompt, g));
   if (r.decode_steps == 0) return internal_error("no decode step ran");
   const auto after = p.server_times();
   p.last.server_compute_ms = (after.first - at_decode.first) / 1e6 / r.decode_steps;

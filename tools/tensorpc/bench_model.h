@@ -33,6 +33,7 @@ struct ModelBenchOptions {
   // to cores (CpuDeviceOptions::pin_threads): the layouts then differ in
   // where the layers are, not in where the scheduler put the threads.
   bool pin_threads = true;
+  std::string prompt{};  // empty: a two-sentence prompt that fits every model's context
 };
 
 // Per decode step, what one layout's generations measured.

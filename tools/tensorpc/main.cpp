@@ -1,12 +1,14 @@
 // tensorpc: the command-line tool. One subcommand per job (`devices`, `run`,
-// `demo`, `bench`, `certs`), each in a file of its own that adds itself to
-// the app.
+// `demo`, `bench`, `certs`, `quantize`, `perplexity`), each in a file of its
+// own that adds itself to the app.
 #include <CLI/CLI.hpp>
 
 #include "tensorpc/bench.h"
 #include "tensorpc/certs.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/devices.h"
+#include "tensorpc/perplexity.h"
+#include "tensorpc/quantize.h"
 #include "tensorpc/run.h"
 
 int main(int argc, char** argv) {
@@ -18,6 +20,8 @@ int main(int argc, char** argv) {
   tensorpc::tools::add_demo_command(app, &exit_code);
   tensorpc::tools::add_bench_command(app, &exit_code);
   tensorpc::tools::add_certs_command(app, &exit_code);
+  tensorpc::tools::add_quantize_command(app, &exit_code);
+  tensorpc::tools::add_perplexity_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

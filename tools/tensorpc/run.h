@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorpc/devices.h"
+#include "tensorpc/model_setup.h"
 
 namespace CLI {
 class App;
@@ -16,20 +16,14 @@ class App;
 namespace tensorpc::tools {
 
 struct RunOptions {
-  std::string model;
+  ModelSetup setup;  // the model and where it runs
   std::string prompt;
   int n_predict = 64;
-  std::vector<std::string> endpoints;  // after split_endpoints
-  ClientFlags client;                  // key and TLS files; empty: the environment's
-  std::vector<double> split;           // empty: by free memory
-  int threads = 0;                     // local CPU threads, 0: every core
-  int64_t n_ctx = 0;                   // 0: the model's, at most 2048
   float temperature = 0.8f;
   int top_k = 40;
   float top_p = 0.95f;
   float repeat_penalty = 1.1f;
   uint64_t seed = 0;
-  bool use_local = true;       // false with --no-local: only the servers' devices
   bool show_schedule = false;  // --show-schedule: the plan (node -> device, splits, copies) after the run
   std::string awake_cores;     // --awake-cores: the CPU latency file to hold while running (awake_cores.h)
 };

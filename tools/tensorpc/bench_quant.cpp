@@ -1,0 +1,126 @@
+// Quantized-model figures of `tensorpc bench` (bench_quant.h).
+#include "tensorpc/bench_quant.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "model/gguf.h"
+#include "model/quantize_model.h"
+
+#include "tensorpc/bench_measure.h"
+#include "tensorpc/random_model.h"
+
+namespace tensorpc::tools {
+namespace {
+
+// About 128 tokens of the random models' vocabulary (byte pieces and
+// made-up words): the prefill figure's prompt.
+std::string prefill_prompt(const LlamaModel& model) {
+  const std::string sentence = "In the beginning God created the heaven and the earth. ";
+  std::string prompt;
+  while (model.tokenizer().encode(prompt).size() < 128) prompt += sentence;
+  return prompt;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / name).string();
+}
+
+Status quantize_for_bench(const std::string& source, const std::string& path, const std::string& mix,
+                          std::FILE* progress) {
+  const std::optional<QuantMix> m = parse_quant_mix(mix);
+  if (!m) return invalid_argument("unknown quantization mix " + mix + " (" + quant_mix_names() + ")");
+  TENSORPC_BENCH_TAKE(file, GgufFile::open(source));
+  if (progress != nullptr) {
+    std::fprintf(progress, "tensorpc bench: quantizing the random 250M model to %s (once; kept in %s)\n",
+                 mix.c_str(), path.c_str());
+    std::fflush(progress);
+  }
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  TENSORPC_BENCH_TAKE(summary, quantize_gguf(*file, path, *m, {.threads = threads}));
+  (void)summary;
+  return Status();
+}
+
+}  // namespace
+
+StatusOr<std::string> random_250m_model(const std::string& mix, std::FILE* progress) {
+  const std::string source = temp_path("tensorpc_bench_250m_q8_0.gguf");
+  if (!std::filesystem::exists(source)) {
+    const RandomModelOptions o{.n_vocab = 32000,
+                               .n_embd = 1024,
+                               .n_layer = 14,
+                               .n_head = 16,
+                               .n_head_kv = 4,
+                               .n_ff = 2816,
+                               .n_ctx = 512,
+                               .type = DType::q8_0,
+                               .seed = 11};
+    const std::string partial = source + ".partial";  // no half file behind the final name
+    TENSORPC_RETURN_IF_ERROR(write_random_llama(partial, o));
+    std::error_code ec;
+    std::filesystem::rename(partial, source, ec);
+    if (ec) return io_error("cannot rename " + partial + ": " + ec.message());
+  }
+  if (mix == "Q8_0") return source;
+  const std::string path = temp_path("tensorpc_bench_250m_" + mix + ".gguf");
+  if (std::filesystem::exists(path)) return path;
+  TENSORPC_RETURN_IF_ERROR(quantize_for_bench(source, path, mix, progress));
+  return path;
+}
+
+StatusOr<std::vector<Figure>> bench_quantized_models(const std::vector<std::string>& mixes,
+                                                     const ModelBenchOptions& options, std::FILE* progress) {
+  ModelBenchOptions o = options;
+  o.n_predict = std::max(o.n_predict, 17);  // decode long enough to time
+  TENSORPC_BENCH_TAKE(base_path, random_250m_model("Q8_0", progress));
+  TENSORPC_BENCH_TAKE(base, LlamaModel::open(base_path, {.digest_dir = "off"}));
+  o.prompt = prefill_prompt(*base);
+  TENSORPC_BENCH_TAKE(on_base, GenerationLayout::prepare(*base, {}, o));
+  const double mem = memory_read_gbs(o.threads);
+
+  std::vector<Figure> figures;
+  for (const std::string& mix : mixes) {
+    TENSORPC_BENCH_TAKE(path, random_250m_model(mix, progress));
+    TENSORPC_BENCH_TAKE(model, LlamaModel::open(path, {.digest_dir = "off"}));
+    TENSORPC_BENCH_TAKE(layout, GenerationLayout::prepare(*model, {}, o));
+    // In turns with q8_0, so a machine that changes speed meanwhile moves both.
+    for (int i = 0; i < std::max(1, o.repetitions); ++i) {
+      TENSORPC_RETURN_IF_ERROR(on_base->measure());
+      TENSORPC_RETURN_IF_ERROR(layout->measure());
+    }
+    const GenerationSpeed s = layout->speed();
+    const GenerationSpeed b = on_base->speed();
+    // Decode reads every weight once per token but the embedding, of which it reads one row.
+    const double decode_bytes = static_cast<double>(s.weight_bytes - model->embedding_bytes());
+    const std::string id = "quant." + mix + ".";
+    figures.push_back({.id = id + "decode",
+                       .name = "random 250M " + mix + ": decode weight bytes/s (" +
+                               std::to_string(static_cast<int>(s.decode_tps * 10) / 10.0).substr(0, 5) +
+                               " tok/s)",
+                       .value = decode_bytes * s.decode_tps / 1e9,
+                       .unit = "GB/s",
+                       .baseline = mem,
+                       .baseline_name = "memory read loop, " + std::to_string(o.threads) + " threads",
+                       .target = Target{.bound = Target::Bound::at_least, .limit = 0.6}});
+    std::vector<double> values, baselines;
+    for (double tps : s.prefill_runs) values.push_back(tps * static_cast<double>(s.weight_bytes) / 1e9);
+    for (double tps : b.prefill_runs) baselines.push_back(tps * static_cast<double>(b.weight_bytes) / 1e9);
+    const auto [low, high] = ratio_range(values, baselines);
+    figures.push_back({.id = id + "prefill",
+                       .name = "random 250M " + mix + ": prefill weight bytes/s (128 tokens)",
+                       .value = s.prefill_tps * static_cast<double>(s.weight_bytes) / 1e9,
+                       .unit = "GB/s",
+                       .baseline = b.prefill_tps * static_cast<double>(b.weight_bytes) / 1e9,
+                       .baseline_name = "q8_0 prefill",
+                       .target = Target{.bound = Target::Bound::at_least, .limit = 1.0},
+                       .ratio_low = low,
+                       .ratio_high = high});
+  }
+  return figures;
+}
+
+}  // namespace tensorpc::tools

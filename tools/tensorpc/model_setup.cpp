@@ -1,0 +1,73 @@
+// Opening, connecting and placing a model for a command (model_setup.h).
+#include "tensorpc/model_setup.h"
+
+#include <CLI/CLI.hpp>
+
+#include "cli_checks.h"
+#include "device_spec.h"
+
+namespace tensorpc::tools {
+
+StatusOr<PlacedModel> place_model(const ModelSetup& setup, std::FILE* err) {
+  auto model = LlamaModel::open(setup.model);
+  if (!model.ok()) return model.status().with_context("cannot open " + setup.model);
+  return place_model(std::move(model).value(), setup, err);
+}
+
+StatusOr<PlacedModel> place_model(std::unique_ptr<LlamaModel> model, const ModelSetup& setup, std::FILE* err) {
+  PlacedModel p;
+  p.model = std::move(model);
+  auto remote = remote_options(setup.client);
+  if (!remote.ok()) return remote.status();
+  auto devices = DeviceSet::connect(setup.use_local, setup.threads, setup.endpoints, remote.value());
+  if (!devices.ok()) return devices.status();
+  p.devices = std::move(devices).value();
+  const std::vector<Device*> list = p.devices.devices();
+  if (!setup.split.empty() && setup.split.size() != list.size()) {
+    std::string names;
+    for (Device* d : list) names += " " + d->name();
+    return invalid_argument("--split gives " + std::to_string(setup.split.size()) + " ratios for " +
+                            std::to_string(list.size()) + " devices (in order:" + names + ")");
+  }
+  const LlamaHparams& hp = p.model->hparams();
+  std::fprintf(err, "model %s: %lld layers, %lld embd, %lld heads (%lld kv), vocab %lld, %.1f M parameters\n",
+               setup.model.c_str(), static_cast<long long>(hp.n_layer), static_cast<long long>(hp.n_embd),
+               static_cast<long long>(hp.n_head), static_cast<long long>(hp.n_head_kv),
+               static_cast<long long>(hp.n_vocab), static_cast<double>(p.model->parameter_count()) / 1e6);
+  auto placement = load_model(*p.model, list, p.devices.endpoints(), setup.split, setup.n_ctx, err);
+  if (!placement.ok()) return placement.status();
+  p.placement = std::move(placement).value();
+  std::fprintf(err, "%s", p.placement->table().c_str());
+  return p;
+}
+
+std::shared_ptr<ModelSetupFlags> ModelSetupFlags::add_to(CLI::App& cmd) {
+  auto f = std::make_shared<ModelSetupFlags>();
+  auto* rpc = cmd.add_option("--rpc", f->rpc_, "servers whose devices to use, host:port[,host:port…] (repeatable)");
+  add_client_flags(cmd, f->client_);
+  cmd.add_option("--split", f->split_,
+                 "layers per device in proportion, one ratio per device in order (default: by free memory)")
+      ->check([](const std::string& s) {
+        auto r = parse_split(s);
+        return r.ok() ? std::string() : r.status().message();
+      });
+  cmd.add_option("-t,--threads", f->threads_, "threads of the local CPU (0: every core)")
+      ->check(check_thread_count)
+      ->capture_default_str();
+  auto* local_only = cmd.add_flag("--local-only", f->local_only_, "use the local CPU only");
+  local_only->excludes(rpc);
+  cmd.add_flag("--no-local", f->no_local_, "use only the servers' devices, not the local CPU")
+      ->needs(rpc)
+      ->excludes(local_only);
+  return f;
+}
+
+void ModelSetupFlags::apply(ModelSetup& setup) const {
+  setup.endpoints = split_endpoints(rpc_);
+  setup.split = split_.empty() ? std::vector<double>{} : parse_split(split_).value();  // checked by the option
+  setup.client = client_;
+  setup.threads = threads_;
+  setup.use_local = !no_local_;
+}
+
+}  // namespace tensorpc::tools

@@ -1,0 +1,112 @@
+// `tensorpc perplexity` (perplexity.h): read and tokenize the text, place
+// the model with a context of one chunk, score every chunk.
+#include "tensorpc/perplexity.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <memory>
+
+#include "cli_checks.h"
+#include "model/perplexity.h"
+
+namespace tensorpc::tools {
+namespace {
+
+constexpr int64_t kDefaultChunk = 512;  // llama-perplexity's default context, so figures compare
+
+StatusOr<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("cannot read " + path);
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) return io_error("cannot read " + path);
+  return text;
+}
+
+// The chunk length: the flag's, or 512 capped at what the model was trained for.
+int64_t chunk_length(int64_t flag, const LlamaHparams& hp) {
+  if (flag > 0) return flag;
+  return hp.n_ctx_train > 0 ? std::min(kDefaultChunk, hp.n_ctx_train) : kDefaultChunk;
+}
+
+}  // namespace
+
+int perplexity_command(const PerplexityCommandOptions& o, std::FILE* out, std::FILE* err) {
+  auto text = read_text(o.text_file);
+  if (!text.ok()) {
+    std::fprintf(err, "tensorpc perplexity: %s\n", text.status().message().c_str());
+    return 1;
+  }
+  auto opened = LlamaModel::open(o.setup.model);
+  if (!opened.ok()) {
+    std::fprintf(err, "tensorpc perplexity: cannot open %s: %s\n", o.setup.model.c_str(),
+                 opened.status().message().c_str());
+    return 1;
+  }
+  ModelSetup setup = o.setup;
+  setup.n_ctx = chunk_length(o.n_ctx, opened.value()->hparams());  // the cache holds one chunk
+  auto placed = place_model(std::move(opened).value(), setup, err);
+  if (!placed.ok()) {
+    std::fprintf(err, "tensorpc perplexity: %s\n", placed.status().message().c_str());
+    return 1;
+  }
+  const LlamaModel& model = *placed.value().model;
+  if (setup.n_ctx > model.hparams().n_ctx_train && model.hparams().n_ctx_train > 0) {
+    std::fprintf(err, "warning: chunks of %lld tokens are longer than the %lld the model was trained for\n",
+                 static_cast<long long>(setup.n_ctx), static_cast<long long>(model.hparams().n_ctx_train));
+  }
+  const std::vector<int32_t> tokens = model.tokenizer().encode(text.value());
+
+  // One step per chunk where it is not too large: all its logits at once.
+  Generator gen(model, *placed.value().placement,
+                GeneratorOptions{.n_batch = std::min<int64_t>(setup.n_ctx, kDefaultChunk)});
+  const bool tty = ::isatty(::fileno(err)) != 0;
+  PerplexityOptions options;
+  options.n_ctx = setup.n_ctx;
+  options.max_chunks = o.chunks;
+  options.on_chunk = [&](const PerplexityProgress& p) {
+    const double tps = p.seconds > 0 ? static_cast<double>(p.chunks_done * setup.n_ctx) / p.seconds : 0;
+    std::fprintf(err, "%schunk %lld/%lld: perplexity %.4f ± %.4f, %.0f tokens/s%s", tty ? "\r" : "",
+                 static_cast<long long>(p.chunks_done), static_cast<long long>(p.chunks), p.stats->perplexity(),
+                 p.stats->perplexity_error(), tps, tty && p.chunks_done < p.chunks ? "   " : "\n");
+    std::fflush(err);
+  };
+  std::fprintf(err, "%zu tokens of %s, chunks of %lld\n", tokens.size(), o.text_file.c_str(),
+               static_cast<long long>(setup.n_ctx));
+  auto result = measure_perplexity(gen, tokens, options);
+  if (!result.ok()) {
+    std::fprintf(err, "tensorpc perplexity: %s\n", result.status().message().c_str());
+    return 1;
+  }
+  const PerplexityResult& r = result.value();
+  std::fprintf(out, "perplexity: %.4f ± %.4f over %lld tokens (%lld chunks of %lld)\n", r.stats.perplexity(),
+               r.stats.perplexity_error(), static_cast<long long>(r.stats.count()), static_cast<long long>(r.chunks),
+               static_cast<long long>(r.n_ctx));
+  std::fprintf(out, "evaluated %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(r.tokens_evaluated()),
+               r.seconds, r.seconds > 0 ? static_cast<double>(r.tokens_evaluated()) / r.seconds : 0.0);
+  return 0;
+}
+
+void add_perplexity_command(CLI::App& app, int* exit_code) {
+  CLI::App* cmd = app.add_subcommand("perplexity", "measure a model's perplexity on a text, chunk by chunk");
+  auto o = std::make_shared<PerplexityCommandOptions>();
+  cmd->add_option("-m,--model", o->setup.model, "the model, a llama GGUF file")->required();
+  cmd->add_option("-f,--file", o->text_file, "the text to score")->required();
+  cmd->add_option("--ctx", o->n_ctx, "tokens per chunk (0: 512, or the model's context when smaller)")
+      ->check([](const std::string& s) { return s == "0" ? std::string() : whole_number(4, INT32_MAX)(s); })
+      ->capture_default_str();
+  cmd->add_option("--chunks", o->chunks, "evaluate at most this many chunks (0: all)")
+      ->check(whole_number(0, INT32_MAX))
+      ->capture_default_str();
+  auto where = ModelSetupFlags::add_to(*cmd);
+  cmd->callback([o, where, exit_code] {
+    PerplexityCommandOptions options = *o;
+    where->apply(options.setup);
+    *exit_code = perplexity_command(options, stdout, stderr);
+  });
+}
+
+}  // namespace tensorpc::tools
