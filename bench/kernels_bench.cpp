@@ -2,6 +2,7 @@
 //   - gemm_f32 at the prefill shapes (N = 64) next to OpenBLAS cblas_sgemm on the same problem;
 //   - the gemm of every weight type at decode (N = 1), reporting the weight bytes streamed per
 //     second (BM_Gemm<TYPE>Decode, the activations quantized inside the timed loop as the op does);
+//   - the same gemms at prefill (N = 64, K = M = 4096; BM_Gemm<TYPE>Prefill);
 //   - a plain 1 GiB memory-read loop, the bandwidth reference for the decode numbers.
 // Decode benchmarks rotate through enough copies of the weights (>= 512 MiB) that they come
 // from DRAM, as in a real model, not from the last-level cache.
@@ -140,6 +141,49 @@ DECODE_BENCHMARK(q4_K, "Q4_K");
 DECODE_BENCHMARK(q5_K, "Q5_K");
 DECODE_BENCHMARK(q6_K, "Q6_K");
 DECODE_BENCHMARK(iq4_xs, "IQ4_XS");
+
+// Prefill: N = 64 activation rows against the same weights (from cache: prefill is compute-bound).
+// Each unpacked weight block feeds several rows, so weight GB/s here is far above decode's.
+template <DType W>
+void BM_GemmPrefill(benchmark::State& state) {
+  const int64_t K = state.range(0), M = state.range(1), N = 64;
+  const std::vector<uint8_t> weights = make_weights(W, K, M);
+  const auto x = random_floats(N * K, 4);
+  const cpu::KernelTable& t = cpu::best_kernels();
+  const DType vtype = cpu::vec_dot_type(W);
+  const size_t ldb = vtype == DType::f32 ? K * 4 : row_bytes(vtype, K);
+  std::vector<uint8_t> xq(N * ldb);
+  const cpu::GemmFn fn = cpu::gemm_for(t, W);
+  std::vector<float> y(M * N);
+  state.SetLabel(t.name);
+  for (auto _ : state) {
+    const void* B = x.data();
+    if (vtype != DType::f32) {  // activations are quantized per call, as the op does
+      for (int64_t j = 0; j < N; ++j) cpu::quantize_activations(t, vtype, x.data() + j * K, xq.data() + j * ldb, K);
+      B = xq.data();
+    }
+    fn(K, M, N, weights.data(), row_bytes(W, K), B, ldb, y.data(), M);
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_gemm_counters(state, 2.0 * M * N * K, static_cast<double>(weights.size()));
+}
+
+#define PREFILL_BENCHMARK(type, name)                                                               \
+  BENCHMARK(BM_GemmPrefill<DType::type>)->Name("BM_Gemm" name "Prefill")->Args({4096, 4096})->ArgNames({"K", "M"}) \
+      ->Unit(benchmark::kMillisecond)
+PREFILL_BENCHMARK(q4_0, "Q4_0");
+PREFILL_BENCHMARK(q8_0, "Q8_0");
+PREFILL_BENCHMARK(bf16, "BF16");
+PREFILL_BENCHMARK(q4_1, "Q4_1");
+PREFILL_BENCHMARK(q5_0, "Q5_0");
+PREFILL_BENCHMARK(q5_1, "Q5_1");
+PREFILL_BENCHMARK(iq4_nl, "IQ4_NL");
+PREFILL_BENCHMARK(q2_K, "Q2_K");
+PREFILL_BENCHMARK(q3_K, "Q3_K");
+PREFILL_BENCHMARK(q4_K, "Q4_K");
+PREFILL_BENCHMARK(q5_K, "Q5_K");
+PREFILL_BENCHMARK(q6_K, "Q6_K");
+PREFILL_BENCHMARK(iq4_xs, "IQ4_XS");
 
 // ---------------------------------------------------------------------------------------------
 // Memory-read reference: sum a 1 GiB buffer. The buffer is split into `streams` equal parts

@@ -1,5 +1,6 @@
 // The float GEMM machinery of the "avx2" table, for weights that widen to f32 on load
-// (f32/f16/bf16): a dot-product kernel for small N and a register-tiled kernel for large N.
+// (f32/f16/bf16): a dot-product kernel for small N and a register-tiled kernel for large N; and
+// hsum, which the quantized kernels use too.
 //
 // Include only from files compiled with -mavx2 -mfma -mf16c. Like aligned.h, everything has
 // internal linkage, so no other instruction set's build of a helper can be linked in.
@@ -7,9 +8,6 @@
 // A weight format plugs in twice: a Load (one 8-float vector, and one scalar for the tail of K)
 // for gemm_small_n, and a Rows source (kMR row pointers of f32 for one K slice, converting
 // into its own buffer if needed) for gemm_tiled.
-//
-// kernels_avx2.cpp still holds its own copy of this code for f32/f16; it should include this
-// header instead.
 #pragma once
 
 #include <immintrin.h>

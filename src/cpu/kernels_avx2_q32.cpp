@@ -161,9 +161,11 @@ template <typename F>
 void gemm_q32(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
               size_t ldc) {
   using Block = typename F::Block;
+  if (M <= 0 || N <= 0) return;
   const int64_t nb = K / kQK;
   AlignedArray<float> owned;
-  float* scratch = call_scratch<float, ColumnScratchTag>(static_cast<size_t>(2 * N * nb), owned);
+  // At least one element: call_scratch may return null for 0 (K = 0 still has to write C = 0).
+  float* scratch = call_scratch<float, ColumnScratchTag>(std::max<size_t>(1, static_cast<size_t>(2 * N * nb)), owned);
   if (!scratch) throw std::bad_alloc();  // the device fails the compute with a Status
   for (int64_t j = 0; j < N; ++j)
     column_scales(row_at<BlockQ8_0>(B, j, ldb), nb, F::kHasSum, scratch + j * nb, scratch + (N + j) * nb);

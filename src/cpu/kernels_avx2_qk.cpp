@@ -16,8 +16,9 @@
 // entries (kIQ4NLValues, via vpshufb), multiplied as |w| * (x * sign(w)).
 //
 // Decode (N = 1) unpacks each super-block in registers and uses it once, streaming one weight
-// row in address order. Prefill unpacks two weight rows into an L1 buffer and runs every
-// activation column against both, so each activation load feeds two rows.
+// row in address order. Prefill unpacks two weight rows into a buffer (704 bytes per super-block
+// of the pair: within a 32-48 KiB L1 up to K of about 11k-17k) and runs every activation column
+// against both, so each activation load feeds two rows.
 #include "cpu/kernels.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -67,6 +68,7 @@ struct alignas(32) Unpacked {
   float d;
   float dmin;
 };
+static_assert(sizeof(Unpacked) == 352, "the buffer size in the file comment");
 
 // The six formats. Each u stands for u - 2^kOffsetShift (no offset when kOffsetShift < 0); kMins:
 // the format has mins; kSigned: u holds signed values (|u| <= 127).
@@ -277,6 +279,7 @@ template <typename F>
 __attribute__((flatten)) void gemm_k(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B,
                                      size_t ldb, float* C, size_t ldc) {
   using Block = typename F::Block;
+  if (M <= 0 || N <= 0) return;
   const int64_t nb = K / kQK_K;
   if (N == 1) {
     const BlockQ8_K* x = row_at<BlockQ8_K>(B, 0, ldb);
@@ -294,7 +297,7 @@ __attribute__((flatten)) void gemm_k(int64_t K, int64_t M, int64_t N, const void
     return;
   }
   AlignedArray<Unpacked> owned;
-  Unpacked* rows = call_scratch<Unpacked, UnpackedRowsTag>(static_cast<size_t>(2 * nb), owned);
+  Unpacked* rows = call_scratch<Unpacked, UnpackedRowsTag>(std::max<size_t>(1, static_cast<size_t>(2 * nb)), owned);
   if (!rows) throw std::bad_alloc();  // the device fails the compute with a Status
   for (int64_t i = 0; i < M; i += 2) {
     const bool pair = i + 1 < M;

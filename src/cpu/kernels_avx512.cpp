@@ -38,6 +38,7 @@
 #include "core/float16.h"
 #include "core/quant.h"
 #include "cpu/aligned.h"
+#include "cpu/kernels_avx512_quant.h"
 #include "cpu/kernels_portable_quant.h"
 
 namespace tensorpc::cpu {
@@ -508,6 +509,7 @@ const KernelTable* avx512_kernels() {
   static const KernelTable table = [] {
     KernelTable t = {.name = "avx512", .quantize_row_q8_0 = quantize_q8_0, .gemm_f32 = gemm_f32, .gemm_f16 = gemm_f16, .gemm_q8_0 = gemm_quant<Q8Kernel>, .gemm_q4_0 = gemm_quant<Q4Kernel>};
     add_portable_quant_kernels(t);  // the formats this file has no kernels of
+    add_avx512_quant_kernels(t);    // ... and replaces them with this table's own
     return t;
   }();
   static const bool supported = cpu_has_avx512_set();

@@ -13,6 +13,7 @@
 #include "cli_checks.h"
 #include "device_spec.h"
 #include "rpc/log.h"
+#include "model/quantize_mix.h"
 #include "tensorpc/bench_quant.h"
 #include "tensorpc/bench_rpc.h"
 #include "tensorpc/demo.h"
@@ -34,7 +35,8 @@ Status fill_defaults(BenchOptions& o) {
     o.sizes = q ? std::vector<uint64_t>{kMiB, 64 * kMiB}
                 : std::vector<uint64_t>{kMiB, 16 * kMiB, 64 * kMiB, 256 * kMiB, 1024 * kMiB};
   }
-  if (o.models.empty()) {
+  bool fill_quant_mixes = o.quant_only;
+  if (o.models.empty() && !o.quant_only) {
     if (std::filesystem::exists(bundled_model_path())) {
       o.models.push_back({.key = "kjv_tiny", .label = "kjv-tiny", .path = bundled_model_path()});
     }
@@ -44,12 +46,13 @@ Status fill_defaults(BenchOptions& o) {
       const std::string name(name_of(type));
       o.models.push_back({.key = name, .label = "random 100M " + name, .path = path.value()});
     }
-    if (o.quant_mixes.empty()) {
-      o.quant_mixes = q ? std::vector<std::string>{"Q4_K_M"}
-                        : std::vector<std::string>{"Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_NL"};
-    }
+    fill_quant_mixes = true;
     // The cache matters for big weights: the bundled model's tensors are too small for it.
     if (o.load_models.empty()) o.load_models.push_back(o.models.back());
+  }
+  if (fill_quant_mixes && o.quant_mixes.empty()) {
+    o.quant_mixes = q ? std::vector<std::string>{"Q4_K_M"}
+                      : std::vector<std::string>{"Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_NL"};
   }
   return Status();
 }
@@ -88,6 +91,11 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
       .repetitions = o.quick ? 3 : 5, .n_predict = o.n_predict, .threads = o.threads, .link = o.link};
   if (o.repetitions < model.repetitions) model.repetitions = o.repetitions;
 
+  if (o.quant_only) {
+    say("decode and prefill of the random 250M model quantized to " + join(o.quant_mixes) + ", local CPU");
+    TENSORPC_RETURN_IF_ERROR(add(bench_quantized_models(o.quant_mixes, model, progress), "quantized models"));
+    return figures;
+  }
   say("round trip of a tiny command");
   TENSORPC_RETURN_IF_ERROR(add(bench_round_trip(rpc), "round trip"));
   say("set-tensor and get-tensor throughput");
@@ -177,6 +185,14 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       ->check(check_thread_count);
   cmd->add_option("-n,--tokens", o->n_predict, "tokens per generation (0: 33, quick 9)")
       ->check(whole_number(0, INT32_MAX));
+  cmd->add_option("--quant", o->quant_mixes,
+                  "quantization mixes of the random 250M model to measure (default Q4_K_M, Q5_K_M, Q6_K, IQ4_NL; "
+                  "quick: Q4_K_M)")
+      ->delimiter(',')
+      ->check([](const std::string& s) {
+        return parse_quant_mix(s) ? std::string() : "unknown mix " + s + " (" + quant_mix_names() + ")";
+      });
+  cmd->add_flag("--quant-only", o->quant_only, "only the quantized-model figures (decode and prefill of the 250M model)");
   cmd->callback([o, link, exit_code] {
     BenchOptions options = *o;
     options.link = parse_link(*link).value();  // checked by the option
