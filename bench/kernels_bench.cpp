@@ -168,8 +168,11 @@ void BM_GemmPrefill(benchmark::State& state) {
   set_gemm_counters(state, 2.0 * M * N * K, static_cast<double>(weights.size()));
 }
 
-#define PREFILL_BENCHMARK(type, name)                                                               \
-  BENCHMARK(BM_GemmPrefill<DType::type>)->Name("BM_Gemm" name "Prefill")->Args({4096, 4096})->ArgNames({"K", "M"}) \
+#define PREFILL_BENCHMARK(type, name)    \
+  BENCHMARK(BM_GemmPrefill<DType::type>) \
+      ->Name("BM_Gemm" name "Prefill")   \
+      ->Args({4096, 4096})               \
+      ->ArgNames({"K", "M"})             \
       ->Unit(benchmark::kMillisecond)
 PREFILL_BENCHMARK(q4_0, "Q4_0");
 PREFILL_BENCHMARK(q8_0, "Q8_0");

@@ -4,18 +4,18 @@
 //
 // A format hands the driver 256 weights at a time (one K super-block, or eight 32-value blocks)
 // as WeightCodes, the "unpack" view of kernels_portable_quant.cpp in four zmm:
-//   weight = scale_s * (u - offset) + min_s * 1,   u an unsigned byte, s its sub-block of 16.
+//   weight = scale_s * (u - offset) + min_s,   u an unsigned byte, s its sub-block of 16.
 // The format's loader leaves each 16-byte chunk of each register holding the 16 codes of one
-// sub-block in value order (which sub-block is the format's ChunkMap); the driver then
-// transposes the 4 x 4 dwords of every 128-bit lane across the four registers, so that lane L
-// of all four registers holds codes of one sub-block: sigma(L) = map[4 (L % 4) + L / 4].
-// The activations are laid out once per call in exactly the same order (PreparedGroup), so one
-// dot product is
+// sub-block in value order, as cheaply as its bit planes allow (which sub-block is recorded in
+// the format's ChunkMap). The driver then shuffles dwords across the four registers (Arrange)
+// so that each 32-bit lane L holds, in all four registers, codes that share one scale. The
+// activations are laid out once per call in exactly the same order (PreparedGroup), so one
+// dot product is, per lane,
 //   acc_int = bias + dpbusd(u0, x0) + ... + dpbusd(u3, x3)     (bias = -offset * sum of x quants)
 //   acc    += float(acc_int) * scale * x_scale  [+ min * x_scale * sum of x quants]
-// per lane: four VNNI instructions and three float ops per 256 values and activation row, with
-// no horizontal work until the end of the row. The unpacking is shared by every activation row
-// of a tile, the transpose by nothing else: it costs 8 shuffles per 256 weights.
+// four VNNI instructions and three float ops per 256 values and activation row, with no
+// horizontal work until the end of the row. The unpacking and arranging are shared by every
+// activation row of a tile.
 //
 // Decode (N = 1) reads one weight row at a time, in address order, prefetching the next row
 // alongside (docs/performance.md, "Decode reads one weight row at a time"); N > 1 runs tiles of
@@ -38,10 +38,14 @@
 namespace tensorpc::cpu {
 namespace {
 
-// map[4 r + c]: the sub-block of 16 values (0..15) in chunk c of register r, before the transpose.
+// map[4 r + c]: the sub-block of 16 values (0..15) in chunk c of register r, before arranging.
 using ChunkMap = std::array<uint8_t, 16>;
 
-// The sub-block lane L holds after the transpose.
+// Nibble formats with 16 bytes per 32 values (iq4_xs, and each block of q4_1/q5_0/q5_1/iq4_nl):
+// the low nibbles of 64 bytes in register 0, their high nibbles in 1, the next 64 bytes in 2, 3.
+constexpr ChunkMap kHalfChunks = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
+
+// The sub-block lane L holds after Arrange::kTranspose.
 constexpr int lane_sub_block(const ChunkMap& map, int L) { return map[4 * (L % 4) + L / 4]; }
 
 // Lane L -> lane_sub_block(L) / per + add, for permutexvar over per-sub-block (per = 1) or
@@ -56,10 +60,21 @@ constexpr LaneIndex lane_index(const ChunkMap& map, int per, int add) {
 }
 inline __m512i load_index(const LaneIndex& idx) { return _mm512_load_si512(idx.v); }
 
+// kIQ4NLValues + 128 as unsigned bytes, the codes of iq4_nl/iq4_xs (offset 128), in every
+// 128-bit lane for vpshufb.
+inline __m512i iq4_levels() {
+  static constexpr std::array<uint8_t, 16> kLevels = [] {
+    std::array<uint8_t, 16> v{};
+    for (int i = 0; i < 16; ++i) v[i] = static_cast<uint8_t>(kIQ4NLValues[i] + 128);
+    return v;
+  }();
+  return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kLevels.data())));
+}
+
 struct WeightCodes {
-  __m512i u[4];  // unsigned codes, in the ChunkMap layout until transposed
-  __m512 scale;  // per lane: what multiplies sum (u - offset) * x over the lane's sub-block
-  __m512 min;    // per lane: what multiplies the sum of x over it (formats with kHasMin)
+  __m512i u[4];  // unsigned codes, in the ChunkMap layout until arranged
+  __m512 scale;  // per lane: what multiplies sum (u - offset) * x over the lane's codes
+  __m512 min;    // per lane: what multiplies the sum of those x (formats with kHasMin)
 };
 
 // How the driver turns the ChunkMap layout into lanes of one scale each.
@@ -110,9 +125,9 @@ constexpr LaneIndex lane_block32_index(const ChunkMap& map, Arrange arrangement,
 // 256 activation quants and what the dot product needs of them, in a format's lane order.
 struct alignas(64) PreparedGroup {
   int8_t q[256];
-  int32_t bias[16];  // -offset * (sum of the quants of the lane's sub-block)
-  float d[16];       // activation scale of the lane's sub-block
-  float dsum[16];    // d * (sum of the quants of the lane's sub-block)
+  int32_t bias[16];  // -offset * (sum of the 16 quants in the lane)
+  float d[16];       // activation scale of the lane's quants
+  float dsum[16];    // d * (sum of the 16 quants in the lane)
 };
 
 // qs: 256 activation quants in value order; d[b]: the scale of values [32 b, 32 b + 32) when
@@ -147,7 +162,7 @@ void prepare_group(const int8_t* qs, const float* d, bool per_block32, PreparedG
 template <typename Format>
 constexpr int64_t kBlocksPerGroup = Format::kBlocks32 ? 8 : 1;
 template <typename Format>
-constexpr int64_t kGroupBytes = kBlocksPerGroup<Format> * static_cast<int64_t>(Format::kBlockBytes);
+constexpr int64_t kGroupBytes = static_cast<int64_t>(Format::kBlockBytes) * kBlocksPerGroup<Format>;
 
 // One activation row of nb blocks (BlockQ8_0 for the 32-value formats, else BlockQ8_K) as
 // ceil(nb / blocks per group) groups; a last partial group is padded with zero quants and scales.
@@ -240,9 +255,19 @@ void codes_tile(int64_t nb, const uint8_t* const* a, const uint8_t* const* pf, c
     for (int r = 0; r < RA; ++r) out[c * RA + r] = hsum_ps(acc[r][c]);
 }
 
-template <typename Format, int RA>
-void codes_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size_t lda,
-                const PreparedGroup* prepared, int64_t groups, float* C, size_t ldc) {
+// codes_tile for the last nr (< CB) activation rows too.
+template <typename Format, int RA, int CB>
+void codes_tile_upto(int64_t nr, int64_t nb, const uint8_t* const* a, const uint8_t* const* pf,
+                     const PreparedGroup* const* b, float* out) {
+  if constexpr (CB > 1) {
+    if (nr < CB) return codes_tile_upto<Format, RA, CB - 1>(nr, nb, a, pf, b, out);
+  }
+  codes_tile<Format, RA, CB>(nb, a, pf, b, out);
+}
+
+template <typename Format, int RA, int CB>
+void codes_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size_t lda, const PreparedGroup* prepared,
+                int64_t groups, float* C, size_t ldc) {
   const int64_t mr = std::min<int64_t>(RA, M - i);
   const uint8_t* a[RA];
   const uint8_t* next[RA];
@@ -250,18 +275,12 @@ void codes_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size
     a[r] = row_at<uint8_t>(A, i + std::min<int64_t>(r, mr - 1), lda);
     next[r] = row_at<uint8_t>(A, std::min(i + RA + r, M - 1), lda);
   }
-  constexpr int CB = 4;
   float out[CB * RA];
   for (int64_t j = 0; j < N; j += CB) {
     const int64_t nr = std::min<int64_t>(CB, N - j);
     const PreparedGroup* b[CB];
     for (int c = 0; c < CB; ++c) b[c] = prepared + (j + std::min<int64_t>(c, nr - 1)) * groups;
-    switch (nr) {
-      case 1: codes_tile<Format, RA, 1>(nb, a, next, b, out); break;
-      case 2: codes_tile<Format, RA, 2>(nb, a, next, b, out); break;
-      case 3: codes_tile<Format, RA, 3>(nb, a, next, b, out); break;
-      default: codes_tile<Format, RA, 4>(nb, a, next, b, out); break;
-    }
+    codes_tile_upto<Format, RA, CB>(nr, nb, a, next, b, out);
     for (int64_t c = 0; c < nr; ++c)
       for (int64_t r = 0; r < mr; ++r) C[(j + c) * ldc + i + r] = out[c * RA + r];
   }
@@ -281,9 +300,9 @@ void gemm_codes(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, cons
   // rows x four activation rows, so each unpacked group feeds eight dot products.
   for (int64_t i = 0; i < M; i += (N == 1 ? 1 : 2)) {
     if (N == 1)
-      codes_rows<Format, 1>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
+      codes_rows<Format, 1, 1>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
     else
-      codes_rows<Format, 2>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
+      codes_rows<Format, 2, 4>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
   }
 }
 

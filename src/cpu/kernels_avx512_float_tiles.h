@@ -158,8 +158,7 @@ inline AlignedArray<float> pack_panels(int64_t K, int64_t N, const void* B, size
 
 // kTileMR rows [i0, i0 + kTileMR) (rows past `last` repeat it), k in [k0, k0 + kc), as f32.
 template <typename Load>
-void widen_rows(const void* A, size_t lda, int64_t i0, int64_t last, int64_t k0, int64_t kc,
-                float (*buf)[kTileKC]) {
+void widen_rows(const void* A, size_t lda, int64_t i0, int64_t last, int64_t k0, int64_t kc, float (*buf)[kTileKC]) {
   for (int r = 0; r < kTileMR; ++r) {
     const typename Load::T* src = row_at<typename Load::T>(A, std::min(i0 + r, last), lda) + k0;
     // The same rows' next slice is needed kTileMC/kTileMR calls from now; pull it towards L2.

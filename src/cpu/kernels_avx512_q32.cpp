@@ -2,15 +2,16 @@
 // activations.
 //
 // kernels_avx512_codes.h runs on groups of 256 values, so here a group is eight consecutive
-// blocks. Each half (four blocks, 72 to 96 bytes) is read with two overlapping 64-byte loads,
-// and word permutes gather its 4 x 16 quant bytes into one zmm (chunk c = block c), its f16
-// scales (and q4_1/q5_1 mins) into a vector, and for q5_0/q5_1 each block's 32 high bits into
-// chunk c of another, from which vpshufb + vptestmb make a byte mask. Low nibbles of the four
-// blocks give one code register, high nibbles another. Offsets: q5_0 16, iq4_nl 128 (its levels
-// looked up +128); q4_1 and q5_1 add their min m times the activations' sum.
-#include "cpu/kernels_avx512_quant.h"
-
+// blocks. Each half (four blocks, 72 to 96 bytes) is read with one 64-byte load and one masked
+// load of the rest, and word permutes gather its 4 x 16 quant bytes into one zmm (chunk c =
+// block c), its f16 scales (and q4_1/q5_1 mins) into a vector, and for q5_0/q5_1 each block's 32
+// high bits into chunk c of another, from which vpshufb + vptestmb make a byte mask. Low nibbles
+// of the four blocks give one code register, high nibbles another; as both hold the same blocks
+// chunk by chunk, interleaving dwords of the two halves (Arrange::kPairs) gives lanes of one
+// scale each. Offsets: q5_0 16, iq4_nl 128 (its levels looked up +128); q4_1 and q5_1 add their
+// min m times the activations' sum.
 #include "cpu/kernels.h"
+#include "cpu/kernels_avx512_quant.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && \
     defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
@@ -33,26 +34,25 @@
 namespace tensorpc::cpu {
 namespace {
 
-// Where each byte of a half group (four blocks of B bytes) is found: the word index, for
-// permutex2var_epi16 over x0 = bytes [0, 64) and x1 = bytes [4B - 64, 4B).
+// Word indices for permutex2var_epi16 over the bytes of a half group (four blocks of B bytes,
+// 72 to 96 bytes): x0 = bytes [0, 64), x1 = bytes [64, 4B) by a masked load. (Two overlapping
+// unmasked loads read the same bytes too, but ran at half the speed from DRAM where measured.)
 struct alignas(64) WordIndex {
   uint16_t v[32];
 };
-constexpr uint16_t word_at(int block_bytes, int byte) {
-  return static_cast<uint16_t>(byte + 2 <= 64 ? byte / 2 : 32 + (byte - (4 * block_bytes - 64)) / 2);
-}
+constexpr uint16_t word_at(int byte) { return static_cast<uint16_t>(byte / 2); }
 // Chunk c = the 16 quant bytes of block c.
 constexpr WordIndex qs_index(int block_bytes, int qs_offset) {
   WordIndex w{};
-  for (int k = 0; k < 32; ++k) w.v[k] = word_at(block_bytes, (k / 8) * block_bytes + qs_offset + 2 * (k % 8));
+  for (int k = 0; k < 32; ++k) w.v[k] = word_at((k / 8) * block_bytes + qs_offset + 2 * (k % 8));
   return w;
 }
 // Words 4h + b: the f16 d of block b; words 8 + 4h + b: its f16 m (m_offset < 0: none).
 constexpr WordIndex scale_index(int block_bytes, int m_offset, int half) {
   WordIndex w{};
   for (int b = 0; b < 4; ++b) {
-    w.v[4 * half + b] = word_at(block_bytes, b * block_bytes);
-    if (m_offset >= 0) w.v[8 + 4 * half + b] = word_at(block_bytes, b * block_bytes + m_offset);
+    w.v[4 * half + b] = word_at(b * block_bytes);
+    if (m_offset >= 0) w.v[8 + 4 * half + b] = word_at(b * block_bytes + m_offset);
   }
   return w;
 }
@@ -60,12 +60,10 @@ constexpr WordIndex scale_index(int block_bytes, int m_offset, int half) {
 constexpr WordIndex qh_index(int block_bytes, int qh_offset) {
   WordIndex w{};
   for (int c = 0; c < 4; ++c)
-    for (int j = 0; j < 2; ++j) w.v[8 * c + j] = word_at(block_bytes, c * block_bytes + qh_offset + 2 * j);
+    for (int j = 0; j < 2; ++j) w.v[8 * c + j] = word_at(c * block_bytes + qh_offset + 2 * j);
   return w;
 }
 inline __m512i load_words(const WordIndex& w) { return _mm512_load_si512(w.v); }
-
-constexpr ChunkMap kHalfChunks = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
 
 // How nibbles become codes: as they are, or looked up in the iq4_nl levels.
 enum class Levels { kLinear, kIQ4 };
@@ -89,7 +87,7 @@ struct Blocks32Format {
 
   // Low and high nibble codes of the four blocks at p, and their scale words.
   static void load_half(const uint8_t* p, __m512i& lo, __m512i& hi, __m512i& scales, const WordIndex& scale_idx) {
-    const __m512i x0 = _mm512_loadu_si512(p), x1 = _mm512_loadu_si512(p + 4 * B - 64);
+    const __m512i x0 = _mm512_loadu_si512(p), x1 = _mm512_maskz_loadu_epi8((1ull << (4 * B - 64)) - 1, p + 64);
     const __m512i qs = _mm512_permutex2var_epi16(x0, load_words(kQs), x1);
     const __m512i m15 = _mm512_set1_epi8(15);
     lo = _mm512_and_si512(qs, m15);
@@ -99,8 +97,8 @@ struct Blocks32Format {
       // Bit j of block c's qh is bit 4 of value j: spread bytes 0-1 (values 0..15) and 2-3
       // (values 16..31) over the chunk, then test one bit per byte.
       const __m512i qh = _mm512_permutex2var_epi16(x0, load_words(kQh), x1);
-      const __m512i lo_bytes = _mm512_set_epi64(0x0101010101010101, 0, 0x0101010101010101, 0, 0x0101010101010101,
-                                                0, 0x0101010101010101, 0);
+      const __m512i lo_bytes =
+          _mm512_set_epi64(0x0101010101010101, 0, 0x0101010101010101, 0, 0x0101010101010101, 0, 0x0101010101010101, 0);
       const __m512i hi_bytes = _mm512_add_epi8(lo_bytes, _mm512_set1_epi8(2));
       const __m512i bit = _mm512_set1_epi64(static_cast<long long>(0x8040201008040201ull));
       const __m512i sixteen = _mm512_set1_epi8(16);
@@ -108,10 +106,7 @@ struct Blocks32Format {
       hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, hi_bytes), bit), hi, sixteen);
     }
     if constexpr (kLevels == Levels::kIQ4) {
-      alignas(16) static constexpr uint8_t kLevelsU8[16] = {1,   24,  45,  63,  79,  93,  106, 118,
-                                                            129, 141, 153, 166, 181, 197, 217, 241};
-      static_assert(kLevelsU8[0] == kIQ4NLValues[0] + 128 && kLevelsU8[15] == kIQ4NLValues[15] + 128);
-      const __m512i levels = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kLevelsU8)));
+      const __m512i levels = iq4_levels();
       lo = _mm512_shuffle_epi8(levels, lo);
       hi = _mm512_shuffle_epi8(levels, hi);
     }
@@ -132,8 +127,8 @@ struct Blocks32Format {
 
 using Q4_1 = Blocks32Format<BlockQ4_1, offsetof(BlockQ4_1, qs), offsetof(BlockQ4_1, m), -1, 0, Levels::kLinear>;
 using Q5_0 = Blocks32Format<BlockQ5_0, offsetof(BlockQ5_0, qs), -1, offsetof(BlockQ5_0, qh), 16, Levels::kLinear>;
-using Q5_1 =
-    Blocks32Format<BlockQ5_1, offsetof(BlockQ5_1, qs), offsetof(BlockQ5_1, m), offsetof(BlockQ5_1, qh), 0, Levels::kLinear>;
+using Q5_1 = Blocks32Format<BlockQ5_1, offsetof(BlockQ5_1, qs), offsetof(BlockQ5_1, m), offsetof(BlockQ5_1, qh), 0,
+                            Levels::kLinear>;
 using IQ4_NL = Blocks32Format<BlockIQ4_NL, offsetof(BlockIQ4_NL, qs), -1, -1, 128, Levels::kIQ4>;
 
 }  // namespace

@@ -7,9 +7,8 @@
 // masks) and the ChunkMap records which sub-block each chunk then holds; the activations are
 // laid out to match once per call. Offsets: q6_K 32, q3_K 4, iq4_xs 128 (its signed levels
 // looked up +128); q2_K/q4_K/q5_K have none but mins.
-#include "cpu/kernels_avx512_quant.h"
-
 #include "cpu/kernels.h"
+#include "cpu/kernels_avx512_quant.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && \
     defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
@@ -61,8 +60,6 @@ constexpr ChunkMap kPlaneChunks = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7,
 // q4_K/q5_K: in each 64 values, the low nibbles of 32 bytes then their high nibbles. Register 0
 // takes the low nibbles of qs[0..63], 1 their high nibbles, 2 and 3 the same of qs[64..127].
 constexpr ChunkMap kNibbleChunks = {0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15};
-// iq4_xs (and the 32-value formats): 16 bytes per 32 values, low nibbles first.
-constexpr ChunkMap kHalfChunks = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
 
 struct Q2K {
   static constexpr ChunkMap kChunks = kPlaneChunks;
@@ -115,17 +112,18 @@ struct Q3K {
                                              _mm256_set1_epi8(static_cast<char>(1 << (s + 4))), 1);
       w.u[s] = _mm512_mask_add_epi8(low, _mm512_test_epi8_mask(hm, bit), low, four);
     }
-    // 16 6-bit scales: low nibbles in scales[0..7], top bits in scales[8..11] (quant.h).
-    uint32_t aux[4];
-    std::memcpy(aux, p + offsetof(BlockQ3_K, scales), 12);
-    const uint32_t tmp = aux[2];
-    constexpr uint32_t k3 = 0x03030303u, k15 = 0x0f0f0f0fu;
-    aux[2] = ((aux[0] >> 4) & k15) | (((tmp >> 4) & k3) << 4);
-    aux[3] = ((aux[1] >> 4) & k15) | (((tmp >> 6) & k3) << 4);
-    aux[0] = (aux[0] & k15) | ((tmp & k3) << 4);
-    aux[1] = (aux[1] & k15) | (((tmp >> 2) & k3) << 4);
-    const __m512i sc = _mm512_sub_epi32(
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aux))), _mm512_set1_epi32(32));
+    // 16 6-bit scales: the low nibble of scale j is scales[j] & 15 (j < 8) or scales[j - 8] >> 4,
+    // its top two bits (scales[8 + j % 4] >> 2 (j / 4)) & 3. The block ends 2 bytes after the
+    // 12 scale bytes, so they are loaded masked.
+    const __m128i s12 = _mm_maskz_loadu_epi8(0x0fff, p + offsetof(BlockQ3_K, scales));
+    const __m128i lows = _mm_shuffle_epi8(s12, _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7));
+    const __m128i first = _mm_setr_epi8(15, 15, 15, 15, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m128i low = _mm_or_si128(
+        _mm_and_si128(lows, first), _mm_andnot_si128(first, _mm_and_si128(_mm_srli_epi16(lows, 4), _mm_set1_epi8(15))));
+    const __m128i tops = _mm_shuffle_epi8(s12, _mm_setr_epi8(8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11));
+    const __m128i top = _mm_slli_epi16(
+        _mm_and_si128(_mm_srlv_epi16(tops, _mm_setr_epi16(0, 0, 2, 2, 4, 4, 6, 6)), _mm_set1_epi8(3)), 4);
+    const __m512i sc = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_or_si128(low, top)), _mm512_set1_epi32(32));
     w.scale = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_permutexvar_epi32(load_index(kLanes), sc)),
                             _mm512_set1_ps(f16_at(p + offsetof(BlockQ3_K, d))));
     w.min = _mm512_setzero_ps();
@@ -134,17 +132,21 @@ struct Q3K {
 };
 
 // The 8 scales and 8 mins (6 bits each) of q4_K/q5_K as 16 bytes, scales first (quant.h,
-// k_scale_min).
+// k_scale_min), from the 16 bytes at `packed` (12 used). In vector registers: scalar bit
+// tricks through memory stall on store forwarding into the vector load.
 inline __m128i k4_scales_mins(const uint8_t* packed) {
-  uint32_t u[4];
-  std::memcpy(u, packed, 12);
-  constexpr uint32_t k63 = 0x3f3f3f3fu, k15 = 0x0f0f0f0fu, k3 = 0x03030303u;
-  u[3] = ((u[2] >> 4) & k15) | (((u[1] >> 6) & k3) << 4);
-  const uint32_t mins_low = u[1] & k63;
-  u[1] = (u[2] & k15) | (((u[0] >> 6) & k3) << 4);
-  u[2] = mins_low;
-  u[0] &= k63;
-  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+  // Low parts: scale j < 4: q[j] & 63; j >= 4: q[j + 4] & 15; min j < 4: q[j + 4] & 63;
+  // min j >= 4: q[j + 4] >> 4.
+  const __m128i low_src = _mm_shuffle_epi8(q, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  const __m128i low_mask = _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0);
+  const __m128i nib_mask = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15);
+  const __m128i low =
+      _mm_or_si128(_mm_and_si128(low_src, low_mask), _mm_and_si128(_mm_srli_epi16(low_src, 4), nib_mask));
+  // Top two bits of scale j >= 4: q[j - 4] >> 6; of min j >= 4: q[j] >> 6; moved to bits 4, 5.
+  const __m128i top_src = _mm_shuffle_epi8(q, _mm_setr_epi8(0, 0, 0, 0, 0, 1, 2, 3, 0, 0, 0, 0, 4, 5, 6, 7));
+  const __m128i top_mask = _mm_setr_epi8(0, 0, 0, 0, 48, 48, 48, 48, 0, 0, 0, 0, 48, 48, 48, 48);
+  return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(top_src, 2), top_mask));
 }
 
 // Scale and min lanes of q4_K/q5_K: bytes 0..7 of sm are the scales, 8..15 the mins.
@@ -237,13 +239,6 @@ struct Q6K {
   }
 };
 
-// kIQ4NLValues + 128 as unsigned bytes, in every 128-bit lane (vpshufb looks up per lane).
-inline __m512i iq4_levels() {
-  alignas(16) uint8_t v[16];
-  for (int i = 0; i < 16; ++i) v[i] = static_cast<uint8_t>(kIQ4NLValues[i] + 128);
-  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(v)));
-}
-
 struct IQ4XS {
   static constexpr ChunkMap kChunks = kHalfChunks;
   static constexpr int kOffset = 128;
@@ -278,8 +273,8 @@ struct IQ4XS {
     std::memcpy(&sl, p + offsetof(BlockIQ4_XS, scales_l), 4);
     const __m512i low = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(static_cast<int>(sl)), load_index(kLow)),
                                          _mm512_set1_epi32(15));
-    const __m512i top = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(sh), load_index(kHigh)),
-                                         _mm512_set1_epi32(3));
+    const __m512i top =
+        _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(sh), load_index(kHigh)), _mm512_set1_epi32(3));
     const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32(top, 4)), _mm512_set1_epi32(32));
     w.scale = _mm512_mul_ps(_mm512_cvtepi32_ps(sc), _mm512_set1_ps(f16_at(p)));
     w.min = _mm512_setzero_ps();

@@ -188,7 +188,8 @@ class KernelQuantTable : public ::testing::TestWithParam<std::string> {
 
 TEST_P(KernelQuantTable, EveryNewFormatHasAKernelAndQ8_KHasAQuantizer) {
   ASSERT_NE(table_->quantize_row_q8_K, nullptr);
-  for (const FormatSpec& spec : new_formats()) EXPECT_NE(cpu::gemm_for(*table_, spec.type), nullptr) << name_of(spec.type);
+  for (const FormatSpec& spec : new_formats())
+    EXPECT_NE(cpu::gemm_for(*table_, spec.type), nullptr) << name_of(spec.type);
 }
 
 TEST_P(KernelQuantTable, GemmMatchesDoublePrecisionReferenceOnDequantizedValues) {
@@ -234,8 +235,8 @@ TEST_P(KernelQuantTable, ExtremeActivationsDoNotOverflowIntegerDotProducts) {
     QuantGemmProblem p(*table_, spec, K, 9, 3, seed++);
     std::vector<float> xs(p.N * K);
     for (int64_t k = 0; k < K; ++k) {
-      xs[k] = 1.0f;                                  // all positive
-      xs[K + k] = -1.0f;                             // all negative
+      xs[k] = 1.0f;                                     // all positive
+      xs[K + k] = -1.0f;                                // all negative
       xs[2 * K + k] = (k / 2) % 2 == 0 ? 1.0f : -1.0f;  // pairs of each sign
     }
     p.set_activations(*table_, xs);
