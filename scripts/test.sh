@@ -7,6 +7,9 @@ set -eu
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 JOBS="$(nproc)"
+# ccache keys by paths relative to the checkout, so a clone in another folder
+# (as CI makes) reuses what an earlier build compiled.
+export CCACHE_BASEDIR="$(pwd)" CCACHE_NOHASHDIR=1
 
 run_suite() {  # name, extra cmake args...
   name="$1"

@@ -18,7 +18,7 @@ StatusOr<int64_t> required(const GgufFile& f, const char* key) {
 
 StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::open(const std::string& path, ModelOpenOptions options) {
   auto file = GgufFile::open(path);
-  if (!file.ok()) return file.status().with_context(path);
+  if (!file.ok()) return file.status();  // it names the path already
   auto model = from_file(std::move(file).value(), path);
   if (!model.ok()) return model.status().with_context(path);
   const std::string dir = options.digest_dir ? *options.digest_dir : WeightDigests::default_dir();

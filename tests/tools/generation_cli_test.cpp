@@ -6,6 +6,7 @@
 #include <string>
 
 #include "file_util.h"
+#include "model/gguf_bytes.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/generation.h"
 #include "tensorpc/run.h"
@@ -27,6 +28,30 @@ TEST(ParseSplit, RejectsWhatIsNotAListOfRatios) {
     ASSERT_FALSE(r.ok()) << "'" << bad << "'";
     EXPECT_NE(r.status().message().find("--split"), std::string::npos) << r.status().to_string();
   }
+}
+
+// A model with tensors of types tensorpc does not run: one line naming the
+// file once and every such tensor with its GGUF type name, before anything loads.
+TEST(RunCommand, AModelOfTypesTensorpcDoesNotRunIsOneErrorNamingTheFileOnce) {
+  test::GgufBytes b;
+  b.header(3, 0)
+      .tensor("token_embd.weight", {256, 4}, 16, 0)  // iq2_xxs
+      .tensor("output_norm.weight", {256}, 0, 1024)
+      .tensor("output.weight", {256, 4}, 19, 2048)  // iq1_s
+      .pad_to(32)
+      .zeros(4096);
+  const test::TempFile file(std::string(b.bytes.begin(), b.bytes.end()));
+  RunOptions o;
+  o.setup.model = file.path;
+  o.prompt = "hello";
+  Capture out, err;
+  EXPECT_EQ(run_command(o, out.f, err.f), 1);
+  const std::string text = err.text();
+  const size_t first = text.find(file.path);
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find(file.path, first + 1), std::string::npos) << "the path twice: " << text;
+  EXPECT_NE(text.find("'token_embd.weight' (iq2_xxs)"), std::string::npos) << text;
+  EXPECT_NE(text.find("'output.weight' (iq1_s)"), std::string::npos) << text;
 }
 
 TEST(RunCommand, AMissingModelIsAnErrorNamingTheFile) {

@@ -194,7 +194,7 @@ TEST(PerplexityCommand, AMissingTextOrModelIsAnErrorNamingTheFile) {
   o.setup.model = "/nonexistent/model.gguf";
   Capture out2, err2;
   EXPECT_EQ(perplexity_command(o, out2.f, err2.f), 1);
-  EXPECT_TRUE(contains(err2.text(), "cannot open /nonexistent/model.gguf")) << err2.text();
+  EXPECT_TRUE(contains(err2.text(), "cannot open '/nonexistent/model.gguf'")) << err2.text();
 }
 
 }  // namespace

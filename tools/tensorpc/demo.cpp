@@ -35,7 +35,7 @@ int demo_command(const DemoOptions& o, std::FILE* out, std::FILE* err) {
   }
   auto model = LlamaModel::open(path);
   if (!model.ok()) {
-    std::fprintf(err, "tensorpc demo: cannot open %s: %s\n", path.c_str(), model.status().to_string().c_str());
+    std::fprintf(err, "tensorpc demo: %s\n", model.status().to_string().c_str());
     return 1;
   }
 

@@ -10,7 +10,7 @@ namespace tensorpc::tools {
 
 StatusOr<PlacedModel> place_model(const ModelSetup& setup, std::FILE* err) {
   auto model = LlamaModel::open(setup.model);
-  if (!model.ok()) return model.status().with_context("cannot open " + setup.model);
+  if (!model.ok()) return model.status();  // its message names the file once
   return place_model(std::move(model).value(), setup, err);
 }
 

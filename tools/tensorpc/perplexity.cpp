@@ -42,8 +42,7 @@ int perplexity_command(const PerplexityCommandOptions& o, std::FILE* out, std::F
   }
   auto opened = LlamaModel::open(o.setup.model);
   if (!opened.ok()) {
-    std::fprintf(err, "tensorpc perplexity: cannot open %s: %s\n", o.setup.model.c_str(),
-                 opened.status().message().c_str());
+    std::fprintf(err, "tensorpc perplexity: %s\n", opened.status().message().c_str());
     return 1;
   }
   ModelSetup setup = o.setup;
