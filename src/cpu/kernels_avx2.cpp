@@ -28,12 +28,6 @@
 namespace tensorpc::cpu {
 namespace {
 
-float hmax(__m256 v) {
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
-}
-
 // ---------------------------------------------------------------------------------------------
 // Activation quantization.
 

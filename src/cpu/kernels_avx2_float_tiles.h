@@ -1,6 +1,6 @@
 // The float GEMM machinery of the "avx2" table, for weights that widen to f32 on load
 // (f32/f16/bf16): a dot-product kernel for small N and a register-tiled kernel for large N; and
-// hsum, which the quantized kernels use too.
+// hsum and hmax, which the quantized kernels and activation quantizers use too.
 //
 // Include only from files compiled with -mavx2 -mfma -mf16c. Like aligned.h, everything has
 // internal linkage, so no other instruction set's build of a helper can be linked in.
@@ -26,6 +26,12 @@ inline float hsum(__m256 v) {
   __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   return _mm_cvtss_f32(_mm_add_ss(s4, _mm_movehdup_ps(s4)));
+}
+
+inline float hmax(__m256 v) {
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
 }
 
 // ---------------------------------------------------------------------------------------------

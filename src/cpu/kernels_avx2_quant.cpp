@@ -26,12 +26,6 @@
 namespace tensorpc::cpu {
 namespace {
 
-inline float hmax(__m256 v) {
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
-}
-
 // Same d and 1/d as quantize_row_q8_K_ref, so only exact .5 ties round differently (to even).
 // NaN inputs give 0 and the quants are clamped to [-127, 127], as in the reference.
 void quantize_q8_K(const float* x, void* vy, int64_t n) {

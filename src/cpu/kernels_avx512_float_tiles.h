@@ -33,6 +33,13 @@ inline float hsum_ps(__m512 v) {
   return _mm_cvtss_f32(_mm_add_ss(s4, _mm_movehdup_ps(s4)));
 }
 
+inline float hmax_ps(__m512 v) {
+  const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+}
+
 inline __mmask16 tail_mask16(int64_t remaining) { return static_cast<__mmask16>((1u << remaining) - 1u); }
 
 struct LoadF32 {

@@ -30,13 +30,6 @@
 namespace tensorpc::cpu {
 namespace {
 
-float hmax(__m512 v) {
-  const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
-}
-
 // Same d and 1/d as quantize_row_q8_K_ref, so only exact .5 ties round differently (to even, the
 // MXCSR default). NaN inputs give 0 and the quants are clamped to [-127, 127], as in the reference.
 void quantize_q8_K(const float* x, void* vy, int64_t n) {
@@ -52,7 +45,7 @@ void quantize_q8_K(const float* x, void* vy, int64_t n) {
     // skips NaNs, as std::max(amax, fabs(x)) does.
     __m512 amax = _mm512_setzero_ps();
     for (int i = 0; i < kQK_K; i += 16) amax = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), amax);
-    const float d = hmax(amax) / 127.0f;
+    const float d = hmax_ps(amax) / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     std::memcpy(&y[b].d, &d, sizeof d);  // q8_K rows may be only 2-byte aligned
     const __m512 s = _mm512_set1_ps(id);

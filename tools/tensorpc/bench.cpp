@@ -91,24 +91,21 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
       .repetitions = o.quick ? 3 : 5, .n_predict = o.n_predict, .threads = o.threads, .link = o.link};
   if (o.repetitions < model.repetitions) model.repetitions = o.repetitions;
 
-  if (o.quant_only) {
-    say("decode and prefill of the random 250M model quantized to " + join(o.quant_mixes) + ", local CPU");
-    TENSORPC_RETURN_IF_ERROR(add(bench_quantized_models(o.quant_mixes, model, progress), "quantized models"));
-    return figures;
-  }
-  say("round trip of a tiny command");
-  TENSORPC_RETURN_IF_ERROR(add(bench_round_trip(rpc), "round trip"));
-  say("set-tensor and get-tensor throughput");
-  TENSORPC_RETURN_IF_ERROR(add(bench_set_get(rpc), "set/get"));
-  say("round trip and set/get over TLS");
-  TENSORPC_RETURN_IF_ERROR(add(bench_tls(rpc), "TLS"));
-  say("set-tensor through the weights cache");
-  TENSORPC_RETURN_IF_ERROR(add(bench_cache_hit(rpc), "cache hit"));
-  say("hand-over between devices and between servers");
-  TENSORPC_RETURN_IF_ERROR(add(bench_handover(rpc), "hand-over"));
-  for (const BenchModel& m : o.models) {
-    say("decode and prefill, " + m.label + " (local, 1x1, 2x2, 2x2 over link " + o.link.to_string() + ")");
-    TENSORPC_RETURN_IF_ERROR(add(bench_model_decode(m, model), m.label));
+  if (!o.quant_only) {  // --quant-only: the quantized-model figures below alone
+    say("round trip of a tiny command");
+    TENSORPC_RETURN_IF_ERROR(add(bench_round_trip(rpc), "round trip"));
+    say("set-tensor and get-tensor throughput");
+    TENSORPC_RETURN_IF_ERROR(add(bench_set_get(rpc), "set/get"));
+    say("round trip and set/get over TLS");
+    TENSORPC_RETURN_IF_ERROR(add(bench_tls(rpc), "TLS"));
+    say("set-tensor through the weights cache");
+    TENSORPC_RETURN_IF_ERROR(add(bench_cache_hit(rpc), "cache hit"));
+    say("hand-over between devices and between servers");
+    TENSORPC_RETURN_IF_ERROR(add(bench_handover(rpc), "hand-over"));
+    for (const BenchModel& m : o.models) {
+      say("decode and prefill, " + m.label + " (local, 1x1, 2x2, 2x2 over link " + o.link.to_string() + ")");
+      TENSORPC_RETURN_IF_ERROR(add(bench_model_decode(m, model), m.label));
+    }
   }
   if (!o.quant_mixes.empty()) {
     say("decode and prefill of the random 250M model quantized to " + join(o.quant_mixes) + ", local CPU");
