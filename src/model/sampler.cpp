@@ -14,6 +14,8 @@ Status SamplerOptions::validate() const {
   if (top_k < 0) return invalid_argument("sampler: top_k must be >= 0 (0 = off), not " + std::to_string(top_k));
   if (!(top_p > 0.0f && top_p <= 1.0f))
     return invalid_argument("sampler: top_p must be in (0, 1], not " + std::to_string(top_p));
+  if (!(min_p >= 0.0f && min_p <= 1.0f))
+    return invalid_argument("sampler: min_p must be in [0, 1] (0 = off), not " + std::to_string(min_p));
   if (!(std::isfinite(repeat_penalty) && repeat_penalty > 0.0f))
     return invalid_argument("sampler: repeat_penalty must be finite and > 0, not " + std::to_string(repeat_penalty));
   if (repeat_last_n < 0)
@@ -168,6 +170,17 @@ int32_t Sampler::choose() {
     }
     total = 0.0;
     for (const Candidate& c : candidates_) total += c.weight;
+  }
+
+  // Min-p, on the logits themselves (probability at temperature 1): keep
+  // logit ≥ max + ln(min_p). The most likely token always stays.
+  if (options_.min_p > 0.0f) {
+    const double cutoff = static_cast<double>(max_logit) + std::log(static_cast<double>(options_.min_p));
+    total = 0.0;
+    for (Candidate& c : candidates_) {
+      if (static_cast<double>(c.logit) < cutoff) c.weight = 0.0;
+      total += c.weight;
+    }
   }
 
   // Draw. The fallback (rounding at the very end) is the last token that

@@ -9,7 +9,9 @@
 //   3. temperature <= 0: greedy, the argmax (ties: the lowest id); else
 //   4. top-k (0 = off), softmax of logit / temperature, top-p (the smallest
 //      set of most likely tokens whose probability reaches top_p, at least
-//      one token), and a draw from what remains.
+//      one token), min-p (tokens whose probability at temperature 1 is below
+//      min_p times the most likely one's are dropped), and a draw from what
+//      remains.
 // The penalty applies to greedy decoding too: that is where repetition loops
 // are most common.
 //
@@ -43,7 +45,8 @@ struct SamplerOptions {
   float temperature = 0.8f;     // >= 0; 0 = greedy
   int top_k = 40;               // >= 0; 0 = off
   float top_p = 0.95f;          // in (0, 1]; 1 = off
-  float repeat_penalty = 1.1f;  // > 0; 1 = off
+  float min_p = 0.0f;           // in [0, 1]; 0 = off
+  float repeat_penalty = 1.0f;  // > 0; 1 = off
   int repeat_last_n = 64;       // >= 0; 0 = off
   uint64_t seed = 0;            // used as is: the same seed gives the same tokens
 

@@ -107,7 +107,8 @@ TEST(SamplerCandidates, PickTheSameTokensAsAllLogitsDrawForDraw) {
 }
 
 TEST(SamplerCandidates, HowManyAreNeeded) {
-  SamplerOptions o;  // top-k 40, penalty over 64
+  SamplerOptions o;  // top-k 40
+  o.repeat_penalty = 1.1f;  // over the last 64
   EXPECT_EQ(Sampler::create(o).value().candidates_needed(32000), 40 + 1 + 64);
   EXPECT_EQ(Sampler::create(o).value().candidates_needed(50), 50);  // never more than the vocabulary
   o.temperature = 0;

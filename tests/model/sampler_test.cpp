@@ -181,6 +181,34 @@ TEST(SamplerOptions, InvalidOptionsAreRejected) {
   EXPECT_TRUE(rejected([](SamplerOptions& o) { o.top_k = -1; }));
   EXPECT_TRUE(rejected([](SamplerOptions& o) { o.repeat_penalty = 0.0f; }));
   EXPECT_TRUE(rejected([](SamplerOptions& o) { o.repeat_last_n = -1; }));
+  EXPECT_TRUE(rejected([](SamplerOptions& o) { o.min_p = -0.1f; }));
+  EXPECT_TRUE(rejected([](SamplerOptions& o) { o.min_p = 1.5f; }));
+  EXPECT_TRUE(rejected([](SamplerOptions& o) { o.min_p = kNaN; }));
+}
+
+TEST(SamplerMinP, DropsTokensLessLikelyThanAFractionOfTheBestAtTemperatureOne) {
+  // Probabilities at temperature 1: 0.5, 0.3, 0.15, 0.05. min_p 0.25 keeps
+  // p >= 0.125: the first three, in proportion at temperature 1.
+  SamplerOptions o = plain(1.0f, 7);
+  o.min_p = 0.25f;
+  Sampler s = make(o);
+  const std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
+  const std::vector<double> f = frequencies(s, logits, 20000);
+  EXPECT_EQ(f[3], 0.0);
+  EXPECT_NEAR(f[0], 0.5 / 0.95, 0.02);
+  EXPECT_NEAR(f[1], 0.3 / 0.95, 0.02);
+  EXPECT_NEAR(f[2], 0.15 / 0.95, 0.02);
+  // The cut is on temperature-1 probabilities: a high temperature flattens
+  // what is drawn, not what is kept.
+  o.temperature = 100.0f;
+  Sampler hot = make(o);
+  const std::vector<double> g = frequencies(hot, logits, 20000);
+  EXPECT_EQ(g[3], 0.0);
+  EXPECT_NEAR(g[2], 1.0 / 3.0, 0.02);
+  // min_p 1 keeps only the most likely token.
+  o.min_p = 1.0f;
+  Sampler only_best = make(o);
+  EXPECT_NEAR(frequencies(only_best, logits, 200)[0], 1.0, 1e-12);
 }
 
 }  // namespace

@@ -79,6 +79,9 @@ TEST(CommandLine, OutOfRangeAndNotANumberFlagsAreShortErrorsQuotingTheValue) {
       {{"--top-p", "0"}, "'0' is not a number in (0, 1]"},
       {{"--temp", "-1"}, "'-1' is not a finite number ≥ 0"},
       {{"--repeat-penalty", "inf"}, "'inf' is not a finite number > 0"},
+      {{"--min-p", "1.5"}, "'1.5' is not a number in [0, 1]"},
+      {{"-c", "-1"}, "'-1' is not a whole number from 0"},
+      {{"-s", "x"}, "'x' is not a whole number from 0"},
       {{"--seed", "-1"}, "'-1' is not a whole number from 0 to 9223372036854775807"},
       {{"-t", "5000"}, "'5000' is not a whole number from 0 (every core) to 4096"},
   };
@@ -89,6 +92,8 @@ TEST(CommandLine, OutOfRangeAndNotANumberFlagsAreShortErrorsQuotingTheValue) {
     EXPECT_TRUE(contains(error, c.says)) << c.args[0] << " " << c.args[1] << ": " << error;
     EXPECT_LT(error.size(), 200u) << error;
   }
+  EXPECT_TRUE(contains(parse_error({"run", "-m", "/nonexistent.gguf"}), "-p TEXT or -f FILE"));
+  EXPECT_TRUE(contains(parse_error({"run", "-m", "/nonexistent.gguf", "-p", "x", "-f", "/tmp/x"}), "excludes"));
   EXPECT_TRUE(contains(parse_error({"demo", "-n", "0"}), "'0' is not a whole number from 1"));
   EXPECT_TRUE(contains(parse_error({"bench", "-r", "-1"}), "'-1' is not a whole number from 0 to 1000"));
   EXPECT_TRUE(contains(parse_error({"bench", "-n", "x"}), "'x' is not a whole number from 0"));

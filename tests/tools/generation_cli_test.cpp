@@ -63,6 +63,42 @@ TEST(RunCommand, AMissingModelIsAnErrorNamingTheFile) {
   EXPECT_NE(err.text().find(o.setup.model), std::string::npos) << err.text();
 }
 
+TEST(RunCommand, AnUnreadablePromptFileIsAnErrorNamingItBeforeTheModelLoads) {
+  RunOptions o;
+  o.setup.model = "/nonexistent/dir/model.gguf";
+  o.prompt_file = "/nonexistent/dir/prompt.txt";
+  Capture out, err;
+  EXPECT_EQ(run_command(o, out.f, err.f), 1);
+  EXPECT_NE(err.text().find("-f: cannot read /nonexistent/dir/prompt.txt"), std::string::npos) << err.text();
+  EXPECT_EQ(err.text().find("model.gguf"), std::string::npos) << err.text();
+}
+
+TEST(RunCommand, APromptFromAFileRunsAndAFullContextIsSaid) {
+  const test::TempFile prompt("In the beginning God");
+  RunOptions o;
+  o.setup.model = std::string(TENSORPC_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+  o.setup.use_local = true;
+  o.setup.threads = 1;
+  o.setup.n_ctx = 16;
+  o.prompt_file = prompt.path;
+  o.temperature = 0;
+  o.n_predict = 64;
+  Capture out, err;
+  ASSERT_EQ(run_command(o, out.f, err.f), 0) << err.text();
+  EXPECT_EQ(out.text().rfind("In the beginning God", 0), 0u) << out.text();
+  EXPECT_GT(out.text().size(), std::string("In the beginning God").size() + 8) << out.text();
+  EXPECT_NE(err.text().find("generation stopped at the end of the context (16 positions"), std::string::npos)
+      << err.text();
+  // A context beyond the trained one (128) is allowed, with a warning.
+  o.setup.n_ctx = 256;
+  o.n_predict = 4;
+  Capture out2, err2;
+  ASSERT_EQ(run_command(o, out2.f, err2.f), 0) << err2.text();
+  EXPECT_NE(err2.text().find("warning: a context of 256 positions is beyond the 128"), std::string::npos)
+      << err2.text();
+  EXPECT_EQ(err2.text().find("generation stopped"), std::string::npos) << err2.text();
+}
+
 TEST(DemoCommand, AMissingModelIsAnErrorNamingTheFile) {
   DemoOptions o;
   o.model = "/nonexistent/dir/kjv-tiny.gguf";

@@ -160,7 +160,7 @@ StatusOr<GenerateResult> generate(Generator& gen, std::string_view prompt, const
   if (!sampler.ok()) return sampler.status();
   const Tokenizer& tok = model.tokenizer();
   GenerateResult r;
-  r.prompt = tok.encode(prompt);
+  r.prompt = tok.encode(prompt, /*add_special=*/true, options.special);
   if (r.prompt.empty()) return invalid_argument("the prompt has no tokens");
   for (int32_t t : r.prompt) sampler.value().accept(t);
 
@@ -214,10 +214,16 @@ StatusOr<GenerateResult> generate(Generator& gen, std::string_view prompt, const
       if (options.on_decode_start) options.on_decode_start();
       decode_start = Clock::now();
     }
-    if (options.stop_at_eos && next == tok.eos()) break;
+    if (options.stop_at_eos && next == tok.eos()) {
+      r.stop = StopReason::end_of_text;
+      break;
+    }
     emit(stream.push(next));
     // Stop before a step that would pass the context; the text so far stands.
-    if (gen.position() + 1 > placement.n_ctx()) break;
+    if (gen.position() + 1 > placement.n_ctx() && i + 1 < options.n_predict) {
+      r.stop = StopReason::context_full;
+      break;
+    }
   }
   emit(stream.flush());
   if (!r.generated.empty()) r.decode_seconds = seconds_since(decode_start);

@@ -56,15 +56,20 @@ StatusOr<std::unique_ptr<ModelPlacement>> load_model(const LlamaModel& model, co
 struct GenerateOptions {
   int n_predict = 64;           // tokens to generate at most
   bool stop_at_eos = true;      // false: run to n_predict (tests, benchmarks)
+  bool special = false;         // the prompt's control-token text is that token (Tokenizer::encode's parse_special)
   SamplerOptions sampler;
   GeneratorOptions generator;
   std::function<void()> on_decode_start = {};  // called once prefill is done (profiles); may be empty
 };
 
+// Why generation ended.
+enum class StopReason { n_predict, end_of_text, context_full };
+
 struct GenerateResult {
   std::vector<int32_t> prompt;     // the prompt's tokens (BOS included)
   std::vector<int32_t> generated;  // the sampled tokens, EOS included when it ended the text
   std::string text;                // the generated text
+  StopReason stop = StopReason::n_predict;
   double prompt_seconds = 0;       // prefill, through the first sampled token
   double decode_seconds = 0;       // every later step, sampling included
   int decode_steps = 0;            // single-token evaluations after the prefill

@@ -2,6 +2,8 @@
 #include "tensorpc/model_setup.h"
 
 #include <CLI/CLI.hpp>
+#include <fstream>
+#include <iterator>
 
 #include "cli_checks.h"
 #include "device_spec.h"
@@ -34,11 +36,26 @@ StatusOr<PlacedModel> place_model(std::unique_ptr<LlamaModel> model, const Model
                setup.model.c_str(), static_cast<long long>(hp.n_layer), static_cast<long long>(hp.n_embd),
                static_cast<long long>(hp.n_head), static_cast<long long>(hp.n_head_kv),
                static_cast<long long>(hp.n_vocab), static_cast<double>(p.model->parameter_count()) / 1e6);
+  if (hp.n_ctx_train > 0 && setup.n_ctx > hp.n_ctx_train) {
+    std::fprintf(err,
+                 "warning: a context of %lld positions is beyond the %lld the model was trained for; "
+                 "text past %lld may degrade\n",
+                 static_cast<long long>(setup.n_ctx), static_cast<long long>(hp.n_ctx_train),
+                 static_cast<long long>(hp.n_ctx_train));
+  }
   auto placement = load_model(*p.model, list, p.devices.endpoints(), setup.split, setup.n_ctx, err);
   if (!placement.ok()) return placement.status();
   p.placement = std::move(placement).value();
   std::fprintf(err, "%s", p.placement->table().c_str());
   return p;
+}
+
+StatusOr<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("cannot read " + path);
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) return io_error("cannot read " + path);
+  return text;
 }
 
 std::shared_ptr<ModelSetupFlags> ModelSetupFlags::add_to(CLI::App& cmd) {

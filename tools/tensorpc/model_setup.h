@@ -48,6 +48,10 @@ StatusOr<PlacedModel> place_model(const ModelSetup& setup, std::FILE* err);
 // The same for a model the caller opened (to read it before choosing setup.n_ctx, say).
 StatusOr<PlacedModel> place_model(std::unique_ptr<LlamaModel> model, const ModelSetup& setup, std::FILE* err);
 
+// The whole of a text file (a prompt, a text to score); not_found or
+// io_error naming the path.
+StatusOr<std::string> read_text_file(const std::string& path);
+
 // The placement flags, added to a command. The values are held here until
 // the command's callback calls apply(); keep the object (a shared_ptr the
 // callback captures) as long as the app.

@@ -6,8 +6,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 #include <memory>
 
 #include "cli_checks.h"
@@ -18,14 +16,6 @@ namespace {
 
 constexpr int64_t kDefaultChunk = 512;  // llama-perplexity's default context, so figures compare
 
-StatusOr<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot read " + path);
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) return io_error("cannot read " + path);
-  return text;
-}
-
 // The chunk length: the flag's, or 512 capped at what the model was trained for.
 int64_t chunk_length(int64_t flag, const LlamaHparams& hp) {
   if (flag > 0) return flag;
@@ -35,7 +25,7 @@ int64_t chunk_length(int64_t flag, const LlamaHparams& hp) {
 }  // namespace
 
 int perplexity_command(const PerplexityCommandOptions& o, std::FILE* out, std::FILE* err) {
-  auto text = read_text(o.text_file);
+  auto text = read_text_file(o.text_file);
   if (!text.ok()) {
     std::fprintf(err, "tensorpc perplexity: %s\n", text.status().message().c_str());
     return 1;
@@ -53,10 +43,6 @@ int perplexity_command(const PerplexityCommandOptions& o, std::FILE* out, std::F
     return 1;
   }
   const LlamaModel& model = *placed.value().model;
-  if (setup.n_ctx > model.hparams().n_ctx_train && model.hparams().n_ctx_train > 0) {
-    std::fprintf(err, "warning: chunks of %lld tokens are longer than the %lld the model was trained for\n",
-                 static_cast<long long>(setup.n_ctx), static_cast<long long>(model.hparams().n_ctx_train));
-  }
   const std::vector<int32_t> tokens = model.tokenizer().encode(text.value());
 
   // One step per chunk where it is not too large: all its logits at once.

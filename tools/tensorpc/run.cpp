@@ -18,12 +18,22 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
   const SamplerOptions sampling{.temperature = o.temperature,
                                 .top_k = o.top_k,
                                 .top_p = o.top_p,
+                                .min_p = o.min_p,
                                 .repeat_penalty = o.repeat_penalty,
                                 .seed = o.seed};
   // Checked before anything is loaded: a bad value should not cost an upload.
   if (const Status s = sampling.validate(); !s.ok()) {
     std::fprintf(err, "tensorpc run: %s\n", s.to_string().c_str());
     return 1;
+  }
+  std::string prompt = o.prompt;
+  if (!o.prompt_file.empty()) {
+    auto text = read_text_file(o.prompt_file);
+    if (!text.ok()) {
+      std::fprintf(err, "tensorpc run: -f: %s\n", text.status().message().c_str());
+      return 1;
+    }
+    prompt = std::move(text).value();
   }
   const auto awake = AwakeCores::request_if(o.awake_cores);  // held until the command returns
   if (!awake.ok()) {
@@ -41,9 +51,10 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
   GenerateOptions g;
   g.n_predict = o.n_predict;
   g.sampler = sampling;
-  std::fprintf(out, "%s", o.prompt.c_str());
+  g.special = o.special;
+  std::fprintf(out, "%s", prompt.c_str());
   std::fflush(out);
-  auto result = generate(model, placement, o.prompt, g, [out](std::string_view piece) {
+  auto result = generate(model, placement, prompt, g, [out](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), out);
     std::fflush(out);
   });
@@ -52,6 +63,10 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
   if (!result.ok()) {
     std::fprintf(err, "tensorpc run: %s\n", result.status().to_string().c_str());
     return 1;
+  }
+  if (result.value().stop == StopReason::context_full) {
+    std::fprintf(err, "generation stopped at the end of the context (%lld positions; -c sets it)\n",
+                 static_cast<long long>(placement.n_ctx()));
   }
   print_speed(result.value(), err);
   if (o.show_schedule) std::fprintf(err, "\n%s", result.value().schedule.c_str());
@@ -62,12 +77,16 @@ void add_run_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("run", "generate text from a llama GGUF model on local and remote devices");
   auto o = std::make_shared<RunOptions>();
   cmd->add_option("-m,--model", o->setup.model, "the model, a llama GGUF file")->required();
-  cmd->add_option("-p,--prompt", o->prompt, "the text to continue")->required();
+  auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "the text to continue");
+  auto* file = cmd->add_option("-f,--file", o->prompt_file, "read the text to continue from a file")->excludes(prompt);
+  cmd->add_flag("--special", o->special,
+                "treat text that spells a control token (<|im_start|>, <s>) as that token, and print control "
+                "tokens; without it, prompt text is only text and control tokens print nothing");
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate at most")
       ->check(whole_number(1, INT32_MAX))
       ->capture_default_str();
   auto where = ModelSetupFlags::add_to(*cmd);
-  cmd->add_option("--ctx", o->setup.n_ctx, "context length (0: the model's, at most 2048)")
+  cmd->add_option("-c,--ctx-size,--ctx", o->setup.n_ctx, "context length (0: the model's, at most 2048)")
       ->check(whole_number(0, INT32_MAX))
       ->capture_default_str();
   cmd->add_option("--temp", o->temperature, "temperature; 0: greedy")
@@ -79,15 +98,21 @@ void add_run_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--top-p", o->top_p, "keep the most likely tokens up to this probability")
       ->check(finite_number("a number in (0, 1]", [](double x) { return x > 0 && x <= 1; }))
       ->capture_default_str();
+  cmd->add_option("--min-p", o->min_p, "drop tokens less likely than this fraction of the most likely (0: off)")
+      ->check(finite_number("a number in [0, 1]", [](double x) { return x >= 0 && x <= 1; }))
+      ->capture_default_str();
   cmd->add_option("--repeat-penalty", o->repeat_penalty, "penalty of recently seen tokens (1: off)")
       ->check(finite_number("a finite number > 0", [](double x) { return x > 0; }))
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed")->check(whole_number(0, INT64_MAX))->capture_default_str();
+  cmd->add_option("-s,--seed", o->seed, "random seed")->check(whole_number(0, INT64_MAX))->capture_default_str();
   cmd->add_flag_callback(
       "--awake-cores", [o] { o->awake_cores = kCpuLatencyPath; }, kAwakeCoresHelp);
   cmd->add_flag("--show-schedule", o->show_schedule,
                 "print the last step's plan (node -> device, splits, copies, bytes per boundary) after the run");
-  cmd->callback([o, where, exit_code] {
+  cmd->callback([o, where, exit_code, prompt, file] {
+    if (prompt->count() == 0 && file->count() == 0) {
+      throw CLI::RequiredError("give the text to continue with -p TEXT or -f FILE");
+    }
     RunOptions options = *o;
     where->apply(options.setup);
     *exit_code = run_command(options, stdout, stderr);
