@@ -138,6 +138,19 @@ int main(int argc, char** argv) {
          Tensor* cat = c.concat(rows, c.new_tensor(DType::f32, {32, 2}), 1);
          return std::vector<Tensor*>{c.argmax(cat), c.cont(c.transpose(c.reshape(cat, {16, 10})))};
        }},
+      {"rope_yarn_tanh",
+       [](Context& c) {
+         // rope with frequency factors and YaRN (params 4..7, src[2]), and tanh.
+         RopeParams p;
+         p.n_dims = 8;
+         p.mode = kRopeNeox;
+         p.freq_scale = 0.25f;
+         p.n_ctx_orig = 64;
+         p.ext_factor = 1.0f;
+         Tensor* x = c.new_tensor(DType::f32, {8, 2, 4});
+         Tensor* r = c.rope(x, c.new_tensor(DType::i32, {4}), p, c.new_tensor(DType::f32, {4}));
+         return std::vector<Tensor*>{c.tanh(r)};
+       }},
   };
   for (const auto& [name, build] : seeds) write_file(graphs / name, encode_built(build));
 

@@ -53,6 +53,7 @@ void check_tokenizer(const Tokenizer& tok, std::string_view extra) {
       for (int32_t id : ids) {
         if (id < 0 || id >= n) fail("encode() gave an id outside the vocabulary");
       }
+      (void)tok.decode(ids, /*special=*/true);
       const std::string back = tok.decode(ids);
       // The documented round trip: all 256 byte tokens, no "▁" in the text,
       // no specials added or parsed.
@@ -62,7 +63,12 @@ void check_tokenizer(const Tokenizer& tok, std::string_view extra) {
       }
     }
   }
-  for (int32_t id = 0; id < n && id < 4096; ++id) (void)tok.token_to_piece(id);
+  for (int32_t id = 0; id < n && id < 4096; ++id) {
+    (void)tok.token_to_piece(id);
+    (void)tok.token_to_piece(id, /*special=*/true);
+    (void)tok.is_end_of_generation(id);
+  }
+  if (tok.eot() < -1 || tok.eot() >= n) fail("eot() is outside the vocabulary");
 }
 
 void check_graphs(const LlamaModel& model) {

@@ -17,6 +17,31 @@
 
 namespace tensorpc {
 
+inline constexpr int kRopeNormal = 0;  // rotates pairs (2i, 2i+1)
+inline constexpr int kRopeNeox = 2;    // rotates pairs (i, i + n_dims/2)
+
+// Rotary embedding parameters. Pair i of the first n_dims dims of a head, at
+// position pos, turns by theta_i = pos · freq_base^(-2i/n_dims) / f_i (f_i:
+// freq_factors[i], or 1). freq_scale < 1 is linear position interpolation
+// (theta_i × freq_scale). ext_factor > 0 turns on YaRN: pairs below the one
+// that makes beta_fast turns over n_ctx_orig positions keep the original
+// theta_i, pairs beyond the one that makes beta_slow turns take the
+// interpolated one, a linear ramp mixes the two between (ext_factor weights
+// the original's share), and cos/sin are scaled by
+// attn_factor · (1 + 0.1 · ln(1/freq_scale)). Without YaRN they are scaled by
+// attn_factor alone.
+struct RopeParams {
+  int n_dims = 0;              // rotated dims per head (even, <= head dim)
+  int mode = kRopeNormal;      // kRopeNormal or kRopeNeox
+  float freq_base = 10000.0f;  // finite, > 0 (> 1 for YaRN)
+  float freq_scale = 1.0f;     // finite, > 0
+  int n_ctx_orig = 0;          // YaRN: the context the model was trained with (> 0 when ext_factor > 0)
+  float ext_factor = 0.0f;     // YaRN: 0 off, 1 on; in [0, 1]
+  float attn_factor = 1.0f;    // finite, > 0
+  float beta_fast = 32.0f;     // YaRN: finite, > 0
+  float beta_slow = 1.0f;      // YaRN: finite, > 0
+};
+
 class Context {
  public:
   Context() = default;
@@ -39,6 +64,7 @@ class Context {
   Tensor* scale(Tensor* a, float s);
   Tensor* silu(Tensor* a);
   Tensor* gelu(Tensor* a);
+  Tensor* tanh(Tensor* a);
   Tensor* swiglu(Tensor* a, Tensor* b);
 
   // ---- linear algebra and lookups ----------------------------------------
@@ -50,7 +76,11 @@ class Context {
   // ---- normalisation, attention ------------------------------------------
   Tensor* rms_norm(Tensor* a, float eps);
   Tensor* norm(Tensor* a, float eps);
-  // mode: kRopeNormal or kRopeNeox.
+  // x f32 [head_dim, heads, tokens, 1] rotated at i32 positions [tokens]
+  // (RopeParams). freq_factors: null, or f32 [n_dims/2], theta_i divided by
+  // freq_factors[i] (Llama 3.1's rope_freqs.weight).
+  Tensor* rope(Tensor* x, Tensor* positions, const RopeParams& p, Tensor* freq_factors = nullptr);
+  // Plain rope with linear scaling; mode: kRopeNormal or kRopeNeox.
   Tensor* rope(Tensor* x, Tensor* positions, int n_dims, int mode, float freq_base = 10000.0f, float freq_scale = 1.0f);
   Tensor* soft_max(Tensor* a, Tensor* mask = nullptr, float scale = 1.0f);
   Tensor* diag_mask_inf(Tensor* a, int n_past);
@@ -86,8 +116,5 @@ class Context {
 
   std::deque<Tensor> tensors_;  // deque: pointers stay valid as it grows
 };
-
-inline constexpr int kRopeNormal = 0;
-inline constexpr int kRopeNeox = 2;
 
 }  // namespace tensorpc

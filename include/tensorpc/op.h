@@ -25,9 +25,9 @@ enum class Op : uint32_t {
   cpy = 8,      // src[0]'s values written into this tensor's layout and type (cont, cast, cpy)
   rms_norm = 9, // x / sqrt(mean(x^2) + eps) per row.   params: f32 eps
   norm = 10,    // (x - mean) / sqrt(var + eps) per row. params: f32 eps
-  rope = 11,    // rotary embedding of x [D,H,T,1] at positions i32 [T].
-                // params: i32 n_dims (rotated dims, even, <= D), i32 mode (0 normal:
-                // adjacent pairs; 2 neox: pairs (i, i + n_dims/2)), f32 freq_base, f32 freq_scale
+  rope = 11,    // rotary embedding of x [D,H,T,1] at positions i32 [T], with
+                // optional f32 frequency factors src[2] [n_dims/2]. params: see
+                // "rope's params" below
   soft_max = 12,  // softmax(x * scale + mask) per row; mask (optional src[1]) is
                   // f32 [ne0, >=ne1], broadcast over dims 2,3.  params: f32 scale
   silu = 13,
@@ -57,9 +57,37 @@ enum class Op : uint32_t {
   // ranks below -inf. Lets a sampler read k candidates instead of a whole
   // vocabulary of logits.  params: i32 k (1 <= k <= n)
   top_k = 24,
+
+  tanh = 25,  // element-wise tanh(a), f32
 };
 
-inline constexpr uint32_t kOpCount = 25;
+inline constexpr uint32_t kOpCount = 26;
+
+// rope's params, by slot:
+//   0 i32 n_dims (rotated dims, even, <= D)
+//   1 i32 mode: 0 normal (pairs (2i, 2i+1)) or 2 neox (pairs (i, i + n_dims/2)),
+//         plus kRopeYarnBit when slots 4..7 are set
+//   2 f32 freq_base    3 f32 freq_scale
+//   4 f32 ext_factor   5 f32 attn_factor
+//   6 f32 corr_low     7 f32 corr_high: YaRN's ramp runs from pair corr_low
+//         (the original angle's share ext_factor) to pair corr_high (share
+//         0: all interpolated); Context
+//         computes them from n_ctx_orig, beta_fast and beta_slow, clamped to
+//         [0, n_dims - 1]
+// Without kRopeYarnBit slots 4..7 are 0 and mean ext_factor 0, attn_factor 1:
+// a plain rope node is the one protocol 1.7 knew, and a server that predates
+// the bit refuses a node with it (an unknown mode) rather than computing
+// plain rope in its place.
+inline constexpr int kRopeParamNDims = 0;
+inline constexpr int kRopeParamMode = 1;
+inline constexpr int kRopeParamFreqBase = 2;
+inline constexpr int kRopeParamFreqScale = 3;
+inline constexpr int kRopeParamExtFactor = 4;
+inline constexpr int kRopeParamAttnFactor = 5;
+inline constexpr int kRopeParamCorrLow = 6;
+inline constexpr int kRopeParamCorrHigh = 7;
+inline constexpr int32_t kRopeYarnBit = 1 << 8;
+
 // The longest row top_k takes: every index below it is exact as a float.
 inline constexpr int64_t kTopKMaxRow = int64_t{1} << 24;
 

@@ -1,6 +1,9 @@
 // Graph node builders and their shape rules. Views live in context_views.cpp.
 #include "tensorpc/context.h"
 
+#include <algorithm>
+#include <cmath>
+#include <numbers>
 #include <string>
 
 namespace tensorpc {
@@ -97,6 +100,7 @@ Tensor* Context::mul(Tensor* a, Tensor* b) { return binary(Op::mul, a, b); }
 Tensor* Context::div(Tensor* a, Tensor* b) { return binary(Op::div, a, b); }
 Tensor* Context::silu(Tensor* a) { return unary(Op::silu, a); }
 Tensor* Context::gelu(Tensor* a) { return unary(Op::gelu, a); }
+Tensor* Context::tanh(Tensor* a) { return unary(Op::tanh, a); }
 
 Tensor* Context::scale(Tensor* a, float s) {
   Tensor* t = unary(Op::scale, a);
@@ -169,7 +173,7 @@ Tensor* Context::norm(Tensor* a, float eps) {
   return t;
 }
 
-Tensor* Context::rope(Tensor* x, Tensor* positions, int n_dims, int mode, float freq_base, float freq_scale) {
+Tensor* Context::rope(Tensor* x, Tensor* positions, const RopeParams& p, Tensor* freq_factors) {
   const Op op = Op::rope;
   require_type(x, DType::f32, op, "x");
   require_type(positions, DType::i32, op, "positions");
@@ -177,17 +181,65 @@ Tensor* Context::rope(Tensor* x, Tensor* positions, int n_dims, int mode, float 
   REQUIRE(x->ne[3] == 1, op, shapes() + ": x must be [head_dim, heads, tokens, 1]");
   REQUIRE(positions->nelements() == x->ne[2] && positions->ne[0] == x->ne[2], op,
           shapes() + ": one position per token (positions.ne[0] == x.ne[2])");
-  REQUIRE(n_dims > 0 && n_dims % 2 == 0 && n_dims <= x->ne[0], op,
-          shapes() + ": n_dims " + std::to_string(n_dims) + " must be even and in (0, head_dim]");
-  REQUIRE(mode == kRopeNormal || mode == kRopeNeox, op,
-          "mode " + std::to_string(mode) + " is neither normal (0) nor neox (2)");
-  REQUIRE(freq_base > 0.0f && freq_scale > 0.0f, op, "freq_base and freq_scale must be positive");
-  Tensor* t = make(DType::f32, x->ne, op, {x, positions});
-  t->set_param(0, static_cast<int32_t>(n_dims));
-  t->set_param(1, static_cast<int32_t>(mode));
-  t->set_param(2, freq_base);
-  t->set_param(3, freq_scale);
+  REQUIRE(p.n_dims > 0 && p.n_dims % 2 == 0 && p.n_dims <= x->ne[0], op,
+          shapes() + ": n_dims " + std::to_string(p.n_dims) + " must be even and in (0, head_dim]");
+  REQUIRE(p.mode == kRopeNormal || p.mode == kRopeNeox, op,
+          "mode " + std::to_string(p.mode) + " is neither normal (0) nor neox (2)");
+  // Written so that NaN fails them too.
+  REQUIRE(std::isfinite(p.freq_base) && p.freq_base > 0.0f && std::isfinite(p.freq_scale) && p.freq_scale > 0.0f, op,
+          "freq_base " + std::to_string(p.freq_base) + " and freq_scale " + std::to_string(p.freq_scale) +
+              " must be finite and positive");
+  REQUIRE(p.ext_factor >= 0.0f && p.ext_factor <= 1.0f, op,
+          "ext_factor " + std::to_string(p.ext_factor) + " is not in [0, 1]");
+  REQUIRE(std::isfinite(p.attn_factor) && p.attn_factor > 0.0f, op,
+          "attn_factor " + std::to_string(p.attn_factor) + " must be finite and positive");
+  if (freq_factors != nullptr) {
+    require_type(freq_factors, DType::f32, op, "freq_factors");
+    REQUIRE(freq_factors->ne[0] == p.n_dims / 2 && freq_factors->nelements() == p.n_dims / 2, op,
+            "freq_factors " + describe(*freq_factors) + " must be [n_dims/2] = [" + std::to_string(p.n_dims / 2) + "]");
+  }
+  // YaRN's ramp, in pairs: corr(n) is the pair that makes n turns over the
+  // original context, n_dims · ln(n_ctx_orig / (2π n)) / (2 ln freq_base).
+  float corr_low = 0.0f, corr_high = 0.0f;
+  if (p.ext_factor > 0.0f) {
+    REQUIRE(p.n_ctx_orig > 0, op, "YaRN needs n_ctx_orig > 0, not " + std::to_string(p.n_ctx_orig));
+    REQUIRE(p.freq_base > 1.0f, op, "YaRN needs freq_base > 1, not " + std::to_string(p.freq_base));
+    REQUIRE(std::isfinite(p.beta_fast) && p.beta_fast > 0.0f && std::isfinite(p.beta_slow) && p.beta_slow > 0.0f, op,
+            "YaRN's beta_fast " + std::to_string(p.beta_fast) + " and beta_slow " + std::to_string(p.beta_slow) +
+                " must be finite and positive");
+    const auto corr = [&](double turns) {
+      return p.n_dims * std::log(p.n_ctx_orig / (turns * 2.0 * std::numbers::pi)) /
+             (2.0 * std::log(static_cast<double>(p.freq_base)));
+    };
+    // Clamped to [0, n_dims - 1] at both ends: the ramp over the pairs
+    // (all below n_dims / 2) is the same, and the range is what servers check.
+    const double top = p.n_dims - 1;
+    corr_low = static_cast<float>(std::clamp(std::floor(corr(p.beta_fast)), 0.0, top));
+    corr_high = static_cast<float>(std::clamp(std::ceil(corr(p.beta_slow)), 0.0, top));
+  }
+  Tensor* t = freq_factors != nullptr ? make(DType::f32, x->ne, op, {x, positions, freq_factors})
+                                      : make(DType::f32, x->ne, op, {x, positions});
+  const bool yarn = p.ext_factor != 0.0f || p.attn_factor != 1.0f;
+  t->set_param(kRopeParamNDims, static_cast<int32_t>(p.n_dims));
+  t->set_param(kRopeParamMode, static_cast<int32_t>(p.mode | (yarn ? kRopeYarnBit : 0)));
+  t->set_param(kRopeParamFreqBase, p.freq_base);
+  t->set_param(kRopeParamFreqScale, p.freq_scale);
+  if (yarn) {
+    t->set_param(kRopeParamExtFactor, p.ext_factor);
+    t->set_param(kRopeParamAttnFactor, p.attn_factor);
+    t->set_param(kRopeParamCorrLow, corr_low);
+    t->set_param(kRopeParamCorrHigh, corr_high);
+  }
   return t;
+}
+
+Tensor* Context::rope(Tensor* x, Tensor* positions, int n_dims, int mode, float freq_base, float freq_scale) {
+  RopeParams p;
+  p.n_dims = n_dims;
+  p.mode = mode;
+  p.freq_base = freq_base;
+  p.freq_scale = freq_scale;
+  return rope(x, positions, p);
 }
 
 Tensor* Context::soft_max(Tensor* a, Tensor* mask, float scale) {

@@ -33,7 +33,8 @@ Status node_error(const Tensor& node, const std::string& what) {
   return invalid_argument(std::string(name_of(node.op)) + ": " + what);
 }
 
-// How many sources each op reads; soft_max's mask (src[1]) is optional.
+// How many sources each op reads; soft_max's mask (src[1]) and rope's
+// frequency factors (src[2]) are optional.
 struct Arity {
   int required;
   int optional;
@@ -48,17 +49,18 @@ Arity arity_of(Op op) {
     case Op::div:
     case Op::mul_mat:
     case Op::get_rows:
-    case Op::rope:
     case Op::swiglu:
     case Op::concat:
     case Op::set_rows: return {2, 0};
     case Op::soft_max: return {1, 1};
+    case Op::rope: return {2, 1};
     case Op::scale:
     case Op::cpy:
     case Op::rms_norm:
     case Op::norm:
     case Op::silu:
     case Op::gelu:
+    case Op::tanh:
     case Op::diag_mask_inf:
     case Op::argmax:
     case Op::top_k:
@@ -96,11 +98,27 @@ Tensor* rebuild(Context& ctx, const Tensor& node) {
     case Op::set_rows: return ctx.set_rows(stand_in(ctx, node), a, b);
     case Op::rms_norm: return ctx.rms_norm(a, node.param<float>(0));
     case Op::norm: return ctx.norm(a, node.param<float>(0));
-    case Op::rope:
-      return ctx.rope(a, b, node.param<int32_t>(0), node.param<int32_t>(1), node.param<float>(2), node.param<float>(3));
+    case Op::rope: {
+      RopeParams p;
+      const int32_t mode = node.param<int32_t>(kRopeParamMode);
+      p.n_dims = node.param<int32_t>(kRopeParamNDims);
+      p.mode = mode & ~kRopeYarnBit;
+      p.freq_base = node.param<float>(kRopeParamFreqBase);
+      p.freq_scale = node.param<float>(kRopeParamFreqScale);
+      if (mode & kRopeYarnBit) {
+        p.ext_factor = node.param<float>(kRopeParamExtFactor);
+        p.attn_factor = node.param<float>(kRopeParamAttnFactor);
+        // The node carries the ramp itself (check_packed_params), not the
+        // context it came from; any context lets Context check the rest.
+        p.n_ctx_orig = 4096;
+      }
+      Tensor* factors = node.src[2] ? stand_in(ctx, *node.src[2]) : nullptr;
+      return ctx.rope(a, b, p, factors);
+    }
     case Op::soft_max: return ctx.soft_max(a, b, node.param<float>(0));
     case Op::silu: return ctx.silu(a);
     case Op::gelu: return ctx.gelu(a);
+    case Op::tanh: return ctx.tanh(a);
     case Op::swiglu: return ctx.swiglu(a, b);
     case Op::diag_mask_inf: return ctx.diag_mask_inf(a, node.param<int32_t>(0));
     case Op::concat: return ctx.concat(a, b, node.param<int32_t>(0));
@@ -125,6 +143,29 @@ Status check_before_rebuild(const Tensor& node) {
     int64_t sum;
     if (__builtin_add_overflow(node.src[0]->ne[dim], node.src[1]->ne[dim], &sum)) {
       return node_error(node, "the joined dim " + std::to_string(dim) + " overflows");
+    }
+  }
+  return Status();
+}
+
+// Params that Context computes rather than takes, so rebuilding the node
+// does not check them: rope's YaRN ramp.
+Status check_packed_params(const Tensor& node) {
+  if (node.op != Op::rope) return Status();
+  if ((node.param<int32_t>(kRopeParamMode) & kRopeYarnBit) == 0) {
+    for (int i = kRopeParamExtFactor; i <= kRopeParamCorrHigh; ++i) {
+      if (node.params[i] != 0) {
+        return node_error(node, "param " + std::to_string(i) + " is set but the mode has no YaRN bit");
+      }
+    }
+    return Status();
+  }
+  const double top = node.param<int32_t>(kRopeParamNDims) - 1;
+  for (int i : {kRopeParamCorrLow, kRopeParamCorrHigh}) {
+    const float v = node.param<float>(i);
+    if (!(v >= 0.0f && v <= top)) {  // NaN fails too
+      return node_error(node, std::string(i == kRopeParamCorrLow ? "corr_low " : "corr_high ") + std::to_string(v) +
+                                  " is not in [0, n_dims - 1]");
     }
   }
   return Status();
@@ -277,7 +318,7 @@ Status validate_node(const Tensor& node) {
     }
     return node_error(node, "the node is " + got + " but its sources make " + want);
   }
-  return Status();
+  return check_packed_params(node);
 }
 
 }  // namespace tensorpc

@@ -122,6 +122,7 @@ void op_scale(const ComputeParams&, Tensor&);
 // ops_unary.cpp
 void op_silu(const ComputeParams&, Tensor&);
 void op_gelu(const ComputeParams&, Tensor&);
+void op_tanh(const ComputeParams&, Tensor&);
 void op_swiglu(const ComputeParams&, Tensor&);
 // ops_norm.cpp
 void op_rms_norm(const ComputeParams&, Tensor&);

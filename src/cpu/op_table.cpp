@@ -31,6 +31,7 @@ constexpr std::array<OpEntry, kOpCount> make_table() {
   set(Op::soft_max, op_soft_max);
   set(Op::silu, op_silu);
   set(Op::gelu, op_gelu);
+  set(Op::tanh, op_tanh);
   set(Op::swiglu, op_swiglu);
   set(Op::diag_mask_inf, op_diag_mask_inf);
   set(Op::concat, op_concat);

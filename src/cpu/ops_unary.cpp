@@ -1,10 +1,13 @@
-// Element-wise activation kernels: silu, gelu (tanh approximation) and
+// Element-wise activation kernels: silu, gelu (tanh approximation), tanh and
 // swiglu (silu(a) * b, a and b of the same shape). All f32.
 //
 // Each thread takes a range of dst rows; dense rows go through a plain loop
 // (which vectorises: the functions use vec_exp, not std::exp/std::tanh),
 // strided rows (views, permutes) through byte strides, computing the same
 // values.
+#include <bit>
+#include <cstdint>
+
 #include "cpu/op_kernels.h"
 #include "cpu/vec_math.h"
 
@@ -24,11 +27,33 @@ inline float gelu(float x) {
   return x / (1.0f + vec_exp(-2.0f * y));
 }
 
+// tanh within a few ulp, written like vec_exp (selects, no libm) so the loop
+// vectorises. For |x| >= 1/4 it is (1 - e) / (1 + e) with e = e^-2|x|, where
+// 1 - e >= 0.39 loses no digits; e reaches 0 for large |x|, giving exactly 1.
+// Below 1/4 that difference would cancel, so the odd Taylor series to x^9
+// (the x^11 term is under 1e-8 relative there) is used instead. The sign is
+// x's own, so tanh(-0) = -0 and NaN stays NaN (it fails the comparison and
+// goes through vec_exp, which keeps it).
+inline float tanh_f32(float x) {
+  const uint32_t sign = std::bit_cast<uint32_t>(x) & 0x80000000u;
+  const float ax = std::bit_cast<float>(std::bit_cast<uint32_t>(x) & 0x7fffffffu);
+  const float e = vec_exp(-2.0f * ax);
+  const float large = (1.0f - e) / (1.0f + e);
+  constexpr float c3 = -1.0f / 3, c5 = 2.0f / 15, c7 = -17.0f / 315, c9 = 62.0f / 2835;
+  const float a2 = ax * ax;
+  const float small = ax + ax * a2 * (c3 + a2 * (c5 + a2 * (c7 + a2 * c9)));
+  const float t = ax < 0.25f ? small : large;
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(t) | sign);
+}
+
 struct SiluOp {
   static float apply(float x) { return silu(x); }
 };
 struct GeluOp {
   static float apply(float x) { return gelu(x); }
+};
+struct TanhOp {
+  static float apply(float x) { return tanh_f32(x); }
 };
 
 template <typename F>
@@ -57,6 +82,7 @@ void unary_kernel(const ComputeParams& params, Tensor& dst) {
 
 void op_silu(const ComputeParams& p, Tensor& dst) { unary_kernel<SiluOp>(p, dst); }
 void op_gelu(const ComputeParams& p, Tensor& dst) { unary_kernel<GeluOp>(p, dst); }
+void op_tanh(const ComputeParams& p, Tensor& dst) { unary_kernel<TanhOp>(p, dst); }
 
 void op_swiglu(const ComputeParams& params, Tensor& dst) {
   const Tensor& a = *dst.src[0];

@@ -13,6 +13,15 @@ Status Generator::reset() {
   return placement_.clear_cache();
 }
 
+Status Generator::rewind(int64_t position) {
+  if (position < 0 || position > position_) {
+    return invalid_argument("generator: cannot rewind to position " + std::to_string(position) + " from " +
+                            std::to_string(position_));
+  }
+  position_ = position;
+  return Status();
+}
+
 StatusOr<std::vector<float>> Generator::eval(std::span<const int32_t> tokens) { return run(tokens, 0); }
 
 StatusOr<std::vector<float>> Generator::eval_all(std::span<const int32_t> tokens) {
@@ -85,8 +94,14 @@ StatusOr<std::vector<float>> Generator::run(std::span<const int32_t> tokens, int
     for (size_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(position_ + static_cast<int64_t>(i));
     TENSORPC_RETURN_IF_ERROR(step.tokens->buffer->set(*step.tokens, tokens.data() + begin, 0, 4 * n));
     TENSORPC_RETURN_IF_ERROR(step.positions->buffer->set(*step.positions, positions.data(), 0, 4 * n));
-    const std::vector<float> mask = causal_mask(positions, n_kv);
-    TENSORPC_RETURN_IF_ERROR(step.mask->buffer->set(*step.mask, mask.data(), 0, 4 * mask.size()));
+    if (step.mask != nullptr) {
+      const std::vector<float> mask = causal_mask(positions, n_kv);
+      TENSORPC_RETURN_IF_ERROR(step.mask->buffer->set(*step.mask, mask.data(), 0, 4 * mask.size()));
+    }
+    if (step.mask_swa != nullptr) {
+      const std::vector<float> window = causal_mask(positions, n_kv, hp.n_swa);
+      TENSORPC_RETURN_IF_ERROR(step.mask_swa->buffer->set(*step.mask_swa, window.data(), 0, 4 * window.size()));
+    }
     const Tensor& result = built_->top ? *built_->top : *step.logits;
     const size_t offset = all_logits ? logits.size() : 0;  // all: this step's rows after the last step's
     logits.resize(offset + static_cast<size_t>(result.nelements()));

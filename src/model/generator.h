@@ -62,6 +62,10 @@ class Generator {
 
   // Back to position 0 with an empty cache.
   Status reset();
+  // Back to `position` (≤ position()), keeping the cache before it: the next
+  // tokens overwrite what came after, which the mask hides until then. A
+  // conversation that changes its end (a reply re-tokenized) resumes so.
+  Status rewind(int64_t position);
 
   int64_t position() const { return position_; }
   const LlamaModel& model() const { return model_; }

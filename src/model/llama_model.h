@@ -1,10 +1,14 @@
-// LlamaModel: a llama-family GGUF file opened for inference — its
+// LlamaModel: a GGUF file of an architecture tensorpc runs (arch.h: llama,
+// qwen2, qwen3, phi3, gemma, gemma2) opened for inference — its
 // hyper-parameters, a descriptor for every weight, and its tokenizer.
 //
-// open() reads and checks everything the forward pass needs (the standard
-// `llama.*` keys, the tensor names and shapes, the `tokenizer.ggml.*` keys)
-// without touching the weights' bytes; they stay in the file's mapping until
-// a ModelPlacement uploads them to devices (placement.h).
+// open() reads and checks everything the forward pass needs (the
+// architecture's keys under its own prefix, `qwen2.*` say — arch_hparams.h —,
+// the tensor names and shapes, the `tokenizer.ggml.*` keys) without touching
+// the weights' bytes; a file with a key or tensor whose meaning tensorpc does
+// not implement is refused with an error naming it. The weights' bytes stay
+// in the file's mapping until a ModelPlacement uploads them to devices
+// (placement.h).
 //
 // It also keeps the digests of its tensors' bytes (WeightDigests), so that
 // loading it again onto a server's weights cache hashes nothing: for a file,
@@ -45,6 +49,7 @@ class LlamaModel {
   static StatusOr<std::unique_ptr<LlamaModel>> open_memory(std::span<const uint8_t> bytes, std::string name);
 
   const std::string& name() const { return name_; }
+  const ArchDescription& arch() const { return *arch_; }
   const LlamaHparams& hparams() const { return hp_; }
   const LlamaWeights& weights() const { return weights_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -56,7 +61,7 @@ class LlamaModel {
   const GgufTensorInfo* info_of(const Tensor* weight) const;
   // Bytes of every weight of one layer, and of the tensors outside layers.
   uint64_t layer_bytes(int64_t layer) const;
-  uint64_t embedding_bytes() const;  // token_embd
+  uint64_t embedding_bytes() const;  // token_embd (and rope_freqs, which lives with it)
   uint64_t output_bytes() const;     // output_norm and output (0 more when tied)
   uint64_t parameter_count() const;
 
@@ -68,6 +73,7 @@ class LlamaModel {
   Status read_tokenizer();
 
   std::string name_;
+  const ArchDescription* arch_ = &kArchLlama;
   std::unique_ptr<GgufFile> file_;
   LlamaHparams hp_;
   Context ctx_;

@@ -120,13 +120,13 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
 
   // What lives where.
   std::vector<std::vector<Tensor*>> weights(nd), caches(nd);
+  // rope_freqs (a few hundred bytes) lives with the embedding; layers on
+  // other devices get it through the scheduler's copies.
   weights[p->layer_device_.front()].push_back(w.tok_embd);
+  if (w.rope_freqs != nullptr) weights[p->layer_device_.front()].push_back(w.rope_freqs);
   for (int64_t l = 0; l < hp.n_layer; ++l) {
     const size_t d = p->layer_device_[static_cast<size_t>(l)];
-    const LlamaLayerWeights& L = w.layers[static_cast<size_t>(l)];
-    for (Tensor* t : {L.attn_norm, L.wq, L.wk, L.wv, L.wo, L.ffn_norm, L.ffn_gate, L.ffn_up, L.ffn_down}) {
-      weights[d].push_back(t);
-    }
+    for (Tensor* t : w.layers[static_cast<size_t>(l)].tensors()) weights[d].push_back(t);
     caches[d].push_back(p->cache_.k[static_cast<size_t>(l)]);
     caches[d].push_back(p->cache_.v[static_cast<size_t>(l)]);
   }

@@ -52,6 +52,12 @@ DType wanted_type(QuantMix mix, const QuantModelShape& shape, std::string_view n
     if (mix == M::q4_K_S && i < n / 8) return DType::q5_K;
     return base;
   }
+  if (ends_with(name, "attn_qkv.weight")) {  // phi3's fused q, k, v: a step up in the K mixes
+    if (mix == M::q3_K_M) return DType::q4_K;
+    if (mix == M::q4_K_M) return DType::q5_K;
+    if (mix == M::q5_K_M) return DType::q6_K;
+    return base;
+  }
   if (ends_with(name, "attn_output.weight")) {
     if (mix == M::q2_K) return DType::q3_K;
     if (mix == M::q3_K_M) return DType::q4_K;

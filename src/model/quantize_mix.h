@@ -4,13 +4,16 @@
 // file made here matches one made there in types and `general.file_type`.
 //
 // The rules, for a tensor that is quantized at all (two or more dims, a name
-// ending in "weight" that is not a norm; everything else is kept in f32):
+// ending in "weight" that is not a norm; everything else — norms, qwen2's
+// biases, rope_freqs — is kept in f32):
 //   - output.weight (token_embd.weight when there is no output): q6_K, or
 //     q8_0 for Q8_0; F16/BF16 keep their base type;
 //   - attn_v.weight and ffn_down.weight of some layers get more bits in the
 //     Q2_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_M, IQ4_NL and IQ4_XS mixes (see
 //     choose_tensor_type in quantize_mix.cpp, one line per rule);
 //   - attn_output.weight: q3_K in Q2_K, q4_K in Q3_K_M;
+//   - attn_qkv.weight (phi3's fused q, k and v): q4_K in Q3_K_M, q5_K in
+//     Q4_K_M, q6_K in Q5_K_M;
 //   - everything else, token_embd included: the mix's base type.
 // A type whose block does not divide the row length falls back to one that
 // does (fallback_type), as llama.cpp does.

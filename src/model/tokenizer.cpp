@@ -1,44 +1,18 @@
-// Tokenizer: vocabulary validation, SentencePiece BPE encoding, decoding and
-// the streaming detokenizer. See tokenizer.h for the contracts.
+// Tokenizer: vocabulary validation, special tokens, SentencePiece encoding,
+// decoding and the streaming detokenizer; byte-level BPE encoding is in
+// tokenizer_bpe.cpp. See tokenizer.h for the contracts.
 #include "model/tokenizer.h"
 
 #include <algorithm>
 #include <queue>
 
+#include "model/tokenizer_bpe.h"
+#include "model/utf8.h"
+
 namespace tensorpc {
 namespace {
 
 constexpr std::string_view kSpaceEscape = "\xE2\x96\x81";  // "▁", U+2581
-
-// Length of the well-formed UTF-8 character at s[i] (1..4); 0 when s[i] does
-// not start one; -k when s[i..] is a well-formed start cut off by the end of s,
-// k bytes short. Overlong forms, surrogates and code points above U+10FFFF are
-// not well-formed.
-int utf8_char_length(std::string_view s, size_t i) {
-  const auto b0 = static_cast<uint8_t>(s[i]);
-  int len = 0;
-  uint8_t lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (b0 < 0x80) return 1;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    len = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    len = 3;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    len = 4;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  for (int k = 1; k < len; ++k) {
-    if (i + k >= s.size()) return -(len - k);
-    const auto b = static_cast<uint8_t>(s[i + k]);
-    if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return 0;
-  }
-  return len;
-}
 
 // Parses "<0xXX>" (upper- or lower-case hex); -1 when `s` is not spelled so.
 int parse_byte_piece(std::string_view s) {
@@ -69,12 +43,28 @@ std::string replace_all(std::string_view s, std::string_view from, std::string_v
   return out;
 }
 
-// The bytes `token` contributes to a text, before "▁" becomes a space.
-void append_raw_piece(const Tokenizer& tok, int32_t token, std::string& out) {
+// Texts of the tokens that end a turn, in the order eot() prefers them.
+constexpr std::string_view kEndOfTurnTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|END_OF_TURN_TOKEN|>", "<EOT>", "<|endoftext|>",
+};
+// Ends of a message that is not the end of a turn (a tool call's).
+constexpr std::string_view kEndOfMessageTexts[] = {"<|eom_id|>"};
+
+// The bytes `token` contributes to a text, before "▁" becomes a space (SentencePiece).
+void append_raw_piece(const Tokenizer& tok, int32_t token, bool special, std::string& out) {
   switch (tok.type(token)) {
-    case TokenType::control: return;
+    case TokenType::control:
+      if (special) out += tok.text(token);
+      return;
     case TokenType::byte: out += static_cast<char>(parse_byte_piece(tok.text(token))); return;  // validated by create
-    default: out += tok.text(token);
+    case TokenType::normal:
+    case TokenType::undefined:
+      if (tok.kind() == VocabularyKind::bpe) {
+        bpe_text_to_bytes(tok.text(token), out);
+        return;
+      }
+      [[fallthrough]];
+    default: out += tok.text(token);  // user-defined tokens are stored as plain text in both kinds
   }
 }
 
@@ -89,10 +79,22 @@ StatusOr<Tokenizer> Tokenizer::create(Vocabulary vocab) {
     return error(std::to_string(vocab.scores.size()) + " scores for " + std::to_string(n) + " tokens");
   if (!vocab.types.empty() && vocab.types.size() != n)
     return error(std::to_string(vocab.types.size()) + " token types for " + std::to_string(n) + " tokens");
-  for (auto [name, id] : {std::pair<const char*, int32_t>{"bos", vocab.bos}, {"eos", vocab.eos}, {"unk", vocab.unk}}) {
+  for (auto [name, id] : {std::pair<const char*, int32_t>{"bos", vocab.bos},
+                          {"eos", vocab.eos},
+                          {"unk", vocab.unk},
+                          {"eot", vocab.eot},
+                          {"eom", vocab.eom},
+                          {"pad", vocab.pad}}) {
     if (id < -1 || id >= static_cast<int64_t>(n))
       return error(std::string(name) + " id " + std::to_string(id) + " is outside the vocabulary of " +
                    std::to_string(n) + " tokens");
+  }
+  const bool bpe = vocab.kind == VocabularyKind::bpe;
+  if (bpe) {
+    vocab.add_space_prefix = false;
+    if (vocab.pre.empty()) vocab.pre = "default";
+  } else if (!vocab.merges.empty()) {
+    return error("merges are given for a SentencePiece vocabulary, which merges by score");
   }
   if (vocab.add_bos && vocab.bos < 0) return error("add_bos is set but the vocabulary has no bos token");
   if (vocab.add_eos && vocab.eos < 0) return error("add_eos is set but the vocabulary has no eos token");
@@ -105,7 +107,7 @@ StatusOr<Tokenizer> Tokenizer::create(Vocabulary vocab) {
   if (vocab.types.empty()) {
     // Without types, infer what a GGUF file would have said.
     vocab.types.assign(n, static_cast<int32_t>(TokenType::normal));
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < n && !bpe; ++i) {
       if (parse_byte_piece(vocab.tokens[i]) >= 0) vocab.types[i] = static_cast<int32_t>(TokenType::byte);
     }
     if (vocab.bos >= 0) vocab.types[vocab.bos] = static_cast<int32_t>(TokenType::control);
@@ -115,7 +117,7 @@ StatusOr<Tokenizer> Tokenizer::create(Vocabulary vocab) {
 
   Tokenizer tok(std::move(vocab));
   tok.byte_to_token_.fill(-1);
-  tok.pieces_.reserve(n);
+  if (!bpe) tok.pieces_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const auto id = static_cast<int32_t>(i);
     const std::string& piece = tok.vocab_.tokens[i];
@@ -137,13 +139,25 @@ StatusOr<Tokenizer> Tokenizer::create(Vocabulary vocab) {
         [[fallthrough]];  // user-defined pieces are also ordinary pieces
       case TokenType::normal:
       case TokenType::undefined:
-        tok.pieces_.try_emplace(piece, id);  // the first of duplicates wins
+        if (!bpe) tok.pieces_.try_emplace(piece, id);  // the first of duplicates wins
         break;
       case TokenType::unknown:
       case TokenType::unused: break;  // never produced by merges
     }
   }
-  if (tok.has_byte_tokens_) {
+  if (bpe) {
+    auto encoder = BpeEncoder::create(tok.vocab_);
+    if (!encoder.ok()) return encoder.status();
+    tok.bpe_ = std::move(encoder).value();
+    // A byte's token is its character's: <0xXX> tokens, should a BPE
+    // vocabulary have any, are not what its encoder falls back to.
+    tok.has_byte_tokens_ = false;
+    for (int b = 0; b < 256; ++b) {
+      tok.byte_to_token_[b] = tok.bpe_->byte_token(static_cast<uint8_t>(b));
+      if (tok.byte_to_token_[b] >= 0) tok.has_byte_tokens_ = true;
+    }
+  }
+  if (tok.has_byte_tokens_ || bpe) {
     for (int b = 0; b < 256; ++b) {
       if (tok.byte_to_token_[b] < 0) tok.missing_bytes_.push_back(static_cast<uint8_t>(b));
     }
@@ -155,7 +169,37 @@ StatusOr<Tokenizer> Tokenizer::create(Vocabulary vocab) {
       return la != lb ? la > lb : a < b;
     });
   }
+  tok.find_end_tokens();
   return tok;
+}
+
+void Tokenizer::find_end_tokens() {
+  const auto spelled_as_special = [&](std::string_view text) {
+    for (int32_t id = 0; id < n_tokens(); ++id) {
+      const TokenType t = type(id);
+      if ((t == TokenType::control || t == TokenType::user_defined) && vocab_.tokens[id] == text) return id;
+    }
+    return -1;
+  };
+  eot_ = vocab_.eot;
+  for (std::string_view text : kEndOfTurnTexts) {
+    const int32_t id = spelled_as_special(text);
+    if (eot_ < 0) eot_ = id;
+    if (id >= 0) end_of_generation_.push_back(id);
+  }
+  for (std::string_view text : kEndOfMessageTexts) {
+    const int32_t id = spelled_as_special(text);
+    if (id >= 0) end_of_generation_.push_back(id);
+  }
+  for (int32_t id : {vocab_.eos, vocab_.eot, vocab_.eom}) {
+    if (id >= 0) end_of_generation_.push_back(id);
+  }
+  std::sort(end_of_generation_.begin(), end_of_generation_.end());
+  end_of_generation_.erase(std::unique(end_of_generation_.begin(), end_of_generation_.end()), end_of_generation_.end());
+}
+
+bool Tokenizer::is_end_of_generation(int32_t token) const {
+  return std::binary_search(end_of_generation_.begin(), end_of_generation_.end(), token);
 }
 
 TokenType Tokenizer::type(int32_t token) const {
@@ -212,6 +256,10 @@ void Tokenizer::encode_with_specials(std::string_view text, bool add_prefix, std
 }
 
 void Tokenizer::encode_text(std::string_view text, bool add_prefix, std::vector<int32_t>& out) const {
+  if (bpe_) {
+    bpe_->encode(text, vocab_.unk, out);
+    return;
+  }
   std::string escaped = add_prefix ? std::string(kSpaceEscape) : std::string();
   escaped += replace_all(text, " ", kSpaceEscape);
   encode_fragment(escaped, out);
@@ -289,26 +337,28 @@ void Tokenizer::encode_fragment(std::string_view text, std::vector<int32_t>& out
   }
 }
 
-std::string Tokenizer::decode(std::span<const int32_t> tokens) const {
-  DetokenizeStream stream(*this, /*sequence_start=*/true);
+std::string Tokenizer::decode(std::span<const int32_t> tokens, bool special) const {
+  DetokenizeStream stream(*this, /*sequence_start=*/true, special);
   std::string out;
   for (int32_t t : tokens) out += stream.push(t);
   out += stream.flush();
   return out;
 }
 
-std::string Tokenizer::token_to_piece(int32_t token) const {
+std::string Tokenizer::token_to_piece(int32_t token, bool special) const {
   std::string raw;
-  append_raw_piece(*this, token, raw);
+  append_raw_piece(*this, token, special, raw);
+  if (bpe_) return raw;
   return replace_all(raw, kSpaceEscape, " ");  // a single byte is never a whole "▁"
 }
 
-DetokenizeStream::DetokenizeStream(const Tokenizer& tokenizer, bool sequence_start)
-    : tokenizer_(&tokenizer), start_(sequence_start ? Start::expect_bos : Start::done) {}
+DetokenizeStream::DetokenizeStream(const Tokenizer& tokenizer, bool sequence_start, bool special)
+    : tokenizer_(&tokenizer), start_(sequence_start ? Start::expect_bos : Start::done), special_(special) {}
 
 std::string DetokenizeStream::push(int32_t token) {
   if (start_ != Start::done) {
-    if (start_ == Start::expect_bos && token == tokenizer_->bos()) {
+    // A BOS that is an ordinary token (a vocabulary may say so) is text, not a marker.
+    if (start_ == Start::expect_bos && token == tokenizer_->bos() && tokenizer_->is_control(token)) {
       start_ = Start::expect_first;
       return {};
     }
@@ -316,7 +366,7 @@ std::string DetokenizeStream::push(int32_t token) {
     // The encoder put a space before the first word; a control token there means it did not.
     strip_space_ = tokenizer_->add_space_prefix() && !tokenizer_->is_control(token);
   }
-  append_raw_piece(*tokenizer_, token, pending_);
+  append_raw_piece(*tokenizer_, token, special_, pending_);
   // Emit up to the last complete character; an ill-formed byte counts as complete
   // (nothing can repair it), a well-formed start cut off by the end waits.
   size_t complete = 0;
@@ -332,7 +382,9 @@ std::string DetokenizeStream::flush() { return emit(pending_.size()); }
 
 std::string DetokenizeStream::emit(size_t n) {
   // "▁" is complete once emitted, so replacing here never splits one.
-  std::string text = replace_all(std::string_view(pending_).substr(0, n), kSpaceEscape, " ");
+  std::string text = tokenizer_->kind() == VocabularyKind::bpe
+                         ? pending_.substr(0, n)
+                         : replace_all(std::string_view(pending_).substr(0, n), kSpaceEscape, " ");
   pending_.erase(0, n);
   if (strip_space_ && !text.empty()) {
     if (text[0] == ' ') text.erase(0, 1);

@@ -23,12 +23,15 @@ namespace tensorpc::rpc {
 inline constexpr uint32_t kVersionMajor = 1;
 // 1.1: server-to-server copies; 1.2: execution plans; 1.3: keys, the SYNC flag;
 // 1.4: one-way SEND_TO_PEER in plans; 1.5: SET_TENSOR_HASHES; 1.6: the top_k op;
-// 1.7: set_rows into a strided (transposed) destination
-inline constexpr uint32_t kVersionMinor = 7;
+// 1.7: set_rows into a strided (transposed) destination; 1.8: tanh, rope with
+// frequency factors and YaRN
+inline constexpr uint32_t kVersionMinor = 8;
 // The first minor version (of major 1) whose servers compute Op::top_k.
 inline constexpr uint32_t kTopKMinor = 6;
 // The first whose servers take set_rows with a strided destination.
 inline constexpr uint32_t kStridedSetRowsMinor = 7;
+// tanh, and rope with frequency factors or YaRN: from 1.8.
+inline constexpr uint32_t kRopeTanhMinor = 8;
 inline constexpr uint32_t kVersionPatch = 0;
 inline constexpr uint32_t kFrameMagic = 0x43505254;  // "TRPC"
 inline constexpr size_t kFrameHeaderSize = 24;

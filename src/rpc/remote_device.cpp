@@ -91,6 +91,10 @@ bool RemoteDevice::supports(const Tensor& node) const {
   uint32_t needs = 0;
   if (node.op == Op::top_k) needs = kTopKMinor;
   if (node.op == Op::set_rows && !node.rows_are_contiguous()) needs = kStridedSetRowsMinor;
+  if (node.op == Op::tanh ||
+      (node.op == Op::rope && (node.src[2] != nullptr || (node.param<int32_t>(kRopeParamMode) & kRopeYarnBit) != 0))) {
+    needs = kRopeTanhMinor;
+  }
   if (needs == 0) return true;
   auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
   return connection.ok() && connection.value()->server_hello().minor >= needs;

@@ -1,7 +1,7 @@
 // Generation across servers equals generation on the local CPU, token for
 // token: a random llama model (f32, bf16, and block formats of 32 and of 256
-// values; GQA, 4 layers) and, when it is
-// there, the bundled one, spread over two in-process servers with two CPU
+// values; GQA, 4 layers), a random model of each other architecture, and,
+// when it is there, the bundled one, spread over two in-process servers with two CPU
 // devices each.
 #include "tensorpc/generation.h"
 
@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "model/chat_session.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/random_model.h"
@@ -179,6 +180,45 @@ INSTANTIATE_TEST_SUITE_P(Types, RandomModelGeneration,
                                            DType::q6_K),
                          [](const auto& info) { return std::string(name_of(info.param)); });
 
+// Each architecture's step graph — biases, per-head norms, fused matrices,
+// soft-caps with their tanh, the second mask of the sliding layers — travels
+// to the servers and gives the tokens the local CPU gives.
+class ArchitectureGeneration : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ArchitectureGeneration, GreedyAcrossTwoServersEqualsLocal) {
+  RandomModelOptions o;
+  o.arch = GetParam();
+  o.n_layer = 4;
+  if (o.arch == "gemma2" || o.arch == "phi3") o.sliding_window = 8;  // shorter than the text: the windows matter
+  if (o.arch == "gemma2") {
+    o.attn_softcap = 2.0f;
+    o.final_softcap = 3.0f;
+  }
+  if (o.arch == "qwen3") o.n_head_dim = 24;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("tensorpc_arch_generation_" + std::to_string(::getpid()) + "_" + o.arch + ".gguf"))
+                               .string();
+  ASSERT_TRUE(write_random_llama(path, o).ok());
+  auto model = LlamaModel::open(path);
+  std::filesystem::remove(path);  // the mapping stays
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ(model.value()->arch().name, o.arch);
+
+  GenerateOptions g = greedy(24);
+  g.generator.n_batch = 4;
+  g.generator.kv_granularity = 16;
+  const std::string prompt = "in the beginning was the word";
+  TwoServers servers;
+  const std::vector<int32_t> remote = generate_remote(*model.value(), servers.endpoints, prompt, g, 64);
+  const std::vector<int32_t> local = generate_local(*model.value(), prompt, g, 64);
+  ASSERT_EQ(local.size(), 24u);
+  EXPECT_EQ(remote, local);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureGeneration,
+                         ::testing::Values("qwen2", "qwen3", "phi3", "gemma2"),
+                         [](const auto& info) { return std::string(info.param); });
+
 TEST(DeviceSet, AMissingServerIsAnErrorNamingItsEndpoint) {
   const std::string endpoint = "127.0.0.1:1";  // privileged, never a tensorpc-server in tests
   auto devices = DeviceSet::connect(true, 1, {endpoint});
@@ -186,18 +226,83 @@ TEST(DeviceSet, AMissingServerIsAnErrorNamingItsEndpoint) {
   EXPECT_NE(devices.status().message().find(endpoint), std::string::npos) << devices.status().to_string();
 }
 
-TEST(BundledModel, GreedyAcrossTwoServersEqualsLocal) {
-  const std::string path = bundled_model_path();
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (tools/train/make_model.sh makes it)";
-  auto model = LlamaModel::open(path);
-  ASSERT_TRUE(model.ok()) << model.status().to_string();
+// The bundled models: the SentencePiece one and the byte-level BPE chat one.
+class BundledModel : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    path = GetParam() == "kjv-tiny" ? bundled_model_path()
+                                    : std::string(TENSORPC_SOURCE_DIR) + "/models/" + GetParam() + ".gguf";
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (tools/train/ makes it)";
+    auto m = LlamaModel::open(path);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    model = std::move(m).value();
+  }
+  std::string path;
+  std::unique_ptr<LlamaModel> model;
+};
+
+TEST_P(BundledModel, GreedyAcrossTwoServersEqualsLocal) {
   const GenerateOptions g = greedy(32);
   TwoServers servers;
-  const std::vector<int32_t> remote = generate_remote(*model.value(), servers.endpoints, "In the beginning", g, 256);
-  const std::vector<int32_t> local = generate_local(*model.value(), "In the beginning", g, 256);
+  const std::vector<int32_t> remote = generate_remote(*model, servers.endpoints, "In the beginning", g, 256);
+  const std::vector<int32_t> local = generate_local(*model, "In the beginning", g, 256);
   ASSERT_EQ(local.size(), 32u);
   EXPECT_EQ(remote, local);
 }
+
+// Two turns of a conversation with the chat model: the replies across the
+// servers' four devices equal the local CPU's, and the second turn reuses
+// the cache there as here.
+TEST(BundledChatModel, AConversationAcrossTwoServersEqualsLocal) {
+  const std::string path = std::string(TENSORPC_SOURCE_DIR) + "/models/kjv-bpe.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (tools/train/make_bpe_model.sh makes it)";
+  auto model = LlamaModel::open(path);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const Tokenizer& tok = model.value()->tokenizer();
+  auto text = model.value()->file().get_string("tokenizer.chat_template");
+  ASSERT_TRUE(text.ok());
+  const auto converse = [&](ModelPlacement& placement) {
+    Generator gen(*model.value(), placement);
+    ChatSessionOptions o;
+    o.sampler.temperature = 0;
+    o.n_predict = 24;
+    o.system_prompt = "Answer with a verse.";
+    auto t = ChatTemplate::detect(text.value(), tok.text(tok.bos()), tok.text(tok.eos()));
+    EXPECT_TRUE(t.ok()) << t.status().to_string();
+    auto session = ChatSession::create(gen, std::move(t).value(), o);
+    EXPECT_TRUE(session.ok()) << session.status().to_string();
+    std::vector<std::string> replies;
+    std::vector<int64_t> evaluated;
+    for (const char* message : {"In the beginning God created the heaven and the earth.", "And there was light."}) {
+      auto turn = session.value().reply(message);
+      EXPECT_TRUE(turn.ok()) << turn.status().to_string();
+      if (!turn.ok()) break;
+      replies.push_back(turn.value().text);
+      evaluated.push_back(turn.value().evaluated);
+    }
+    return std::make_pair(replies, evaluated);
+  };
+  TwoServers servers;
+  auto devices = DeviceSet::connect(false, 0, servers.endpoints);
+  ASSERT_TRUE(devices.ok()) << devices.status().to_string();
+  const std::vector<Device*> list = devices.value().devices();
+  auto remote_placement = load_model(*model.value(), list, servers.endpoints, std::vector<double>(4, 1.0), 256, nullptr);
+  ASSERT_TRUE(remote_placement.ok()) << remote_placement.status().to_string();
+  const auto remote = converse(*remote_placement.value());
+  remote_placement.value().reset();
+  CpuDevice cpu({.threads = 2});
+  auto local_placement = load_model(*model.value(), {&cpu}, {}, {}, 256, nullptr);
+  ASSERT_TRUE(local_placement.ok()) << local_placement.status().to_string();
+  const auto local = converse(*local_placement.value());
+  ASSERT_EQ(local.first.size(), 2u);
+  EXPECT_FALSE(local.first[0].empty());
+  EXPECT_EQ(remote.first, local.first);
+  EXPECT_EQ(remote.second, local.second);
+  EXPECT_LT(local.second[1], local.second[0]) << "the second turn evaluates only its own tokens";
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, BundledModel, ::testing::Values("kjv-tiny", "kjv-bpe"),
+                         [](const auto& info) { return info.param == "kjv-tiny" ? "SentencePiece" : "BytePairs"; });
 
 }  // namespace
 }  // namespace tensorpc::tools

@@ -1,5 +1,6 @@
-// The llama forward pass against a plain reference written with straight
-// loops in double precision: prefill, then decode with the KV cache.
+// The llama forward pass against the plain reference written with straight
+// loops in double precision (reference_decoder.h): prefill, then decode with
+// the KV cache. arch_test.cpp does the same for every architecture.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,94 +8,15 @@
 #include <vector>
 
 #include "model/llama.h"
+#include "model/reference_decoder.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/graph_allocator.h"
 
 namespace tensorpc {
 namespace {
 
-using Mat = std::vector<double>;  // row-major [rows][cols]
-
-struct RefLayer {
-  Mat attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
-};
-
-// The reference: the math of a llama block, written out.
-struct Reference {
-  LlamaHparams hp;
-  Mat embd, out_norm, out;  // embd/out: [n_vocab][n_embd]
-  std::vector<RefLayer> layers;
-  std::vector<Mat> kc, vc;  // per layer: [pos][kv_dim]
-
-  // y[o] = sum_i W[o][i] x[i], W stored [out][in] (a tensor [in, out])
-  static Mat matvec(const Mat& W, const Mat& x, int64_t out) {
-    const auto in = static_cast<int64_t>(x.size());
-    Mat y(static_cast<size_t>(out), 0.0);
-    for (int64_t o = 0; o < out; ++o)
-      for (int64_t i = 0; i < in; ++i) y[o] += W[o * in + i] * x[i];
-    return y;
-  }
-  Mat rmsnorm(const Mat& x, const Mat& g) const {
-    double ss = 0;
-    for (double v : x) ss += v * v;
-    const double s = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + hp.norm_eps);
-    Mat y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * s * g[i];
-    return y;
-  }
-  void rope(Mat& v, int64_t heads, int pos) const {
-    const int64_t hd = hp.head_dim();
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < hp.n_rot / 2; ++i) {
-        const double theta = pos * std::pow(static_cast<double>(hp.rope_freq_base), -2.0 * i / hp.n_rot);
-        double& a = v[h * hd + 2 * i];
-        double& b = v[h * hd + 2 * i + 1];
-        const double x0 = a, x1 = b;
-        a = x0 * std::cos(theta) - x1 * std::sin(theta);
-        b = x0 * std::sin(theta) + x1 * std::cos(theta);
-      }
-  }
-  // One token at position pos (all earlier positions already cached).
-  Mat forward(int token, int pos) {
-    const int64_t E = hp.n_embd, hd = hp.head_dim(), kv = hp.kv_dim();
-    Mat x(embd.begin() + token * E, embd.begin() + (token + 1) * E);
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const RefLayer& L = layers[l];
-      Mat h = rmsnorm(x, L.attn_norm);
-      Mat q = matvec(L.wq, h, E), k = matvec(L.wk, h, kv), v = matvec(L.wv, h, kv);
-      rope(q, hp.n_head, pos);
-      rope(k, hp.n_head_kv, pos);
-      kc[l].resize(static_cast<size_t>((pos + 1) * kv));
-      vc[l].resize(static_cast<size_t>((pos + 1) * kv));
-      std::copy(k.begin(), k.end(), kc[l].begin() + pos * kv);
-      std::copy(v.begin(), v.end(), vc[l].begin() + pos * kv);
-      Mat attn(static_cast<size_t>(E), 0.0);
-      for (int64_t hh = 0; hh < hp.n_head; ++hh) {
-        const int64_t g = hh / (hp.n_head / hp.n_head_kv);
-        std::vector<double> s(static_cast<size_t>(pos + 1));
-        double mx = -1e300;
-        for (int j = 0; j <= pos; ++j) {
-          double d = 0;
-          for (int64_t i = 0; i < hd; ++i) d += q[hh * hd + i] * kc[l][j * kv + g * hd + i];
-          s[j] = d / std::sqrt(static_cast<double>(hd));
-          mx = std::max(mx, s[j]);
-        }
-        double sum = 0;
-        for (double& e : s) sum += (e = std::exp(e - mx));
-        for (int j = 0; j <= pos; ++j)
-          for (int64_t i = 0; i < hd; ++i) attn[hh * hd + i] += s[j] / sum * vc[l][j * kv + g * hd + i];
-      }
-      Mat o = matvec(L.wo, attn, E);
-      for (int64_t i = 0; i < E; ++i) x[i] += o[i];
-      h = rmsnorm(x, L.ffn_norm);
-      Mat a = matvec(L.gate, h, hp.n_ff), b = matvec(L.up, h, hp.n_ff);
-      for (int64_t i = 0; i < hp.n_ff; ++i) a[i] = a[i] / (1.0 + std::exp(-a[i])) * b[i];
-      Mat d = matvec(L.down, a, E);
-      for (int64_t i = 0; i < E; ++i) x[i] += d[i];
-    }
-    return matvec(out, rmsnorm(x, out_norm), hp.n_vocab);
-  }
-};
+using reference::Mat;
+using RefLayer = reference::ReferenceLayer;
 
 class LlamaForward : public ::testing::Test {
  protected:
@@ -108,9 +30,15 @@ class LlamaForward : public ::testing::Test {
     hp.n_ff = 96;
     hp.n_rot = 16;
     ASSERT_TRUE(hp.validate().ok());
-    ref.hp = hp;
-    ref.kc.resize(2);
-    ref.vc.resize(2);
+    ref.c.n_vocab = hp.n_vocab;
+    ref.c.n_embd = hp.n_embd;
+    ref.c.n_head = hp.n_head;
+    ref.c.n_head_kv = hp.n_head_kv;
+    ref.c.head_dim = hp.head_dim();
+    ref.c.n_ff = hp.n_ff;
+    ref.c.n_rot = hp.n_rot;
+    ref.c.norm_eps = hp.norm_eps;
+    ref.c.freq_base = hp.rope_freq_base;
 
     // Every weight: a tensor in one CPU buffer, and its values in the reference.
     std::vector<std::pair<Tensor*, Mat*>> all;
@@ -202,7 +130,7 @@ class LlamaForward : public ::testing::Test {
   Context wctx;
   CpuDevice dev{{.threads = 2}};
   std::unique_ptr<Buffer> buffer;
-  Reference ref;
+  reference::ReferenceDecoder ref;
 };
 
 TEST_F(LlamaForward, PrefillThenDecodeMatchesTheReference) {

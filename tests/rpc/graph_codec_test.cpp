@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -368,6 +369,45 @@ TEST_F(GraphCodecHostile, RefusesAWrongRopeMode) {
   EXPECT_TRUE(refused({x, pos, rope}, {"graph tensor 2", "rope", "mode 1"}));
   rope.params[1] = kRopeNeox;
   EXPECT_TRUE(decode(encode_list({x, pos, rope})).ok()) << "mode 2 (neox) is fine";
+}
+
+// A YaRN rope with frequency factors (src[2]) decodes and computes; each
+// malformed variant of it is refused, naming the tensor and the problem.
+TEST_F(GraphCodecHostile, RefusesMalformedYarnRopesAndFrequencyFactors) {
+  const auto bits = [](float f) { return static_cast<int32_t>(f32_bits(f)); };
+  const WireTensor x = f32({8, 2, 4, 1}, 0);
+  const WireTensor pos = dense(26, 4, {4, 1, 1, 1}, 256);
+  const WireTensor factors = f32({4, 1, 1, 1}, 320);
+  WireTensor rope = f32({8, 2, 4, 1}, 512);
+  rope.op = static_cast<uint32_t>(Op::rope);
+  rope.src = {0, 1, 2};
+  rope.params = {8, kRopeNeox | kRopeYarnBit, bits(10000.0f), bits(0.25f), bits(1.0f), bits(1.0f), bits(0.0f),
+                 bits(7.0f)};
+  auto d = decode(encode_list({x, pos, factors, rope}));
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_TRUE(dev_.create_stream().value()->compute(d->graph).ok());
+
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  WireTensor bad = rope;
+  bad.params[6] = bits(nan);
+  EXPECT_TRUE(refused({x, pos, factors, bad}, {"graph tensor 3", "rope", "corr_low nan"}));
+  bad = rope;
+  bad.params[7] = bits(8.0f);
+  EXPECT_TRUE(refused({x, pos, factors, bad}, {"graph tensor 3", "rope", "corr_high 8"}));
+  bad = rope;
+  bad.params[0] = 7;
+  EXPECT_TRUE(refused({x, pos, factors, bad}, {"graph tensor 3", "rope", "n_dims 7"}));
+  bad = rope;
+  bad.params[2] = bits(nan);
+  EXPECT_TRUE(refused({x, pos, factors, bad}, {"graph tensor 3", "rope", "freq_base nan"}));
+  bad = rope;
+  bad.params[4] = bits(-1.0f);
+  EXPECT_TRUE(refused({x, pos, factors, bad}, {"graph tensor 3", "rope", "ext_factor"}));
+  bad = rope;
+  bad.params[1] = kRopeNeox;  // YaRN slots set, the bit not
+  EXPECT_TRUE(refused({x, pos, factors, bad}, {"graph tensor 3", "rope", "YaRN bit"}));
+  EXPECT_TRUE(refused({x, pos, f32({3, 1, 1, 1}, 320), rope}, {"graph tensor 3", "rope", "freq_factors"}));
+  EXPECT_TRUE(refused({x, pos, dense(26, 4, {4, 1, 1, 1}, 320), rope}, {"graph tensor 3", "rope", "freq_factors"}));
 }
 
 TEST_F(GraphCodecHostile, RefusesDestinationsThatOverlapThemselves) {

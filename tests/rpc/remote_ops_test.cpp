@@ -73,6 +73,31 @@ std::vector<OpCase> op_cases() {
       return Built{{c.rope(x, pos, 48, mode, 10000.0f, 1.0f)}, {{pos, {0, 1, 2, 17, 300}}}};
     });
   }
+  add("rope_freq_factors", [](Context& c) {
+    Tensor* x = input(c, DType::f32, {64, 4, 5, 1});
+    Tensor* pos = input(c, DType::i32, {5});
+    Tensor* factors = input(c, DType::f32, {24});  // random values, as the test writes every input
+    RopeParams p;
+    p.n_dims = 48;
+    p.mode = kRopeNeox;
+    p.freq_base = 500000.0f;
+    return Built{{c.rope(x, pos, p, factors)}, {{pos, {0, 1, 2, 17, 300}}}};
+  });
+  for (int mode : {kRopeNormal, kRopeNeox}) {
+    add(mode == kRopeNormal ? "rope_yarn_normal" : "rope_yarn_neox", [mode](Context& c) {
+      Tensor* x = input(c, DType::f32, {64, 4, 5, 1});
+      Tensor* pos = input(c, DType::i32, {5});
+      RopeParams p;
+      p.n_dims = 64;
+      p.mode = mode;
+      p.freq_scale = 0.25f;
+      p.n_ctx_orig = 4096;
+      p.ext_factor = 1.0f;
+      p.attn_factor = 0.9f;
+      return Built{{c.rope(x, pos, p)}, {{pos, {0, 5, 4095, 4096, 16000}}}};
+    });
+  }
+  add("tanh", [](Context& c) { return Built{{c.tanh(input(c, DType::f32, {128, 7}))}, {}}; });
   add("soft_max_with_mask", [](Context& c) {
     Tensor* x = input(c, DType::f32, {32, 6, 3});
     Tensor* mask = input(c, DType::f32, {32, 8});

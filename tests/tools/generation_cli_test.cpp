@@ -81,7 +81,7 @@ TEST(RunCommand, APromptFromAFileRunsAndAFullContextIsSaid) {
   o.setup.threads = 1;
   o.setup.n_ctx = 16;
   o.prompt_file = prompt.path;
-  o.temperature = 0;
+  o.sampler.temperature = 0;
   o.n_predict = 64;
   Capture out, err;
   ASSERT_EQ(run_command(o, out.f, err.f), 0) << err.text();

@@ -129,5 +129,20 @@ TEST(QuantizeMix, RowsABlockDoesNotDivideFallBackAsLlamaQuantizeDoes) {
   EXPECT_EQ(c.type, DType::q5_0);
 }
 
+// Other architectures' tensors: phi3's fused q, k, v a step above the base
+// in the K mixes (as llama-quantize does), its fused gate and up like ffn_up;
+// qwen2's biases and qwen3's per-head norms (one dim) stay f32.
+TEST(QuantizeMix, FusedAttentionGetsMoreBitsAndBiasesAndHeadNormsStayF32) {
+  EXPECT_EQ(type_of(QuantMix::q4_K_M, blk(3, "attn_qkv.weight")), DType::q5_K);
+  EXPECT_EQ(type_of(QuantMix::q5_K_M, blk(3, "attn_qkv.weight")), DType::q6_K);
+  EXPECT_EQ(type_of(QuantMix::q3_K_M, blk(3, "attn_qkv.weight")), DType::q4_K);
+  EXPECT_EQ(type_of(QuantMix::q8_0, blk(3, "attn_qkv.weight")), DType::q8_0);
+  EXPECT_EQ(type_of(QuantMix::q4_K_M, blk(3, "ffn_up.weight")), DType::q4_K);
+  for (const char* vec : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_q_norm.weight", "post_ffw_norm.weight"}) {
+    EXPECT_EQ(choose_tensor_type(QuantMix::q4_K_M, kBig, blk(0, vec), 1, 128, DType::f32).type, DType::f32) << vec;
+  }
+  EXPECT_EQ(choose_tensor_type(QuantMix::q4_0, kBig, "rope_freqs.weight", 1, 64, DType::f32).type, DType::f32);
+}
+
 }  // namespace
 }  // namespace tensorpc

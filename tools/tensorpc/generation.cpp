@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "model/next_token.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/rpc_client.h"
 
@@ -165,32 +166,14 @@ StatusOr<GenerateResult> generate(Generator& gen, std::string_view prompt, const
   for (int32_t t : r.prompt) sampler.value().accept(t);
 
   if (gen.position() > 0) TENSORPC_RETURN_IF_ERROR(gen.reset());
-  DetokenizeStream stream(tok);
+  DetokenizeStream stream(tok, /*sequence_start=*/false, options.special);
   auto emit = [&](const std::string& piece) {
     if (piece.empty()) return;
     r.text += piece;
     if (on_text) on_text(piece);
   };
 
-  // The device of the output projection picks the candidates the sampler
-  // needs when it can; else every logit comes back.
-  const int64_t n_vocab = model.hparams().n_vocab;
-  const int64_t candidates = sampler.value().candidates_needed(n_vocab);
-  const bool select_on_device = candidates > 0 && gen.can_select_on_device();
-  auto step = [&](std::span<const int32_t> tokens) -> StatusOr<int32_t> {
-    if (select_on_device) {
-      auto top = gen.eval_top(tokens, candidates);
-      if (!top.ok()) return top.status();
-      auto token = sampler.value().sample_candidates(top.value(), n_vocab);
-      if (!token.ok() || token.value() != Sampler::kUndecided) return token;
-      auto logits = gen.read_logits();  // every candidate +inf: rare enough for one more read
-      if (!logits.ok()) return logits.status();
-      return sampler.value().sample(logits.value());
-    }
-    auto logits = gen.eval(tokens);
-    if (!logits.ok()) return logits.status();
-    return sampler.value().sample(logits.value());
-  };
+  auto step = [&](std::span<const int32_t> tokens) { return next_token(gen, sampler.value(), tokens); };
 
   Clock::time_point t0 = Clock::now();
   auto first = step(r.prompt);
@@ -206,7 +189,6 @@ StatusOr<GenerateResult> generate(Generator& gen, std::string_view prompt, const
       next = sampled.value();
       ++r.decode_steps;
     }
-    if (next < 0) return internal_error("no token can be sampled: every logit is NaN or -inf");
     sampler.value().accept(next);
     r.generated.push_back(next);
     if (i == 0) {
@@ -214,7 +196,7 @@ StatusOr<GenerateResult> generate(Generator& gen, std::string_view prompt, const
       if (options.on_decode_start) options.on_decode_start();
       decode_start = Clock::now();
     }
-    if (options.stop_at_eos && next == tok.eos()) {
+    if (options.stop_at_eos && tok.is_end_of_generation(next)) {
       r.stop = StopReason::end_of_text;
       break;
     }

@@ -55,8 +55,8 @@ StatusOr<std::unique_ptr<ModelPlacement>> load_model(const LlamaModel& model, co
 
 struct GenerateOptions {
   int n_predict = 64;           // tokens to generate at most
-  bool stop_at_eos = true;      // false: run to n_predict (tests, benchmarks)
-  bool special = false;         // the prompt's control-token text is that token (Tokenizer::encode's parse_special)
+  bool stop_at_eos = true;      // stop at EOS or an end-of-turn token; false: run to n_predict (tests, benchmarks)
+  bool special = false;         // the prompt may spell control tokens, and generated ones print (--special)
   SamplerOptions sampler;
   GeneratorOptions generator;
   std::function<void()> on_decode_start = {};  // called once prefill is done (profiles); may be empty
@@ -77,7 +77,8 @@ struct GenerateResult {
   std::string schedule;            // the scheduler's description of the last step's plan
 };
 
-// Tokenizes `prompt`, prefills, and samples until n_predict tokens or EOS;
+// Tokenizes `prompt`, prefills, and samples until n_predict tokens or the
+// end of the text (EOS, or an end-of-turn token: Tokenizer::is_end_of_generation);
 // `on_text` (may be empty) gets each piece of text as soon as it is complete.
 StatusOr<GenerateResult> generate(const LlamaModel& model, ModelPlacement& placement, std::string_view prompt,
                                   const GenerateOptions& options,

@@ -1,7 +1,12 @@
 // tensorpc: the command-line tool. One subcommand per job (`devices`, `run`,
-// `demo`, `bench`, `certs`, `quantize`, `perplexity`), each in a file of its
-// own that adds itself to the app.
+// `chat`, `demo`, `bench`, `certs`, `quantize`, `perplexity`), each in a file
+// of its own that adds itself to the app.
 #include <CLI/CLI.hpp>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tensorpc/chat.h"
 
 #include "tensorpc/bench.h"
 #include "tensorpc/certs.h"
@@ -12,18 +17,23 @@
 #include "tensorpc/run.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"tensorpc: tensor compute on this machine and on tensorpc servers"};
+  CLI::App app{"tensorpc: tensor compute on this machine and on tensorpc servers", "tensorpc"};
   app.require_subcommand(1);
   int exit_code = 0;
   tensorpc::tools::add_devices_command(app, &exit_code);
   tensorpc::tools::add_run_command(app, &exit_code);
+  tensorpc::tools::add_chat_command(app, &exit_code);
   tensorpc::tools::add_demo_command(app, &exit_code);
   tensorpc::tools::add_bench_command(app, &exit_code);
   tensorpc::tools::add_certs_command(app, &exit_code);
   tensorpc::tools::add_quantize_command(app, &exit_code);
   tensorpc::tools::add_perplexity_command(app, &exit_code);
+  // The common tools spell the system prompt `-sys`, which CLI11 would read
+  // as three one-letter flags.
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 1; --i) args.emplace_back(std::strcmp(argv[i], "-sys") == 0 ? "--system-prompt" : argv[i]);
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;

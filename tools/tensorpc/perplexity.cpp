@@ -80,7 +80,7 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<PerplexityCommandOptions>();
   cmd->add_option("-m,--model", o->setup.model, "the model, a llama GGUF file")->required();
   cmd->add_option("-f,--file", o->text_file, "the text to score")->required();
-  cmd->add_option("--ctx", o->n_ctx, "tokens per chunk (0: 512, or the model's context when smaller)")
+  cmd->add_option("-c,--ctx-size,--ctx", o->n_ctx, "tokens per chunk (0: 512, or the model's context when smaller)")
       ->check([](const std::string& s) { return s == "0" ? std::string() : whole_number(4, INT32_MAX)(s); })
       ->capture_default_str();
   cmd->add_option("--chunks", o->chunks, "evaluate at most this many chunks (0: all)")

@@ -1,7 +1,9 @@
-// A llama-family GGUF file with random weights, for tests and benchmarks that
-// need a model of a given shape and type but not a trained one.
+// A GGUF file with random weights, of any architecture tensorpc runs (llama,
+// qwen2, qwen3, phi3, gemma, gemma2: model/arch.h), for tests and benchmarks
+// that need a model of a given shape and type but not a trained one.
 //
-// The file is complete — hyper-parameters, every weight, a SentencePiece-style
+// The file is complete — hyper-parameters under the architecture's prefix,
+// every weight its description names, a SentencePiece-style
 // vocabulary with <unk> <s> </s>, all 256 byte tokens and made-up pieces — so
 // LlamaModel::open loads it like any other, and what it generates is noise.
 // Weights are drawn from a fixed seed: the same options give the same file.
@@ -9,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tensorpc/dtype.h"
 #include "tensorpc/status.h"
@@ -25,9 +28,25 @@ struct RandomModelOptions {
   int64_t n_ctx = 256;
   DType type = DType::f32;  // of the matrices (token_embd, attention, ffn, output); norms are f32
   uint64_t seed = 1;
+  std::string arch = "llama";  // general.architecture
+  int64_t n_head_dim = 0;      // written as attention.key_length and value_length when > 0
+  float rope_freq_base = 10000.0f;
+  // Written as rope.scaling.type when not empty (any text: tests of refusals
+  // write unknown ones), with rope.scaling.factor and, for "yarn",
+  // rope.scaling.original_context_length.
+  std::string rope_scaling = {};
+  float rope_scaling_factor = 1.0f;
+  int64_t rope_original_context = 0;  // 0: n_ctx
+  bool rope_freqs = false;            // a rope_freqs.weight of factors in [1, 8)
+  int64_t sliding_window = 0;         // attention.sliding_window when > 0
+  float attn_softcap = 0.0f;          // gemma2's soft-caps, written when > 0
+  float final_softcap = 0.0f;
+  bool tied_output = false;           // no output.weight: the embedding projects the output
 };
 
 // Writes the model to `path` (atomically, through GgufWriter::write).
 Status write_random_llama(const std::string& path, const RandomModelOptions& options);
+// The same file's bytes, in memory.
+StatusOr<std::vector<uint8_t>> random_model_bytes(const RandomModelOptions& options);
 
 }  // namespace tensorpc::tools

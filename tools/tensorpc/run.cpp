@@ -15,12 +15,7 @@
 namespace tensorpc::tools {
 
 int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
-  const SamplerOptions sampling{.temperature = o.temperature,
-                                .top_k = o.top_k,
-                                .top_p = o.top_p,
-                                .min_p = o.min_p,
-                                .repeat_penalty = o.repeat_penalty,
-                                .seed = o.seed};
+  const SamplerOptions& sampling = o.sampler;
   // Checked before anything is loaded: a bad value should not cost an upload.
   if (const Status s = sampling.validate(); !s.ok()) {
     std::fprintf(err, "tensorpc run: %s\n", s.to_string().c_str());
@@ -89,22 +84,7 @@ void add_run_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-c,--ctx-size,--ctx", o->setup.n_ctx, "context length (0: the model's, at most 2048)")
       ->check(whole_number(0, INT32_MAX))
       ->capture_default_str();
-  cmd->add_option("--temp", o->temperature, "temperature; 0: greedy")
-      ->check(finite_number("a finite number ≥ 0", [](double x) { return x >= 0; }))
-      ->capture_default_str();
-  cmd->add_option("--top-k", o->top_k, "keep the k most likely tokens (0: off)")
-      ->check(whole_number(0, INT32_MAX))
-      ->capture_default_str();
-  cmd->add_option("--top-p", o->top_p, "keep the most likely tokens up to this probability")
-      ->check(finite_number("a number in (0, 1]", [](double x) { return x > 0 && x <= 1; }))
-      ->capture_default_str();
-  cmd->add_option("--min-p", o->min_p, "drop tokens less likely than this fraction of the most likely (0: off)")
-      ->check(finite_number("a number in [0, 1]", [](double x) { return x >= 0 && x <= 1; }))
-      ->capture_default_str();
-  cmd->add_option("--repeat-penalty", o->repeat_penalty, "penalty of recently seen tokens (1: off)")
-      ->check(finite_number("a finite number > 0", [](double x) { return x > 0; }))
-      ->capture_default_str();
-  cmd->add_option("-s,--seed", o->seed, "random seed")->check(whole_number(0, INT64_MAX))->capture_default_str();
+  add_sampling_flags(*cmd, &o->sampler);
   cmd->add_flag_callback(
       "--awake-cores", [o] { o->awake_cores = kCpuLatencyPath; }, kAwakeCoresHelp);
   cmd->add_flag("--show-schedule", o->show_schedule,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tensorpc/model_setup.h"
+#include "tensorpc/sampling_flags.h"
 
 namespace CLI {
 class App;
@@ -20,12 +21,7 @@ struct RunOptions {
   std::string prompt;
   std::string prompt_file;  // -f: the prompt from a file instead of -p
   int n_predict = 64;
-  float temperature = 0.8f;
-  int top_k = 40;
-  float top_p = 0.95f;
-  float min_p = 0.05f;
-  float repeat_penalty = 1.0f;
-  uint64_t seed = 0;
+  SamplerOptions sampler = default_cli_sampling();
   bool special = false;  // --special: control-token text in the prompt is that token, and control tokens print
   bool show_schedule = false;  // --show-schedule: the plan (node -> device, splits, copies) after the run
   std::string awake_cores;     // --awake-cores: the CPU latency file to hold while running (awake_cores.h)

@@ -4,12 +4,18 @@ Tensor names and keys are the usual llama ones. A torch Linear weight [out, in] 
 GGUF dims [in, out] (ne[0] = in) and the same row-major bytes. Norm weights are f32; matrices f16.
 The model was trained with the normal (adjacent-pair) rotary layout that GGUF llama runtimes
 apply, so Q and K are written as they are, without the permutation HF conversions need.
+
+The vocabulary decides the tokenizer keys: a SentencePiece-style vocab.json from tokenizer.py
+(kjv-tiny: tokenizer.ggml.model "llama") or a byte-level BPE bpe_vocab.json from bpe_tokenizer.py
+(kjv-bpe: "gpt2" with pre "llama-bpe", merges, the Llama 3 special tokens and chat template).
 """
 import argparse
+import json
 import os
 
 import torch
 
+import bpe_tokenizer
 import gguf
 import tokenizer
 from model import Config
@@ -19,7 +25,9 @@ def export(ckpt_path, vocab_path, out_path, name):
     ckpt = torch.load(ckpt_path, map_location="cpu")
     cfg = Config(**ckpt["config"])
     sd = {k: v.float().numpy() for k, v in ckpt["model"].items()}
-    vocab = tokenizer.Vocab.load(vocab_path)
+    with open(vocab_path, encoding="utf-8") as f:
+        is_bpe = "merges" in json.load(f)
+    vocab = (bpe_tokenizer.Vocab if is_bpe else tokenizer.Vocab).load(vocab_path)
     if len(vocab) != cfg.vocab_size:
         raise ValueError(f"vocab has {len(vocab)} tokens, model {cfg.vocab_size}")
 
@@ -37,15 +45,10 @@ def export(ckpt_path, vocab_path, out_path, name):
     w.add("llama.attention.head_count_kv", gguf.UINT32, cfg.n_head_kv)
     w.add("llama.attention.layer_norm_rms_epsilon", gguf.FLOAT32, cfg.norm_eps)
     w.add("llama.vocab_size", gguf.UINT32, cfg.vocab_size)
-    w.add("tokenizer.ggml.model", gguf.STRING, "llama")
-    w.add_array("tokenizer.ggml.tokens", gguf.STRING, vocab.tokens)
-    w.add_array("tokenizer.ggml.scores", gguf.FLOAT32, vocab.scores)
-    w.add_array("tokenizer.ggml.token_type", gguf.INT32, vocab.types)
-    w.add("tokenizer.ggml.bos_token_id", gguf.UINT32, tokenizer.BOS)
-    w.add("tokenizer.ggml.eos_token_id", gguf.UINT32, tokenizer.EOS)
-    w.add("tokenizer.ggml.unknown_token_id", gguf.UINT32, tokenizer.UNK)
-    w.add("tokenizer.ggml.add_bos_token", gguf.BOOL, True)
-    w.add("tokenizer.ggml.add_space_prefix", gguf.BOOL, True)
+    if is_bpe:
+        add_bpe_vocab(w, vocab)
+    else:
+        add_spm_vocab(w, vocab)
 
     def matrix(gguf_name, torch_name):
         w.add_tensor(gguf_name, sd[torch_name], gguf.GGML_F16)
@@ -67,6 +70,32 @@ def export(ckpt_path, vocab_path, out_path, name):
     matrix("output.weight", "output.weight")
     w.write(out_path)
     return ckpt["step"], os.path.getsize(out_path)
+
+
+def add_spm_vocab(w, vocab):
+    w.add("tokenizer.ggml.model", gguf.STRING, "llama")
+    w.add_array("tokenizer.ggml.tokens", gguf.STRING, vocab.tokens)
+    w.add_array("tokenizer.ggml.scores", gguf.FLOAT32, vocab.scores)
+    w.add_array("tokenizer.ggml.token_type", gguf.INT32, vocab.types)
+    w.add("tokenizer.ggml.bos_token_id", gguf.UINT32, tokenizer.BOS)
+    w.add("tokenizer.ggml.eos_token_id", gguf.UINT32, tokenizer.EOS)
+    w.add("tokenizer.ggml.unknown_token_id", gguf.UINT32, tokenizer.UNK)
+    w.add("tokenizer.ggml.add_bos_token", gguf.BOOL, True)
+    w.add("tokenizer.ggml.add_space_prefix", gguf.BOOL, True)
+
+
+def add_bpe_vocab(w, vocab):
+    vocab.check()
+    w.add("tokenizer.ggml.model", gguf.STRING, "gpt2")
+    w.add("tokenizer.ggml.pre", gguf.STRING, bpe_tokenizer.PRE_NAME)
+    w.add_array("tokenizer.ggml.tokens", gguf.STRING, vocab.tokens)
+    w.add_array("tokenizer.ggml.token_type", gguf.INT32, vocab.types)
+    w.add_array("tokenizer.ggml.merges", gguf.STRING, vocab.merge_strings())
+    w.add("tokenizer.ggml.bos_token_id", gguf.UINT32, vocab.bos)
+    w.add("tokenizer.ggml.eos_token_id", gguf.UINT32, vocab.eos)
+    w.add("tokenizer.ggml.eot_token_id", gguf.UINT32, vocab.eot)
+    w.add("tokenizer.ggml.add_bos_token", gguf.BOOL, True)
+    w.add("tokenizer.chat_template", gguf.STRING, bpe_tokenizer.CHAT_TEMPLATE)
 
 
 def main():

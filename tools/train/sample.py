@@ -3,11 +3,16 @@
 This is the reference forward pass: it reads only the GGUF file (weights, hyper-parameters and
 vocabulary), so a runtime that loads the same file should produce the same greedy tokens.
 Every step recomputes the whole sequence (no KV cache): slow, but nothing to get wrong.
+
+Both vocabularies are read from the file: tokenizer.ggml.model "llama" (kjv-tiny, tokenizer.py)
+and "gpt2" (kjv-bpe, bpe_tokenizer.py). A file with a chat template (kjv-bpe) also answers --chat
+as one user turn of the Llama 3 chat format, generating until <|eot_id|>.
 """
 import argparse
 
 import numpy as np
 
+import bpe_tokenizer
 import gguf
 import tokenizer
 
@@ -29,10 +34,16 @@ class GgufLlama:
         self.context = kv["llama.context_length"]
         # Weights as float64, in the torch layout: a GGUF [in, out] matrix becomes [out, in].
         self.w = {name: t.astype(np.float64) for name, t in r.tensors.items()}
-        self.vocab = tokenizer.Vocab(kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.scores"],
-                                     kv["tokenizer.ggml.token_type"])
+        if kv["tokenizer.ggml.model"] == "gpt2":
+            self.vocab = bpe_tokenizer.Vocab.from_gguf_kv(kv)
+        else:
+            self.vocab = tokenizer.Vocab(kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.scores"],
+                                         kv["tokenizer.ggml.token_type"])
         self.bos = kv["tokenizer.ggml.bos_token_id"]
         self.eos = kv["tokenizer.ggml.eos_token_id"]
+        # Generation stops at the end of text and, where the file names one, the end of a turn.
+        self.stop = {self.eos, kv.get("tokenizer.ggml.eot_token_id", self.eos)}
+        self.has_chat = "tokenizer.chat_template" in kv
 
     def rms_norm(self, x, weight):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * weight
@@ -78,10 +89,11 @@ class GgufLlama:
         return x @ w["output.weight"].T
 
     def generate(self, prompt, n_tokens, temperature=0.0, seed=0):
-        """Returns the token ids of the prompt (with <s>) followed by up to n_tokens new ones.
-        temperature 0 is greedy (argmax; the lowest id on ties)."""
+        """Returns the token ids of the prompt (text: encoded with BOS in front; or a list of ids)
+        followed by up to n_tokens new ones. temperature 0 is greedy (argmax; the lowest id on
+        ties)."""
         rng = np.random.default_rng(seed)
-        tokens = self.vocab.encode(prompt, add_bos=True)
+        tokens = self.vocab.encode(prompt, add_bos=True) if isinstance(prompt, str) else list(prompt)
         for _ in range(n_tokens):
             logits = self.logits(tokens[-self.context:])
             if temperature <= 0:
@@ -90,7 +102,7 @@ class GgufLlama:
                 p = np.exp((logits - logits.max()) / temperature)
                 nxt = int(rng.choice(len(p), p=p / p.sum()))
             tokens.append(nxt)
-            if nxt == self.eos:
+            if nxt in self.stop:
                 break
         return tokens
 
@@ -103,12 +115,25 @@ def main():
     ap.add_argument("--temperature", type=float, default=0.8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ids", action="store_true", help="also print the token ids")
+    ap.add_argument("--chat", default="In the beginning God created the heaven and the earth.",
+                    help="user message for a model with a chat template")
+    ap.add_argument("--system", default="", help="system prompt for --chat (none if empty)")
     args = ap.parse_args()
     model = GgufLlama(args.model)
     for label, temp in (("greedy", 0.0), (f"temperature {args.temperature}", args.temperature)):
         ids = model.generate(args.prompt, args.tokens, temp, args.seed)
         print(f"--- {label}:")
         print(model.vocab.decode(ids))
+        if args.ids:
+            print(ids)
+    if not model.has_chat or not args.chat:
+        return
+    messages = ([("system", args.system)] if args.system else []) + [("user", args.chat)]
+    prompt = model.vocab.chat(messages)
+    for label, temp in (("greedy", 0.0), (f"temperature {args.temperature}", args.temperature)):
+        ids = model.generate(prompt, args.tokens, temp, args.seed)
+        print(f"--- chat, {label}:")
+        print(model.vocab.decode(ids, show_special=True))
         if args.ids:
             print(ids)
 

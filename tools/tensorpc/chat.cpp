@@ -1,0 +1,191 @@
+// `tensorpc chat` (chat.h): flags, then open → devices → place (model_setup.h)
+// → a ChatSession fed line by line.
+#include "tensorpc/chat.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <csignal>
+#include <memory>
+#include <string>
+
+#include "cli_checks.h"
+#include "model/chat_session.h"
+
+namespace tensorpc::tools {
+namespace {
+
+// Ctrl-C: set by the handler, read by the reply loop and the line reader.
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+
+// Reads one line (without its newline) from `in`. False at end of input,
+// or when Ctrl-C interrupted the read (with *interrupted set).
+bool read_line(std::FILE* in, std::string& line, const std::atomic<bool>* cancel, bool* interrupted) {
+  line.clear();
+  *interrupted = false;
+  while (true) {
+    const int c = std::fgetc(in);
+    if (c == EOF) {
+      if (std::ferror(in) && errno == EINTR && cancel != nullptr && cancel->load()) {
+        std::clearerr(in);
+        *interrupted = true;
+        return false;
+      }
+      return !line.empty();  // a last line without a newline still counts
+    }
+    if (c == '\n') return true;
+    line.push_back(static_cast<char>(c));
+  }
+}
+
+// The template the conversation is rendered with: the one named, else the model's.
+StatusOr<ChatTemplate> choose_template(const LlamaModel& model, const std::string& name) {
+  const Tokenizer& tok = model.tokenizer();
+  const std::string bos = tok.bos() >= 0 ? std::string(tok.text(tok.bos())) : std::string();
+  const std::string eos = tok.eos() >= 0 ? std::string(tok.text(tok.eos())) : std::string();
+  if (!name.empty()) return ChatTemplate::named(name, bos, eos);
+  auto text = model.file().get_string("tokenizer.chat_template", "");
+  if (!text.ok()) return text.status();
+  return ChatTemplate::detect(text.value(), bos, eos);
+}
+
+const char* stop_notice(ChatStop stop) {
+  switch (stop) {
+    case ChatStop::cancelled:
+      return "[reply stopped]";
+    case ChatStop::context_full:
+      return "[the context is full: the reply stopped there; the next message drops the oldest turns]";
+    case ChatStop::n_predict:
+      return "[the reply reached -n tokens]";
+    case ChatStop::end_of_turn:
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+int chat_command(const ChatCommandOptions& o, std::FILE* in, std::FILE* out, std::FILE* err,
+                 std::atomic<bool>* cancel) {
+  if (const Status s = o.sampler.validate(); !s.ok()) {
+    std::fprintf(err, "tensorpc chat: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  auto opened = LlamaModel::open(o.setup.model);
+  if (!opened.ok()) {
+    std::fprintf(err, "tensorpc chat: %s\n", opened.status().message().c_str());
+    return 1;
+  }
+  // Checked before the weights go anywhere: a model without a usable template costs no upload.
+  auto chat_template = choose_template(*opened.value(), o.chat_template);
+  if (!chat_template.ok()) {
+    std::fprintf(err, "tensorpc chat: %s\n", chat_template.status().message().c_str());
+    return 1;
+  }
+  auto placed = place_model(std::move(opened).value(), o.setup, err);
+  if (!placed.ok()) {
+    std::fprintf(err, "tensorpc chat: %s\n", placed.status().message().c_str());
+    return 1;
+  }
+  Generator gen(*placed.value().model, *placed.value().placement);
+  ChatSessionOptions options;
+  options.sampler = o.sampler;
+  options.n_predict = o.n_predict;
+  options.system_prompt = o.system_prompt;
+  auto session = ChatSession::create(gen, std::move(chat_template).value(), options);
+  if (!session.ok()) {
+    std::fprintf(err, "tensorpc chat: %s\n", session.status().message().c_str());
+    return 1;
+  }
+  std::fprintf(err, "chat template %s, context %lld; /exit or Ctrl-D ends, Ctrl-C stops a reply\n",
+               std::string(session.value().chat_template().name()).c_str(),
+               static_cast<long long>(placed.value().placement->n_ctx()));
+
+  const bool terminal = ::isatty(::fileno(in)) != 0;
+  std::string line;
+  int64_t turns = 0, evaluated = 0, generated = 0;
+  while (true) {
+    if (terminal) std::fprintf(out, "> ");
+    std::fflush(out);
+    bool interrupted = false;
+    if (!read_line(in, line, cancel, &interrupted)) {
+      std::fprintf(out, "\n");
+      break;
+    }
+    if (line == "/exit") break;
+    if (line.empty()) continue;
+    if (cancel != nullptr) cancel->store(false);
+    auto turn = session.value().reply(
+        line,
+        [out](std::string_view piece) {
+          std::fwrite(piece.data(), 1, piece.size(), out);
+          std::fflush(out);
+        },
+        cancel);
+    std::fprintf(out, "\n");
+    std::fflush(out);
+    if (!turn.ok()) {
+      std::fprintf(err, "tensorpc chat: %s\n", turn.status().to_string().c_str());
+      if (turn.status().code() == StatusCode::out_of_memory) continue;  // a message too long: say so, go on
+      return 1;
+    }
+    const ChatTurn& t = turn.value();
+    if (t.dropped_messages > 0) {
+      std::fprintf(err, "[the context was full: the %lld oldest messages were dropped]\n",
+                   static_cast<long long>(t.dropped_messages));
+    }
+    if (const char* notice = stop_notice(t.stop)) std::fprintf(err, "%s\n", notice);
+    if (o.verbose) {
+      std::fprintf(err, "[%lld tokens evaluated in %.3f s, %lld generated in %.3f s (%.1f tokens/s)]\n",
+                   static_cast<long long>(t.evaluated), t.prompt_seconds, static_cast<long long>(t.generated),
+                   t.reply_seconds, t.reply_seconds > 0 ? static_cast<double>(t.generated) / t.reply_seconds : 0.0);
+    }
+    ++turns;
+    evaluated += t.evaluated;
+    generated += t.generated;
+  }
+  std::fprintf(err, "%lld turns: %lld tokens evaluated, %lld generated\n", static_cast<long long>(turns),
+               static_cast<long long>(evaluated), static_cast<long long>(generated));
+  return 0;
+}
+
+void add_chat_command(CLI::App& app, int* exit_code) {
+  CLI::App* cmd = app.add_subcommand("chat", "talk with a model in the terminal, on local and remote devices");
+  auto o = std::make_shared<ChatCommandOptions>();
+  cmd->add_option("-m,--model", o->setup.model, "the model, a GGUF file with a chat template")->required();
+  cmd->add_option("--system-prompt", o->system_prompt, "the system prompt (also -sys)");
+  cmd->add_option("--chat-template", o->chat_template,
+                  "render the conversation as this family does instead of by the model's template: " +
+                      [] {
+                        std::string names;
+                        for (std::string_view n : ChatTemplate::names()) names += (names.empty() ? "" : ", ") + std::string(n);
+                        return names;
+                      }());
+  cmd->add_option("-n,--n-predict", o->n_predict, "tokens of a reply at most (0: until the turn ends)")
+      ->check(whole_number(0, INT32_MAX))
+      ->capture_default_str();
+  cmd->add_option("-c,--ctx-size", o->setup.n_ctx, "context length (0: the model's, at most 2048)")
+      ->check(whole_number(0, INT32_MAX))
+      ->capture_default_str();
+  add_sampling_flags(*cmd, &o->sampler);
+  cmd->add_flag("--verbose", o->verbose, "after each reply, the tokens evaluated and generated and their speed");
+  auto where = ModelSetupFlags::add_to(*cmd);
+  cmd->callback([o, where, exit_code] {
+    ChatCommandOptions options = *o;
+    where->apply(options.setup);
+    // Ctrl-C interrupts a read or a reply instead of ending the process.
+    struct sigaction action {};
+    action.sa_handler = on_interrupt;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = 0;  // no SA_RESTART: a read at the prompt returns
+    struct sigaction previous {};
+    ::sigaction(SIGINT, &action, &previous);
+    *exit_code = chat_command(options, stdin, stdout, stderr, &g_interrupted);
+    ::sigaction(SIGINT, &previous, nullptr);
+  });
+}
+
+}  // namespace tensorpc::tools

@@ -1,0 +1,20 @@
+// The sampling flags `tensorpc run` and `tensorpc chat` share, with the
+// defaults and meanings of the common GGUF tools: --temp 0.8, --top-k 40,
+// --top-p 0.95, --min-p 0.05, --repeat-penalty 1 (off), -s/--seed.
+#pragma once
+
+#include "model/sampler.h"
+
+namespace CLI {
+class App;
+}
+
+namespace tensorpc::tools {
+
+// The command-line defaults (the library's SamplerOptions has min-p off).
+SamplerOptions default_cli_sampling();
+
+// Adds the flags to `cmd`, writing into `*o`, which must outlive the app.
+void add_sampling_flags(CLI::App& cmd, SamplerOptions* o);
+
+}  // namespace tensorpc::tools
