@@ -618,6 +618,18 @@ struct CpuConfigName {
   std::string operator()(const ::testing::TestParamInfo<CpuConfig>& info) const { return config_name(info.param); }
 };
 
+// The YaRN RoPE parameters the rope tests share: 64 rotated dims, frequencies
+// scaled by a quarter over an original context of 4096, full extrapolation mix.
+inline RopeParams yarn_rope_params(int mode) {
+  RopeParams p;
+  p.n_dims = 64;
+  p.mode = mode;
+  p.freq_scale = 0.25f;
+  p.n_ctx_orig = 4096;
+  p.ext_factor = 1.0f;
+  return p;
+}
+
 inline std::string shape_str(const Shape& ne) {
   std::ostringstream os;
   os << "[" << ne[0] << ", " << ne[1] << ", " << ne[2] << ", " << ne[3] << "]";

@@ -189,12 +189,12 @@ class Spm:
 
     def encode(self, text, parse_special=False):
         out = [self.bos]
-        for n, (special, part) in enumerate(split_specials(text, self.specials, parse_special)):
+        for special, part in split_specials(text, self.specials, parse_special):
             if special:
                 out.append(part)
             else:
-                # The space prefix marks the start of the text only.
-                out += self.merge(("\u2581" if n == 0 else "") + part.replace(" ", "\u2581"))
+                # The space prefix starts every run of text, the first and each after a special token.
+                out += self.merge("\u2581" + part.replace(" ", "\u2581"))
         return out
 
 
@@ -209,7 +209,8 @@ CASES = {
               ("  leading\tand trailing  ", False), ("don't STOP'LL 12,345.67!", False)],
     "phi-3": [("Hello world", False), ("hello  world\n\n", False), ("3333333", False), ("I'm", False),
               ("\u4f60\u597d\u4e16\u754c", False), ("\U0001F999", False), ("<|user|>", True),
-              ("Hi<|end|>", True), ("<|assistant|>", True), ("<|user|>", False)],
+              ("Hi<|end|>", True), ("<|assistant|>", True), ("<|user|>", False),
+              ("<|user|>\nHi<|end|>\n<|assistant|>", True)],
 }
 
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <queue>
 
+#include "model/symbol_list.h"
 #include "model/tokenizer_bpe.h"
 #include "model/utf8.h"
 
@@ -246,13 +247,14 @@ void Tokenizer::encode_with_specials(std::string_view text, bool add_prefix, std
       ++i;
       continue;
     }
-    // The prefix marks the start of the text only, not every run after a special.
-    if (i > run_start) encode_text(text.substr(run_start, i - run_start), add_prefix && run_start == 0, out);
+    // Every run of text gets the prefix, the first and each after a special
+    // token (as the common GGUF runtimes tokenize "<|user|>\nHi").
+    if (i > run_start) encode_text(text.substr(run_start, i - run_start), add_prefix, out);
     out.push_back(match);
     i += vocab_.tokens[match].size();
     run_start = i;
   }
-  if (run_start < text.size()) encode_text(text.substr(run_start), add_prefix && run_start == 0, out);
+  if (run_start < text.size()) encode_text(text.substr(run_start), add_prefix, out);
 }
 
 void Tokenizer::encode_text(std::string_view text, bool add_prefix, std::vector<int32_t>& out) const {
@@ -308,10 +310,7 @@ void Tokenizer::encode_fragment(std::string_view text, std::vector<int32_t>& out
     Symbol& left = syms[c.left];
     Symbol& right = syms[c.right];
     if (left.len == 0 || right.len == 0 || left.next != c.right || left.len + right.len != c.len) continue;
-    left.len += right.len;
-    right.len = 0;
-    left.next = right.next;
-    if (right.next >= 0) syms[right.next].prev = c.left;
+    join_with_next(syms, c.left);
     consider(left.prev, c.left);
     consider(c.left, left.next);
   }

@@ -9,7 +9,8 @@
 // thread-safe.
 //
 // SentencePiece encoding: spaces become "▁" (U+2581), a "▁" is prefixed to
-// the text (add_space_prefix), the text is split into UTF-8 characters, and
+// the text (add_space_prefix; with parse_special, to each run of text, the
+// first and every one after a special token), the text is split into UTF-8 characters, and
 // the adjacent pair whose concatenation is a vocabulary piece with the highest
 // score is merged until no pair is a piece. Characters that are not pieces
 // fall back to byte tokens <0xXX> (or unk without byte tokens).

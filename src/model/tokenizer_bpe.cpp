@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "model/symbol_list.h"
 #include "model/tokenizer.h"
 #include "model/utf8.h"
 
@@ -210,10 +211,7 @@ void BpeEncoder::encode_word(std::string_view word, int32_t unk, Scratch& scratc
       continue;
     }
     left.id = c.result;
-    left.len += right.len;
-    right.len = 0;
-    left.next = right.next;
-    if (right.next >= 0) syms[right.next].prev = c.left;
+    join_with_next(syms, c.left);
     consider(left.prev, c.left);
     consider(c.left, left.next);
   }

@@ -9,6 +9,7 @@
 
 #include "core/validate.h"
 #include "tensorpc/context.h"
+#include "test_util.h"
 
 namespace tensorpc {
 namespace {
@@ -42,15 +43,7 @@ class RopeParamsTest : public ::testing::Test {
     if (s.code() != StatusCode::invalid_argument) return ::testing::AssertionFailure() << s.to_string();
     return names_all(s.message(), needles);
   }
-  static RopeParams yarn() {
-    RopeParams p;
-    p.n_dims = 64;
-    p.mode = kRopeNeox;
-    p.freq_scale = 0.25f;
-    p.n_ctx_orig = 4096;
-    p.ext_factor = 1.0f;
-    return p;
-  }
+  static RopeParams yarn() { return test::yarn_rope_params(kRopeNeox); }
 
   Context ctx;
   Tensor* x = ctx.new_tensor(DType::f32, {64, 2, 4});

@@ -15,6 +15,7 @@
 #include "model/generator.h"
 #include "model/llama_model.h"
 #include "model/placement.h"
+#include "model/reference_checks.h"
 #include "model/reference_decoder.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/random_model.h"
@@ -22,6 +23,7 @@
 namespace tensorpc {
 namespace {
 
+using reference::expect_logits_close;
 using reference::Mat;
 using reference::ReferenceConfig;
 using reference::ReferenceDecoder;
@@ -119,15 +121,6 @@ ReferenceConfig sizes(const tools::RandomModelOptions& o) {
   return c;
 }
 
-void expect_close(const std::vector<float>& got, const Mat& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 0;
-  for (double v : want) scale = std::max(scale, std::fabs(v));
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], 1e-4 * scale + 1e-5) << what << " logit " << i;
-  }
-}
-
 // Opens the model, runs a prefill of 7 tokens and 5 decode steps on the CPU,
 // and compares every token's logits with the reference's.
 void expect_matches_reference(const tools::RandomModelOptions& o, ReferenceConfig c, bool fused_qkv = false,
@@ -156,13 +149,14 @@ void expect_matches_reference(const tools::RandomModelOptions& o, ReferenceConfi
   const auto n_vocab = static_cast<size_t>(o.n_vocab);
   for (size_t t = 0; t < prompt.size(); ++t) {
     const std::vector<float> got(prefill.value().begin() + t * n_vocab, prefill.value().begin() + (t + 1) * n_vocab);
-    expect_close(got, ref.forward(prompt[t], static_cast<int>(t)), o.arch + " prefill token " + std::to_string(t));
+    expect_logits_close(got, ref.forward(prompt[t], static_cast<int>(t)),
+                        o.arch + " prefill token " + std::to_string(t));
   }
   int pos = static_cast<int>(prompt.size());
   for (int32_t token : {9, 31, 2, 310, 47}) {
     auto got = gen.eval(std::vector<int32_t>{token});
     ASSERT_TRUE(got.ok()) << got.status().to_string();
-    expect_close(got.value(), ref.forward(token, pos), o.arch + " decode at " + std::to_string(pos));
+    expect_logits_close(got.value(), ref.forward(token, pos), o.arch + " decode at " + std::to_string(pos));
     ++pos;
   }
 }

@@ -442,12 +442,14 @@ TEST(ChatTemplateLlama31, TrimsTheSystemMessageAndWritesLaterOnesAsTurns) {
       "Today Date: 26 Jul 2024\n\n";
   auto r = t.render(std::vector<ChatMessage>{{"system", "\xE3\x80\x80 Be brief.\n"}, {"user", "Hi"}}, true);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r.value(), block + "Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-                               "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(r.value(), block +
+                           "Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                           "<|start_header_id|>assistant<|end_header_id|>\n\n");
   r = t.render(std::vector<ChatMessage>{{"user", "a"}, {"system", " b "}}, false);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r.value(), block + "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\na<|eot_id|>"
-                               "<|start_header_id|>system<|end_header_id|>\n\nb<|eot_id|>");
+  EXPECT_EQ(r.value(), block +
+                           "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\na<|eot_id|>"
+                           "<|start_header_id|>system<|end_header_id|>\n\nb<|eot_id|>");
 }
 
 TEST(ChatTemplateLlama31, ToolMessagesAreErrorsNotText) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/llama.h"
+#include "model/reference_checks.h"
 #include "model/reference_decoder.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/graph_allocator.h"
@@ -15,6 +16,7 @@
 namespace tensorpc {
 namespace {
 
+using reference::expect_logits_close;
 using reference::Mat;
 using RefLayer = reference::ReferenceLayer;
 
@@ -114,15 +116,6 @@ class LlamaForward : public ::testing::Test {
     return read_as_f32(*s.logits).value();
   }
 
-  void expect_close(const std::vector<float>& got, const Mat& want, const char* what) {
-    ASSERT_EQ(got.size(), want.size());
-    double scale = 0;
-    for (double v : want) scale = std::max(scale, std::fabs(v));
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_NEAR(got[i], want[i], 1e-4 * scale + 1e-5) << what << " logit " << i;
-    }
-  }
-
   std::mt19937 rng{7};
   LlamaHparams hp;
   LlamaWeights w;
@@ -138,14 +131,14 @@ TEST_F(LlamaForward, PrefillThenDecodeMatchesTheReference) {
   const std::vector<float> prefill = step(prompt, 0, /*all_logits=*/true);
   for (size_t t = 0; t < prompt.size(); ++t) {
     const Mat want = ref.forward(prompt[t], static_cast<int>(t));
-    expect_close(std::vector<float>(prefill.begin() + t * hp.n_vocab, prefill.begin() + (t + 1) * hp.n_vocab), want,
-                 "prefill");
+    expect_logits_close(std::vector<float>(prefill.begin() + t * hp.n_vocab, prefill.begin() + (t + 1) * hp.n_vocab),
+                        want, "prefill");
   }
   // Decode: one token at a time, reading what the prefill cached.
   int pos = static_cast<int>(prompt.size());
   for (int32_t token : {9, 31, 2, 47}) {
     const std::vector<float> got = step({token}, pos, false);
-    expect_close(got, ref.forward(token, pos), "decode");
+    expect_logits_close(got, ref.forward(token, pos), "decode");
     ++pos;
   }
 }
@@ -154,11 +147,14 @@ TEST_F(LlamaForward, LastTokenLogitsEqualThoseOfTheFullPrefill) {
   const std::vector<int32_t> prompt = {1, 2, 3, 4};
   const std::vector<float> last = step(prompt, 0, false);
   ASSERT_EQ(last.size(), static_cast<size_t>(hp.n_vocab));
-  expect_close(last, [&] {
-    Mat m;
-    for (size_t t = 0; t < prompt.size(); ++t) m = ref.forward(prompt[t], static_cast<int>(t));
-    return m;
-  }(), "last token");
+  expect_logits_close(
+      last,
+      [&] {
+        Mat m;
+        for (size_t t = 0; t < prompt.size(); ++t) m = ref.forward(prompt[t], static_cast<int>(t));
+        return m;
+      }(),
+      "last token");
 }
 
 TEST(LlamaHparams, RejectsInconsistentShapes) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/bpe_vocabulary_testing.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/pretokenize.h"
@@ -35,10 +36,7 @@ std::string spelled(std::string_view bytes) {
 constexpr int32_t kHe = 256, kLl = 257, kHell = 258, kHello = 259, kSpaceW = 260, kXyz = 261, kEnd = 262, kTool = 263;
 
 Vocabulary bpe_vocabulary() {
-  Vocabulary v;
-  v.kind = VocabularyKind::bpe;
-  v.pre = "gpt-2";
-  for (int b = 0; b < 256; ++b) v.tokens.push_back(spelled(std::string(1, static_cast<char>(b))));
+  Vocabulary v = test::byte_level_vocabulary("gpt-2");
   for (const char* t : {"he", "ll", "hell", "hello", "Ġw", "xyz"}) v.tokens.push_back(t);
   v.tokens.push_back("<|end|>");
   v.tokens.push_back("<tool>");
@@ -51,12 +49,6 @@ Vocabulary bpe_vocabulary() {
   v.unk = -1;
   v.add_bos = false;
   return v;
-}
-
-Tokenizer make(Vocabulary v) {
-  auto tok = Tokenizer::create(std::move(v));
-  EXPECT_TRUE(tok.ok()) << tok.status().to_string();
-  return std::move(tok).value();
 }
 
 Words split(std::string_view pre, std::string_view text) {
@@ -100,7 +92,7 @@ TEST(BpePreTokenizer, UnknownPreIsAnErrorNamingIt) {
 }
 
 TEST(BpeEncode, MergesByRankLowestFirst) {
-  Tokenizer tok = make(bpe_vocabulary());
+  Tokenizer tok = test::make_tokenizer(bpe_vocabulary());
   EXPECT_EQ(tok.encode("hello"), (Ids{kHello}));
   EXPECT_EQ(tok.encode("hell"), (Ids{kHell}));
   EXPECT_EQ(tok.encode("he"), (Ids{kHe}));
@@ -111,11 +103,11 @@ TEST(BpeEncode, MergesByRankLowestFirst) {
   v.merges.insert(v.merges.begin(), "e l");
   v.tokens.push_back("el");
   v.types.push_back(static_cast<int32_t>(TokenType::normal));
-  EXPECT_EQ(make(v).encode("hello"), (Ids{'h', 264, 'l', 'o'}));
+  EXPECT_EQ(test::make_tokenizer(v).encode("hello"), (Ids{'h', 264, 'l', 'o'}));
 }
 
 TEST(BpeEncode, IntermediateTextsThatAreNotTokensStillMerge) {
-  Tokenizer tok = make(bpe_vocabulary());
+  Tokenizer tok = test::make_tokenizer(bpe_vocabulary());
   EXPECT_EQ(tok.encode("xyz"), (Ids{kXyz}));
   EXPECT_EQ(tok.encode("xy"), (Ids{'x', 'y'}));  // "xy" is no token: its bytes' tokens
 }
@@ -123,15 +115,15 @@ TEST(BpeEncode, IntermediateTextsThatAreNotTokensStillMerge) {
 TEST(BpeEncode, BytesWithoutATokenBecomeUnkOrNothing) {
   Vocabulary v = bpe_vocabulary();
   v.tokens[0xFF] = "unused-byte";  // byte 0xFF has no token now
-  Tokenizer tok = make(v);
+  Tokenizer tok = test::make_tokenizer(v);
   EXPECT_EQ(tok.missing_bytes(), std::vector<uint8_t>{0xFF});
   EXPECT_EQ(tok.encode("a\xFF"), (Ids{'a'}));
   v.unk = 'U';
-  EXPECT_EQ(make(v).encode("a\xFF"), (Ids{'a', 'U'}));
+  EXPECT_EQ(test::make_tokenizer(v).encode("a\xFF"), (Ids{'a', 'U'}));
 }
 
 TEST(BpeDecode, MapsCharactersBackToBytes) {
-  Tokenizer tok = make(bpe_vocabulary());
+  Tokenizer tok = test::make_tokenizer(bpe_vocabulary());
   EXPECT_EQ(tok.decode(Ids{kHello, kSpaceW, 'o'}), "hello wo");
   EXPECT_EQ(tok.token_to_piece(' '), " ");
   EXPECT_EQ(tok.token_to_piece(0xFF), "\xFF");
@@ -158,7 +150,7 @@ TEST(BpeRoundTrip, ArbitraryBytesUnderEveryPreValue) {
     Vocabulary v = bpe_vocabulary();
     v.pre = names.substr(start, end - start);
     start = end + 2;
-    Tokenizer tok = make(v);
+    Tokenizer tok = test::make_tokenizer(v);
     for (const std::string& s : samples) EXPECT_EQ(tok.decode(tok.encode(s)), s) << v.pre;
     for (int n = 0; n < 50; ++n) {
       std::string s(rng() % 40, '\0');
@@ -169,7 +161,7 @@ TEST(BpeRoundTrip, ArbitraryBytesUnderEveryPreValue) {
 }
 
 TEST(BpeRoundTrip, LongRunsFinish) {
-  Tokenizer tok = make(bpe_vocabulary());
+  Tokenizer tok = test::make_tokenizer(bpe_vocabulary());
   for (char c : {' ', 'a', '\xFF', '1', '!'}) {
     const std::string s(200000, c);
     EXPECT_EQ(tok.decode(tok.encode(s)), s);
@@ -257,7 +249,7 @@ TEST(BpeVocabulary, UnknownPreAndBadIdsAreRefused) {
 TEST(BpeVocabulary, AnEmptyPreMeansDefault) {
   Vocabulary v = bpe_vocabulary();
   v.pre = "";
-  Tokenizer tok = make(v);
+  Tokenizer tok = test::make_tokenizer(v);
   EXPECT_EQ(tok.pre(), "default");
   EXPECT_EQ(tok.kind(), VocabularyKind::bpe);
   EXPECT_FALSE(tok.add_space_prefix());

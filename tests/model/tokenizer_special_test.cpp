@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "model/bpe_vocabulary_testing.h"
 #include "model/tokenizer.h"
 #include "model/tokenizer_bpe.h"
-#include "model/utf8.h"
 
 namespace tensorpc {
 namespace {
@@ -20,14 +20,7 @@ using Ids = std::vector<int32_t>;
 constexpr int32_t kEndOfText = 256, kImStart = 257, kImEnd = 258, kImPrefix = 259, kTool = 260;
 
 Vocabulary chatml_vocabulary() {
-  Vocabulary v;
-  v.kind = VocabularyKind::bpe;
-  v.pre = "qwen2";
-  for (int b = 0; b < 256; ++b) {
-    std::string text;
-    utf8_append(bpe_byte_to_char(static_cast<uint8_t>(b)), text);
-    v.tokens.push_back(text);
-  }
+  Vocabulary v = test::byte_level_vocabulary("qwen2");
   v.tokens.insert(v.tokens.end(), {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|im", "<tool>"});
   v.types.assign(v.tokens.size(), static_cast<int32_t>(TokenType::normal));
   for (int32_t id : {kEndOfText, kImStart, kImEnd, kImPrefix}) v.types[id] = static_cast<int32_t>(TokenType::control);
@@ -38,29 +31,23 @@ Vocabulary chatml_vocabulary() {
   return v;
 }
 
-Tokenizer make(Vocabulary v) {
-  auto tok = Tokenizer::create(std::move(v));
-  EXPECT_TRUE(tok.ok()) << tok.status().to_string();
-  return std::move(tok).value();
-}
-
 Ids bytes_of(std::string_view s) { return Ids(s.begin(), s.end()); }
 
 TEST(TokenizerSpecial, ParseSpecialMatchesControlTextLongestFirst) {
-  Tokenizer tok = make(chatml_vocabulary());
+  Tokenizer tok = test::make_tokenizer(chatml_vocabulary());
   EXPECT_EQ(tok.encode("<|im_start|>ab<|im_end|>", true, true), (Ids{kImStart, 'a', 'b', kImEnd}));
   EXPECT_EQ(tok.encode("<|im<tool>", true, true), (Ids{kImPrefix, kTool}));
 }
 
 TEST(TokenizerSpecial, WithoutParseSpecialControlTextIsText) {
-  Tokenizer tok = make(chatml_vocabulary());
+  Tokenizer tok = test::make_tokenizer(chatml_vocabulary());
   const Ids ids = tok.encode("<|im_start|>", true, false);
   EXPECT_EQ(ids, bytes_of("<|im_start|>"));
   EXPECT_EQ(tok.decode(ids), "<|im_start|>");
 }
 
 TEST(TokenizerSpecial, ControlTokensDecodeToNothingUnlessSpecial) {
-  Tokenizer tok = make(chatml_vocabulary());
+  Tokenizer tok = test::make_tokenizer(chatml_vocabulary());
   const Ids ids{kImStart, 'h', 'i', kImEnd};
   EXPECT_EQ(tok.decode(ids), "hi");
   EXPECT_EQ(tok.decode(ids, /*special=*/true), "<|im_start|>hi<|im_end|>");
@@ -72,7 +59,7 @@ TEST(TokenizerSpecial, ControlTokensDecodeToNothingUnlessSpecial) {
 }
 
 TEST(TokenizerSpecial, EndOfTurnIsFoundByText) {
-  Tokenizer tok = make(chatml_vocabulary());
+  Tokenizer tok = test::make_tokenizer(chatml_vocabulary());
   EXPECT_EQ(tok.eot(), kImEnd);
   EXPECT_TRUE(tok.is_end_of_generation(kEndOfText));  // EOS
   EXPECT_TRUE(tok.is_end_of_generation(kImEnd));
@@ -85,7 +72,7 @@ TEST(TokenizerSpecial, EndOfTurnIdsFromTheFileComeFirst) {
   Vocabulary v = chatml_vocabulary();
   v.eot = kImPrefix;
   v.eom = kImStart;
-  Tokenizer tok = make(v);
+  Tokenizer tok = test::make_tokenizer(v);
   EXPECT_EQ(tok.eot(), kImPrefix);
   EXPECT_TRUE(tok.is_end_of_generation(kImPrefix));
   EXPECT_TRUE(tok.is_end_of_generation(kImStart));
@@ -95,7 +82,7 @@ TEST(TokenizerSpecial, EndOfTurnIdsFromTheFileComeFirst) {
 TEST(TokenizerSpecial, NormalTokensSpelledLikeEndsDoNotEnd) {
   Vocabulary v = chatml_vocabulary();
   v.types[kImEnd] = static_cast<int32_t>(TokenType::normal);
-  Tokenizer tok = make(v);
+  Tokenizer tok = test::make_tokenizer(v);
   EXPECT_EQ(tok.eot(), kEndOfText);
   EXPECT_FALSE(tok.is_end_of_generation(kImEnd));
 }
@@ -104,7 +91,7 @@ TEST(TokenizerSpecial, SentencePieceControlTokensFollowTheSameRules) {
   Vocabulary v;
   v.tokens = {"<unk>", "<s>", "</s>", "<|end|>", "\xE2\x96\x81hi", "hi"};  // ▁ h i -> ▁ hi -> ▁hi
   v.types = {2, 3, 3, 3, 1, 1};
-  Tokenizer tok = make(v);
+  Tokenizer tok = test::make_tokenizer(v);
   EXPECT_EQ(tok.encode("hi<|end|>", true, true), (Ids{1, 4, 3}));
   EXPECT_EQ(tok.decode(Ids{1, 4, 3}), "hi");
   EXPECT_EQ(tok.decode(Ids{1, 4, 3}, true), "hi<|end|>");

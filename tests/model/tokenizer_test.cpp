@@ -118,9 +118,10 @@ TEST(TokenizerEncode, InvalidUtf8BytesAreSymbolsOfTheirOwn) {
 TEST(TokenizerEncode, ControlTokenTextIsOrdinaryTextUnlessParseSpecial) {
   Tokenizer tok = make(test_vocabulary());
   EXPECT_EQ(tok.encode("<s>", false), (Ids{kSpace, byte_id('<'), byte_id('s'), byte_id('>')}));
-  // The prefix marks the start of the text only.
-  EXPECT_EQ(tok.encode("a<s>b", false, true), (Ids{kSpaceA, kBos, kB}));
-  EXPECT_EQ(tok.encode("<s>a</s>", false, true), (Ids{kBos, kA, kEos}));
+  // Each run of text gets the prefix, also after a special token, as the
+  // common GGUF runtimes encode "<|user|>\nHi".
+  EXPECT_EQ(tok.encode("a<s>b", false, true), (Ids{kSpaceA, kBos, kSpace, kB}));
+  EXPECT_EQ(tok.encode("<s>a</s>", false, true), (Ids{kBos, kSpaceA, kEos}));
   EXPECT_EQ(tok.encode("b<tool>", false, true), (Ids{kSpace, kB, kUserTool}));
 }
 

@@ -120,6 +120,8 @@ TEST_F(TokenizerVocab, Phi3KnownIdsAndSpecialTokens) {
       {"Hi<|end|>", true, {1, 6324, 32007}},
       {"<|assistant|>", true, {1, 32001}},
       {"<|user|>", false, {1, 529, 29989, 1792, 29989, 29958}},
+      // Each run of text after a special token gets the space prefix too.
+      {"<|user|>\nHi<|end|>\n<|assistant|>", true, {1, 32010, 29871, 13, 18567, 32007, 29871, 13, 32001}},
   });
 }
 

@@ -87,12 +87,7 @@ std::vector<OpCase> op_cases() {
     add(mode == kRopeNormal ? "rope_yarn_normal" : "rope_yarn_neox", [mode](Context& c) {
       Tensor* x = input(c, DType::f32, {64, 4, 5, 1});
       Tensor* pos = input(c, DType::i32, {5});
-      RopeParams p;
-      p.n_dims = 64;
-      p.mode = mode;
-      p.freq_scale = 0.25f;
-      p.n_ctx_orig = 4096;
-      p.ext_factor = 1.0f;
+      RopeParams p = test::yarn_rope_params(mode);
       p.attn_factor = 0.9f;
       return Built{{c.rope(x, pos, p)}, {{pos, {0, 5, 4095, 4096, 16000}}}};
     });

@@ -1,7 +1,9 @@
 // `tensorpc demo`: the main job end to end. Two tensorpc-server processes on
 // loopback ports with two CPU devices each; the bundled model spread over
 // those four devices; greedy text streamed from them; then the same on the
-// local CPU alone, and a check that both texts are the same.
+// local CPU alone, and a check that both texts are the same. With the bundled
+// models, then two turns of a chat with the BPE chat model, on the servers
+// and locally, checked the same way.
 #pragma once
 
 #include <cstdio>
@@ -20,8 +22,9 @@ struct DemoOptions {
   std::string server_binary;  // default: tensorpc-server next to this executable
 };
 
-// The bundled model's path, fixed at build time.
+// The bundled model's path, fixed at build time, and the bundled chat model's beside it.
 std::string bundled_model_path();
+std::string bundled_chat_model_path();
 
 // Runs the demo; returns 0 when the distributed text equals the local one,
 // 1 on a mismatch or any failure (each named on `err`).

@@ -33,6 +33,8 @@ import json
 
 import regex
 
+from bpe_merges import learn_merges
+
 # The Llama 3 pre-tokenizer (tiktoken cl100k style): contractions, letters with at most one
 # non-letter, non-digit character in front, digits in groups of up to three, other symbols (with
 # any newlines that follow), newline runs, and whitespace that leaves its last space to a word.
@@ -92,42 +94,7 @@ def train(word_counts, vocab_size):
     n_merges = vocab_size - 256 - len(SPECIALS)
     words = [list(to_symbols(w)) for w in word_counts]
     counts = list(word_counts.values())
-    pair_count = collections.Counter()
-    pair_words = collections.defaultdict(set)  # pair -> indices of the words that hold it
-    for wi, syms in enumerate(words):
-        for pair in zip(syms, syms[1:]):
-            pair_count[pair] += counts[wi]
-            pair_words[pair].add(wi)
-
-    merges = []
-    while len(merges) < n_merges and pair_count:
-        best, best_count = max(pair_count.items(), key=lambda kv: (kv[1], kv[0]))
-        if best_count <= 0:
-            break
-        a, b = best
-        merged = a + b
-        merges.append(best)
-        for wi in list(pair_words[best]):
-            syms = words[wi]
-            for pair in zip(syms, syms[1:]):
-                pair_count[pair] -= counts[wi]
-            out, i = [], 0
-            while i < len(syms):
-                if i + 1 < len(syms) and syms[i] == a and syms[i + 1] == b:
-                    out.append(merged)
-                    i += 2
-                else:
-                    out.append(syms[i])
-                    i += 1
-            words[wi] = out
-            for pair in zip(out, out[1:]):
-                pair_count[pair] += counts[wi]
-                pair_words[pair].add(wi)
-        del pair_count[best]
-        pair_words.pop(best, None)
-        for pair in [p for p, c in pair_count.items() if c <= 0]:
-            del pair_count[pair]
-            pair_words.pop(pair, None)
+    merges = learn_merges(words, counts, n_merges)
     if len(merges) < n_merges:
         raise ValueError(f"only {len(merges)} merges possible, {n_merges} wanted")
     return Vocab.from_merges(merges)

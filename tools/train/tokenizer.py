@@ -24,6 +24,8 @@ and encoding each part alone gives exactly what the algorithm gives on the whole
 import collections
 import json
 
+from bpe_merges import learn_merges
+
 SPACE = "\u2581"
 UNK, BOS, EOS = 0, 1, 2
 TYPE_NORMAL, TYPE_UNKNOWN, TYPE_CONTROL, TYPE_BYTE = 1, 2, 3, 6
@@ -70,41 +72,7 @@ def train(lines, vocab_size):
 
     words = [list(w) for w in word_counts]
     counts = [word_counts[w] for w in word_counts]
-    pair_count = collections.Counter()
-    pair_words = collections.defaultdict(set)  # pair -> indices of words that contain it
-    for wi, syms in enumerate(words):
-        for pair in zip(syms, syms[1:]):
-            pair_count[pair] += counts[wi]
-            pair_words[pair].add(wi)
-
-    merges = []
-    while len(merges) < n_merges and pair_count:
-        # Most frequent pair; ties broken by the pair itself so that training is deterministic.
-        best = max(pair_count.items(), key=lambda kv: (kv[1], kv[0]))[0]
-        if pair_count[best] <= 0:
-            break
-        merged = best[0] + best[1]
-        merges.append(merged)
-        for wi in list(pair_words[best]):
-            syms = words[wi]
-            for pair in zip(syms, syms[1:]):
-                pair_count[pair] -= counts[wi]
-            out, i = [], 0
-            while i < len(syms):
-                if i + 1 < len(syms) and syms[i] == best[0] and syms[i + 1] == best[1]:
-                    out.append(merged)
-                    i += 2
-                else:
-                    out.append(syms[i])
-                    i += 1
-            words[wi] = out
-            for pair in zip(out, out[1:]):
-                pair_count[pair] += counts[wi]
-                pair_words[pair].add(wi)
-        del pair_count[best]
-        pair_words.pop(best, None)
-        for pair in [p for p, c in pair_count.items() if c <= 0]:
-            del pair_count[pair]
+    merges = [a + b for a, b in learn_merges(words, counts, n_merges)]
 
     pieces = merges + [c for c in chars if c not in set(merges)]
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + pieces

@@ -72,10 +72,11 @@ def save_checkpoint(path, model, cfg, step, log):
     os.replace(tmp, path)
 
 
-def main():
+def training_arguments(vocab_help):
+    """The options both trainers take, with train.py's defaults (train_bpe.py sets its own)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--text", required=True, help="output of `bible Gen1:1-Rev22:21`")
-    ap.add_argument("--vocab", required=True, help="vocab.json from tokenizer.py")
+    ap.add_argument("--vocab", required=True, help=vocab_help)
     ap.add_argument("--out", required=True, help="checkpoint file to write")
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--layers", type=int, default=4)
@@ -92,23 +93,24 @@ def main():
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args()
+    return ap
 
+
+def seed_run(args):
+    """Sets torch's threads and seed; returns the numpy generator that picks the windows."""
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    rng = np.random.default_rng(args.seed)
+    return np.random.default_rng(args.seed)
 
-    vocab = tokenizer.Vocab.load(args.vocab)
-    verses = corpus.read_verses(args.text)
-    val_verses = verses[50::100]
-    train_verses = [v for i, v in enumerate(verses) if i % 100 != 50]
-    train = Windows(vocab, train_verses, args.context + 1)
-    val = Windows(vocab, val_verses, args.context + 1)
-    print(f"train tokens {len(train.stream)}, val tokens {len(val.stream)}", flush=True)
-    val_batches = [[val.usable[j] for j in range(i, len(val.usable), 4)][: args.batch]
-                   for i in range(4)]
 
-    cfg = Config(vocab_size=len(vocab), dim=args.dim, n_layer=args.layers, n_head=args.heads,
+def split_verses(verses):
+    """(training verses, validation verses): one verse in a hundred is held out."""
+    return [v for i, v in enumerate(verses) if i % 100 != 50], verses[50::100]
+
+
+def build_model(args, vocab_size):
+    """The model and its AdamW optimiser (no weight decay on the norm weights)."""
+    cfg = Config(vocab_size=vocab_size, dim=args.dim, n_layer=args.layers, n_head=args.heads,
                  n_head_kv=args.kv_heads, ffn_dim=args.ffn, context=args.context)
     model = Llama(cfg)
     print(f"config {cfg.to_dict()}, parameters {sum(p.numel() for p in model.parameters())}",
@@ -118,8 +120,16 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95))
+    return cfg, model, opt
 
-    log = []
+
+def run_training(args, cfg, model, opt, log, next_batch, evaluate):
+    """Steps until --steps or --max-minutes, whichever the schedule reaches first.
+
+    next_batch() gives the (inputs, targets) of one step; evaluate(step, train_loss, elapsed) is
+    called every --eval-every steps and appends to log, which every checkpoint saves.
+    Returns (steps taken, smoothed training loss, start time).
+    """
     t0 = time.time()
     train_loss = None
     step = 0
@@ -131,7 +141,7 @@ def main():
         lr = lr_at(progress, args.lr, 0.03, 0.1)
         for g in opt.param_groups:
             g["lr"] = lr
-        x, y = train.batch(rng.choice(train.usable, size=args.batch))
+        x, y = next_batch()
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
@@ -144,11 +154,35 @@ def main():
             print(f"step {step} loss {train_loss:.3f} lr {lr:.2e} {elapsed:.0f}s "
                   f"({elapsed / step:.2f} s/step)", flush=True)
         if step % args.eval_every == 0:
-            v = evaluate(model, val, val_batches)
-            log.append({"step": step, "train_loss": train_loss, "val_loss": v, "seconds": elapsed})
-            print(f"step {step} val loss {v:.3f}", flush=True)
+            evaluate(step, train_loss, elapsed)
         if step % args.ckpt_every == 0:
             save_checkpoint(args.out, model, cfg, step, log)
+    return step, train_loss, t0
+
+
+def main():
+    args = training_arguments("vocab.json from tokenizer.py").parse_args()
+    rng = seed_run(args)
+
+    vocab = tokenizer.Vocab.load(args.vocab)
+    train_verses, val_verses = split_verses(corpus.read_verses(args.text))
+    train = Windows(vocab, train_verses, args.context + 1)
+    val = Windows(vocab, val_verses, args.context + 1)
+    print(f"train tokens {len(train.stream)}, val tokens {len(val.stream)}", flush=True)
+    val_batches = [[val.usable[j] for j in range(i, len(val.usable), 4)][: args.batch]
+                   for i in range(4)]
+
+    cfg, model, opt = build_model(args, len(vocab))
+    log = []
+
+    def log_val_loss(step, train_loss, elapsed):
+        v = evaluate(model, val, val_batches)
+        log.append({"step": step, "train_loss": train_loss, "val_loss": v, "seconds": elapsed})
+        print(f"step {step} val loss {v:.3f}", flush=True)
+
+    step, train_loss, t0 = run_training(
+        args, cfg, model, opt, log,
+        lambda: train.batch(rng.choice(train.usable, size=args.batch)), log_val_loss)
 
     v = evaluate(model, val, val_batches)
     elapsed = time.time() - t0
