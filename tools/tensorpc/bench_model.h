@@ -21,7 +21,7 @@ namespace tensorpc::tools {
 struct BenchModel {
   std::string key{};    // for figure ids: "kjv_tiny", "q8_0"
   std::string label{};  // for people: "kjv-tiny"
-  std::string path{};   // a llama GGUF file
+  std::string path{};   // a GGUF model file
 };
 
 struct ModelBenchOptions {

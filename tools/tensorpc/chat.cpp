@@ -2,6 +2,7 @@
 // → a ChatSession fed line by line.
 #include "tensorpc/chat.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -21,25 +22,48 @@ std::atomic<bool> g_interrupted{false};
 
 extern "C" void on_interrupt(int) { g_interrupted.store(true); }
 
-// Reads one line (without its newline) from `in`. False at end of input,
-// or when Ctrl-C interrupted the read (with *interrupted set).
-bool read_line(std::FILE* in, std::string& line, const std::atomic<bool>* cancel, bool* interrupted) {
-  line.clear();
-  *interrupted = false;
-  while (true) {
-    const int c = std::fgetc(in);
-    if (c == EOF) {
-      if (std::ferror(in) && errno == EINTR && cancel != nullptr && cancel->load()) {
-        std::clearerr(in);
-        *interrupted = true;
-        return false;
+// Lines from a file descriptor, read without blocking past a Ctrl-C: the
+// reader waits in poll() for at most 100 ms at a time and checks the flag,
+// so a SIGINT that lands just before a read still ends the wait.
+class LineReader {
+ public:
+  LineReader(int fd, const std::atomic<bool>* cancel) : fd_(fd), cancel_(cancel) {}
+
+  enum class Result { line, end, interrupted };
+
+  Result next(std::string& line) {
+    while (true) {
+      if (const size_t nl = buffered_.find('\n'); nl != std::string::npos) {
+        line = buffered_.substr(0, nl);
+        buffered_.erase(0, nl + 1);
+        return Result::line;
       }
-      return !line.empty();  // a last line without a newline still counts
+      if (eof_) {
+        if (buffered_.empty()) return Result::end;
+        line = std::move(buffered_);  // a last line without a newline still counts
+        buffered_.clear();
+        return Result::line;
+      }
+      if (cancel_ != nullptr && cancel_->load()) return Result::interrupted;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;  // a timeout, or EINTR: check the flag again
+      char chunk[4096];
+      const ssize_t n = ::read(fd_, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        eof_ = true;
+        continue;
+      }
+      buffered_.append(chunk, static_cast<size_t>(n));
     }
-    if (c == '\n') return true;
-    line.push_back(static_cast<char>(c));
   }
-}
+
+ private:
+  int fd_;
+  const std::atomic<bool>* cancel_;
+  std::string buffered_;
+  bool eof_ = false;
+};
 
 // The template the conversation is rendered with: the one named, else the model's.
 StatusOr<ChatTemplate> choose_template(const LlamaModel& model, const std::string& name) {
@@ -105,13 +129,13 @@ int chat_command(const ChatCommandOptions& o, std::FILE* in, std::FILE* out, std
                static_cast<long long>(placed.value().placement->n_ctx()));
 
   const bool terminal = ::isatty(::fileno(in)) != 0;
+  LineReader reader(::fileno(in), cancel);
   std::string line;
   int64_t turns = 0, evaluated = 0, generated = 0;
   while (true) {
     if (terminal) std::fprintf(out, "> ");
     std::fflush(out);
-    bool interrupted = false;
-    if (!read_line(in, line, cancel, &interrupted)) {
+    if (reader.next(line) != LineReader::Result::line) {  // end of input, or Ctrl-C at the prompt
       std::fprintf(out, "\n");
       break;
     }
@@ -125,6 +149,7 @@ int chat_command(const ChatCommandOptions& o, std::FILE* in, std::FILE* out, std
           std::fflush(out);
         },
         cancel);
+    if (cancel != nullptr) cancel->store(false);  // a Ctrl-C stops this reply, not the conversation
     std::fprintf(out, "\n");
     std::fflush(out);
     if (!turn.ok()) {

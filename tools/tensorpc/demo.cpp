@@ -110,7 +110,7 @@ int demo_command(const DemoOptions& o, std::FILE* out, std::FILE* err) {
   if (::stat(path.c_str(), &st) != 0) {
     std::fprintf(err,
                  "tensorpc demo: the model %s is missing. The bundled model is made by tools/train/make_model.sh "
-                 "(see tools/train/README.md); or pass another llama GGUF file with -m.\n",
+                 "(see tools/train/README.md); or pass another GGUF model with -m.\n",
                  path.c_str());
     return 1;
   }
@@ -204,7 +204,7 @@ int demo_command(const DemoOptions& o, std::FILE* out, std::FILE* err) {
 void add_demo_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("demo", "run a model across two local tensorpc servers and check it against the local CPU");
   auto o = std::make_shared<DemoOptions>();
-  cmd->add_option("-m,--model", o->model, "a llama GGUF model (default: the bundled " + bundled_model_path() + ")");
+  cmd->add_option("-m,--model", o->model, "a GGUF model (default: the bundled " + bundled_model_path() + ")");
   cmd->add_option("-p,--prompt", o->prompt, "the text to continue")->capture_default_str();
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")
       ->check(whole_number(1, INT32_MAX))

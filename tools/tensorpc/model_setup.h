@@ -23,7 +23,7 @@ class App;
 namespace tensorpc::tools {
 
 struct ModelSetup {
-  std::string model;                   // a llama GGUF file
+  std::string model;                   // a GGUF model file
   std::vector<std::string> endpoints;  // after split_endpoints
   ClientFlags client;                  // key and TLS files; empty: the environment's
   std::vector<double> split;           // empty: by free memory

@@ -78,7 +78,7 @@ int perplexity_command(const PerplexityCommandOptions& o, std::FILE* out, std::F
 void add_perplexity_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("perplexity", "measure a model's perplexity on a text, chunk by chunk");
   auto o = std::make_shared<PerplexityCommandOptions>();
-  cmd->add_option("-m,--model", o->setup.model, "the model, a llama GGUF file")->required();
+  cmd->add_option("-m,--model", o->setup.model, "the model, a GGUF file (llama, qwen2, qwen3, phi3, gemma, gemma2)")->required();
   cmd->add_option("-f,--file", o->text_file, "the text to score")->required();
   cmd->add_option("-c,--ctx-size,--ctx", o->n_ctx, "tokens per chunk (0: 512, or the model's context when smaller)")
       ->check([](const std::string& s) { return s == "0" ? std::string() : whole_number(4, INT32_MAX)(s); })

@@ -69,9 +69,9 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
 }
 
 void add_run_command(CLI::App& app, int* exit_code) {
-  CLI::App* cmd = app.add_subcommand("run", "generate text from a llama GGUF model on local and remote devices");
+  CLI::App* cmd = app.add_subcommand("run", "generate text from a GGUF model on local and remote devices");
   auto o = std::make_shared<RunOptions>();
-  cmd->add_option("-m,--model", o->setup.model, "the model, a llama GGUF file")->required();
+  cmd->add_option("-m,--model", o->setup.model, "the model, a GGUF file (llama, qwen2, qwen3, phi3, gemma, gemma2)")->required();
   auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "the text to continue");
   auto* file = cmd->add_option("-f,--file", o->prompt_file, "read the text to continue from a file")->excludes(prompt);
   cmd->add_flag("--special", o->special,

@@ -1,4 +1,4 @@
-// `tensorpc run`: generates text from a llama GGUF model on the local CPU
+// `tensorpc run`: generates text from a GGUF model on the local CPU
 // and the devices of any tensorpc servers given with --rpc.
 #pragma once
 
