@@ -65,18 +65,16 @@ StatusOr<std::vector<int32_t>> ChatSession::tokens_for_turn(ChatTurn& turn) {
     // Drop the oldest turns (never the system prompt or the new message)
     // until the whole conversation leaves room for a reply.
     const size_t first = !messages_.empty() && messages_.front().role == "system" ? 1 : 0;
-    std::vector<int32_t> all;
-    while (true) {
-      auto again = template_.render(messages_, true);
-      if (!again.ok()) return again.status();
-      all = tokenize_all(again.value());
-      rendered = std::move(again);
-      if (static_cast<int64_t>(all.size()) + room <= n_ctx || messages_.size() <= first + 1) break;
+    std::vector<int32_t> all = tokenize_all(rendered.value());
+    while (static_cast<int64_t>(all.size()) + room > n_ctx && messages_.size() > first + 1) {
       // A user message and the reply to it go together, so roles keep alternating.
       const size_t n = messages_.size() - first >= 3 ? 2 : 1;
       messages_.erase(messages_.begin() + static_cast<ptrdiff_t>(first),
                       messages_.begin() + static_cast<ptrdiff_t>(first + n));
       turn.dropped_messages += static_cast<int64_t>(n);
+      rendered = template_.render(messages_, true);
+      if (!rendered.ok()) return rendered.status();
+      all = tokenize_all(rendered.value());
     }
     if (static_cast<int64_t>(all.size()) >= n_ctx) {
       return out_of_memory("chat: the conversation is " + std::to_string(all.size()) +

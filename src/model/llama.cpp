@@ -73,7 +73,7 @@ Status LlamaHparams::validate() const {
   if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim()) {
     return bad("rotated dims " + std::to_string(n_rot) + " must be even and at most the head dim " + std::to_string(head_dim()));
   }
-  if (!(rope_freq_base > 0.0f) || !(norm_eps > 0.0f)) return bad("rope base and norm epsilon must be positive");
+  if (!(norm_eps > 0.0f)) return bad("the norm epsilon must be positive");
   const auto positive = [](float x) { return std::isfinite(x) && x > 0.0f; };
   if (!positive(rope_freq_base) || !positive(rope_freq_scale) || !(yarn_ext_factor >= 0.0f && yarn_ext_factor <= 1.0f) ||
       !positive(yarn_attn_factor) || !positive(yarn_beta_fast) || !positive(yarn_beta_slow)) {

@@ -2,6 +2,8 @@
 // hyper-parameters, weight descriptors and a tokenizer (see llama_model.h).
 #include "model/llama_model.h"
 
+#include <unordered_set>
+
 #include "model/arch_hparams.h"
 #include "model/gguf_tensors.h"
 #include "model/tokenizer_gguf.h"
@@ -108,10 +110,10 @@ Status LlamaModel::read_weights() {
   // Every tensor of the file is one the forward pass uses: one it would
   // leave out (a bias of another architecture, long-context RoPE factors)
   // means the file is not the model tensorpc would run.
+  std::unordered_set<const GgufTensorInfo*> used;
+  for (const auto& [t, info] : infos_) used.insert(info);
   for (const GgufTensorInfo& info : file_->tensors()) {
-    bool used = false;
-    for (const auto& [t, i] : infos_) used = used || i == &info;
-    if (used) continue;
+    if (used.contains(&info)) continue;
     if (info.name.rfind("rope_factors_", 0) == 0) {
       return unsupported(arch + " model: tensor " + info.name +
                          " holds long-context RoPE factors (longrope), which tensorpc does not implement");

@@ -175,10 +175,11 @@ StatusOr<Tokenizer> Tokenizer::create(Vocabulary vocab) {
 }
 
 void Tokenizer::find_end_tokens() {
+  // The control or user-defined token spelled `text` (the lowest id of
+  // equals), from the index parse_special uses.
   const auto spelled_as_special = [&](std::string_view text) {
-    for (int32_t id = 0; id < n_tokens(); ++id) {
-      const TokenType t = type(id);
-      if ((t == TokenType::control || t == TokenType::user_defined) && vocab_.tokens[id] == text) return id;
+    for (int32_t id : specials_by_first_byte_[static_cast<uint8_t>(text[0])]) {
+      if (vocab_.tokens[id] == text) return id;
     }
     return -1;
   };
