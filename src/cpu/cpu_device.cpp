@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cpu/barrier.h"
+#include "cpu/barrier_plan.h"
 #include "cpu/host_memory.h"
 #include "cpu/kernels.h"
 #include "cpu/op_kernels.h"
@@ -295,6 +296,7 @@ Status CpuDevice::compute(Graph& g) {
   // machine is busy and a worker waits for a core.
   const bool alone = nth > 1 && average_node_work(g) < options_.min_work_per_node_for_threads;
   cpu::Barrier barrier(alone ? 1 : nth);
+  const std::vector<uint8_t> wait_before = alone ? std::vector<uint8_t>(g.nodes().size(), 0) : cpu::plan_barriers(g);
   // One chunk counter per node, all zero: no reset (and no extra barrier) between nodes.
   std::vector<std::atomic<int64_t>> chunk_counters(g.nodes().size());
   // A kernel that throws (its scratch did not fit in memory) fails this
@@ -315,6 +317,7 @@ Status CpuDevice::compute(Graph& g) {
       Tensor* n = g.nodes()[i];
       const cpu::OpEntry& entry = cpu::op_entry(n->op);
       if (entry.kernel == nullptr || n->nelements() == 0) continue;  // an empty result has nothing to write
+      if (wait_before[i]) barrier.wait();
       if (barrier.aborted()) return;
       params.next_chunk = &chunk_counters[i];
       try {
@@ -331,7 +334,6 @@ Status CpuDevice::compute(Graph& g) {
         barrier.abort();
         return;
       }
-      barrier.wait();
     }
   };
   if (alone) {

@@ -5,7 +5,8 @@
 // rows) and returns. A kernel that needs a preparation step shared by all
 // threads (quantizing b for mul_mat) does it in parallel, then calls
 // params.barrier->wait() before using the result. Scratch memory `wdata` of
-// the size work_size() asked for is shared by all threads of the node.
+// the size work_size() asked for is shared by all threads of the node, or cut
+// into one slot a thread (Scratch::per_thread, see scratch_slot).
 // Kernels read sources through ne/nb, so non-contiguous sources work. A
 // kernel whose own scratch does not fit in memory throws std::bad_alloc; the
 // device stops the graph there and returns a Status (CpuDevice::compute).
@@ -39,13 +40,38 @@ using OpKernel = void (*)(const ComputeParams& params, Tensor& dst);
 // Scratch bytes a node needs for nth threads (0 for most ops).
 using WorkSizeFn = size_t (*)(const Tensor& dst, int nth);
 
+// How a node uses the scratch memory, which decides whether the next node
+// may start before every thread is done with it (barrier_plan.h). Ordered:
+// a node "in flight" uses the most of its nodes'.
+enum class Scratch : uint8_t {
+  none,        // not at all
+  per_thread,  // each thread only its own slot: scratch_slot()
+  shared,      // threads write parts that other threads read
+};
+using ScratchFn = Scratch (*)(const Tensor& dst);
+
 struct OpEntry {
   OpKernel kernel = nullptr;       // null: op computes nothing (views, none)
   WorkSizeFn work_size = nullptr;  // null: needs no scratch
+  ScratchFn scratch = nullptr;     // null: shared when work_size is set
 };
 
 // The entry for op; every Op has one.
 const OpEntry& op_entry(Op op);
+
+inline Scratch scratch_of(const OpEntry& entry, const Tensor& dst) {
+  if (entry.scratch != nullptr) return entry.scratch(dst);
+  return entry.work_size != nullptr ? Scratch::shared : Scratch::none;
+}
+
+// The slot of thread p.ith in a per-thread scratch. Every node's slot for a
+// thread starts at the same place (the graph's scratch split evenly), so a
+// node may fill its slot while another thread still reads its own slot of the
+// node before. A per-thread node's work_size is nth slots of whole cache lines.
+inline char* scratch_slot(const ComputeParams& p) {
+  const size_t slot = p.wsize / static_cast<size_t>(p.nth) / 64 * 64;
+  return static_cast<char*>(p.wdata) + slot * static_cast<size_t>(p.ith);
+}
 
 // For tests of the failure path: the next `count` kernel calls for nodes of
 // op `op`, on any CPU device of the process, throw std::bad_alloc as a kernel
@@ -142,5 +168,6 @@ void op_set_rows(const ComputeParams&, Tensor&);
 // ops_mul_mat.cpp
 void op_mul_mat(const ComputeParams&, Tensor&);
 size_t mul_mat_work_size(const Tensor& dst, int nth);
+Scratch mul_mat_scratch(const Tensor& dst);
 
 }  // namespace tensorpc::cpu

@@ -14,15 +14,15 @@ namespace {
 
 constexpr std::array<OpEntry, kOpCount> make_table() {
   std::array<OpEntry, kOpCount> t{};
-  auto set = [&t](Op op, OpKernel kernel, WorkSizeFn work_size = nullptr) {
-    t[static_cast<uint32_t>(op)] = OpEntry{kernel, work_size};
+  auto set = [&t](Op op, OpKernel kernel, WorkSizeFn work_size = nullptr, ScratchFn scratch = nullptr) {
+    t[static_cast<uint32_t>(op)] = OpEntry{kernel, work_size, scratch};
   };
   set(Op::add, op_add);
   set(Op::sub, op_sub);
   set(Op::mul, op_mul);
   set(Op::div, op_div);
   set(Op::scale, op_scale);
-  set(Op::mul_mat, op_mul_mat, mul_mat_work_size);
+  set(Op::mul_mat, op_mul_mat, mul_mat_work_size, mul_mat_scratch);
   set(Op::get_rows, op_get_rows);
   set(Op::cpy, op_cpy);
   set(Op::rms_norm, op_rms_norm);

@@ -3,7 +3,10 @@
 //
 // Two phases. First, all threads convert b's rows into the "vec-dot type" the
 // weight kernel reads (q8_0 for quantized weights, f32 otherwise) in scratch
-// memory; f32 b with dense rows is used in place. Then the (batch, block of
+// memory; f32 b with dense rows is used in place. A b of a few rows (decode)
+// is converted whole by every thread into its own slot instead: a few
+// microseconds of repeated work, and no barrier between the phases or
+// before the next node that shares b (barrier_plan.h). Then the (batch, block of
 // weight rows) pairs are dealt out to threads, and each calls the table's
 // gemm kernel on its block against all N columns, so the weights — the bulk
 // of the bytes at decode — are read once.
@@ -24,6 +27,16 @@ bool b_needs_conversion(const Tensor& dst) {
   return vec_dot_type(dst.src[0]->type) != DType::f32 || !b.rows_are_contiguous();
 }
 
+// At most this many rows of b, every thread converts all of them.
+constexpr int64_t kPerThreadRows = 4;
+
+bool converts_per_thread(const Tensor& dst) { return dst.src[1]->nrows() <= kPerThreadRows; }
+
+size_t converted_bytes(const Tensor& dst) {
+  const Tensor& b = *dst.src[1];
+  return row_bytes(vec_dot_type(dst.src[0]->type), b.ne[0]) * static_cast<size_t>(b.nrows());
+}
+
 // How many blocks of weight rows one batch is cut into. Enough chunks that a
 // slow thread's share can be taken over (several per thread), but not so
 // many that per-call costs dominate: the prefill kernels pack b once per
@@ -40,10 +53,16 @@ int64_t blocks_per_batch_for(int64_t M, int64_t N, int64_t batches, int nth) {
 
 }  // namespace
 
-size_t mul_mat_work_size(const Tensor& dst, int /*nth*/) {
+size_t mul_mat_work_size(const Tensor& dst, int nth) {
   if (!b_needs_conversion(dst)) return 0;
-  const Tensor& b = *dst.src[1];
-  return row_bytes(vec_dot_type(dst.src[0]->type), b.ne[0]) * static_cast<size_t>(b.nrows());
+  if (!converts_per_thread(dst)) return converted_bytes(dst);
+  const size_t slot = (converted_bytes(dst) + 63) / 64 * 64;
+  return slot * static_cast<size_t>(nth);
+}
+
+Scratch mul_mat_scratch(const Tensor& dst) {
+  if (!b_needs_conversion(dst)) return Scratch::none;
+  return converts_per_thread(dst) ? Scratch::per_thread : Scratch::shared;
 }
 
 void op_mul_mat(const ComputeParams& p, Tensor& dst) {
@@ -62,9 +81,11 @@ void op_mul_mat(const ComputeParams& p, Tensor& dst) {
   const char* bdata = static_cast<const char*>(b.data);
   size_t ldb = b.nb[1];
   const bool convert = b_needs_conversion(dst);
+  const bool own_slot = convert && converts_per_thread(dst);
+  char* converted = own_slot ? scratch_slot(p) : static_cast<char*>(p.wdata);
   if (convert) {
     const int64_t rows = b.nrows();
-    const RowRange r = split_rows(rows, p.ith, p.nth);
+    const RowRange r = own_slot ? RowRange{0, rows} : split_rows(rows, p.ith, p.nth);
     std::vector<float> scratch(b.rows_are_contiguous() ? 0 : static_cast<size_t>(K));
     for (int64_t row = r.begin; row < r.end; ++row) {
       const auto [j, i2, i3] = row_index(b, row);
@@ -73,15 +94,15 @@ void op_mul_mat(const ComputeParams& p, Tensor& dst) {
         for (int64_t k = 0; k < K; ++k) scratch[k] = load_f32(b.at(k, j, i2, i3));
         src = scratch.data();
       }
-      char* out = static_cast<char*>(p.wdata) + static_cast<size_t>(row) * vrow;
+      char* out = converted + static_cast<size_t>(row) * vrow;
       if (vtype != DType::f32) {
         quantize_activations(*p.kernels, vtype, src, out, K);
       } else {
         std::copy(src, src + K, reinterpret_cast<float*>(out));
       }
     }
-    p.barrier->wait();
-    bdata = static_cast<const char*>(p.wdata);
+    if (!own_slot) p.barrier->wait();
+    bdata = converted;
     ldb = vrow;
   }
 
