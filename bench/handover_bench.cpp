@@ -16,7 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "rpc/log.h"
+#include "core/log.h"
 #include "tensorpc/bench_rpc.h"
 
 int main(int argc, char** argv) {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "rpc/graph_codec.h"
-#include "rpc/messages.h"
-#include "rpc/plan_codec.h"
+#include "rpc/wire/graph_codec.h"
+#include "rpc/wire/messages.h"
+#include "rpc/wire/plan_codec.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/graph_allocator.h"
 #include "tensorpc/random_model.h"

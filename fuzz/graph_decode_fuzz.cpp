@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "rpc/graph_codec.h"
+#include "rpc/wire/graph_codec.h"
 #include "tensorpc/cpu_device.h"
 
 namespace {

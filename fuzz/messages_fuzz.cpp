@@ -8,7 +8,7 @@
 #include <cstring>
 #include <span>
 
-#include "rpc/messages.h"
+#include "rpc/wire/messages.h"
 
 namespace {
 

@@ -22,10 +22,10 @@
 #include <memory>
 #include <thread>
 
-#include "rpc/log.h"
-#include "rpc/session.h"
-#include "rpc/weights_cache.h"
-#include "rpc/write_grants.h"
+#include "core/log.h"
+#include "rpc/server/session.h"
+#include "rpc/server/weights_cache.h"
+#include "rpc/server/write_grants.h"
 #include "tensorpc/cpu_device.h"
 
 namespace {

@@ -19,7 +19,7 @@
 #include "awake_cores.h"
 #include "cli_checks.h"
 #include "device_spec.h"
-#include "rpc/socket.h"
+#include "rpc/transport/socket.h"
 #include "tensorpc/key.h"
 
 namespace {

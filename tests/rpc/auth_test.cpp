@@ -2,7 +2,7 @@
 // keyed server spoken to through the client library and by a raw client that
 // breaks the handshake on purpose, a fake server that cannot prove the key,
 // and copies between servers that share one.
-#include "rpc/auth.h"
+#include "rpc/transport/auth.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -16,7 +16,7 @@
 
 #include "file_util.h"
 #include "remote_test_util.h"
-#include "rpc/log.h"
+#include "core/log.h"
 #include "rpc_test_util.h"
 #include "tensorpc/key.h"
 

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "remote_test_util.h"
-#include "rpc/connection.h"
-#include "rpc/messages.h"
+#include "rpc/transport/connection.h"
+#include "rpc/wire/messages.h"
 
 namespace tensorpc::test {
 namespace {

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "remote_test_util.h"
-#include "rpc/log.h"
+#include "core/log.h"
 #include "rpc/rpc_test_util.h"
 #include "rpc/wire_jobs.h"
 #include "tensorpc/context.h"

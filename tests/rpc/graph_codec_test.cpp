@@ -4,7 +4,7 @@
 // kind of hostile input — bad types, shapes, strides, ranges, handles,
 // sources, ops, params, counts, and every truncation — is refused with an
 // error that names the tensor and the problem, before anything runs.
-#include "rpc/graph_codec.h"
+#include "rpc/wire/graph_codec.h"
 
 #include <array>
 #include <cstring>

@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <thread>
 
-#include "rpc/connection.h"
-#include "rpc/log.h"
+#include "rpc/transport/connection.h"
+#include "core/log.h"
 #include "rpc/wire_jobs.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/server.h"

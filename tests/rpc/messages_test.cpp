@@ -3,7 +3,7 @@
 // field, on every truncation, on trailing bytes and on values out of range;
 // and the byte layout of the header and of HELLO is pinned against bytes
 // written out by hand from the protocol document.
-#include "rpc/messages.h"
+#include "rpc/wire/messages.h"
 
 #include <gtest/gtest.h>
 

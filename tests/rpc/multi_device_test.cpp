@@ -8,11 +8,11 @@
 
 #include "pipeline_util.h"
 #include "remote_test_util.h"
-#include "rpc/connection.h"
-#include "rpc/log.h"
-#include "rpc/remote_buffer.h"
-#include "rpc/remote_device.h"
-#include "rpc/remote_stream.h"
+#include "rpc/transport/connection.h"
+#include "core/log.h"
+#include "rpc/client/remote_buffer.h"
+#include "rpc/client/remote_device.h"
+#include "rpc/client/remote_stream.h"
 #include "rpc_test_util.h"
 
 namespace tensorpc::test {

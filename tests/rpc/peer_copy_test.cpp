@@ -6,7 +6,7 @@
 
 #include "pipeline_util.h"
 #include "remote_test_util.h"
-#include "rpc/log.h"
+#include "core/log.h"
 #include "rpc_test_util.h"
 
 namespace tensorpc::test {

@@ -10,9 +10,9 @@
 
 #include "cpu/thread_pool.h"
 #include "remote_test_util.h"
-#include "rpc/connection.h"
-#include "rpc/plan_codec.h"
-#include "rpc/remote_buffer.h"
+#include "rpc/transport/connection.h"
+#include "rpc/wire/plan_codec.h"
+#include "rpc/client/remote_buffer.h"
 #include "rpc_test_util.h"
 
 namespace tensorpc::test {

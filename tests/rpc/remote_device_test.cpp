@@ -8,8 +8,8 @@
 
 #include "cpu/op_kernels.h"
 #include "remote_test_util.h"
-#include "rpc/connection.h"
-#include "rpc/remote_buffer.h"
+#include "rpc/transport/connection.h"
+#include "rpc/client/remote_buffer.h"
 
 namespace tensorpc::test {
 namespace {

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "rpc/socket.h"
+#include "rpc/transport/socket.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/rpc_client.h"
 #include "tensorpc/server.h"

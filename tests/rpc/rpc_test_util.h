@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "rpc/messages.h"
-#include "rpc/socket.h"
+#include "rpc/wire/messages.h"
+#include "rpc/transport/socket.h"
 #include "tensorpc/status.h"
 
 namespace tensorpc::test {

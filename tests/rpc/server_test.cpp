@@ -17,10 +17,10 @@
 #include <functional>
 #include <optional>
 
-#include "rpc/graph_codec.h"
-#include "rpc/log.h"
+#include "rpc/wire/graph_codec.h"
+#include "core/log.h"
 #include "rpc/rpc_test_util.h"
-#include "rpc/weights_cache.h"
+#include "rpc/server/weights_cache.h"
 #include "tensorpc/context.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/graph_allocator.h"

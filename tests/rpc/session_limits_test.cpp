@@ -5,7 +5,7 @@
 #include <atomic>
 #include <thread>
 
-#include "rpc/log.h"
+#include "core/log.h"
 #include "rpc/rpc_test_util.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/server.h"

@@ -11,8 +11,8 @@
 
 #include "file_util.h"
 #include "remote_test_util.h"
-#include "rpc/log.h"
-#include "rpc/socket.h"
+#include "core/log.h"
+#include "rpc/transport/socket.h"
 #include "tensorpc/tls.h"
 #include "tls_test_util.h"
 

@@ -4,10 +4,10 @@
 // only the tensors whose digest its caller does not know.
 #include <gtest/gtest.h>
 
-#include "rpc/log.h"
+#include "core/log.h"
 #include "rpc/remote_test_util.h"
 #include "rpc/rpc_test_util.h"
-#include "rpc/weights_cache.h"
+#include "rpc/server/weights_cache.h"
 #include "tensorpc/context.h"
 
 namespace tensorpc::test {

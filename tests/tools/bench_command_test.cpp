@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "file_util.h"
-#include "rpc/log.h"
+#include "core/log.h"
 #include "tensorpc/bench.h"
 #include "tensorpc/bench_measure.h"
 #include "tensorpc/demo.h"

@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "file_util.h"
-#include "rpc/log.h"
+#include "core/log.h"
 #include "rpc/remote_test_util.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/devices.h"

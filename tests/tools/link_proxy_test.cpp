@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "rpc/socket.h"
+#include "rpc/transport/socket.h"
 
 namespace tensorpc::tools {
 namespace {

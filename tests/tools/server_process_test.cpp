@@ -7,7 +7,7 @@
 
 #include <chrono>
 
-#include "rpc/socket.h"
+#include "rpc/transport/socket.h"
 #include "test_util.h"
 
 // TENSORPC_SERVER_BINARY: the path of tensorpc-server, from tests/CMakeLists.txt.

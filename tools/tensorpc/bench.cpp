@@ -12,7 +12,7 @@
 #include "awake_cores.h"
 #include "cli_checks.h"
 #include "device_spec.h"
-#include "rpc/log.h"
+#include "core/log.h"
 #include "model/quantize_mix.h"
 #include "tensorpc/bench_quant.h"
 #include "tensorpc/bench_rpc.h"

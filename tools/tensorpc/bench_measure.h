@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "rpc/socket.h"
+#include "rpc/transport/socket.h"
 #include "tensorpc/server.h"
 #include "tensorpc/status.h"
 

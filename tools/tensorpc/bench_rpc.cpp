@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "rpc/connection.h"
-#include "rpc/remote_buffer.h"
+#include "rpc/transport/connection.h"
+#include "rpc/client/remote_buffer.h"
 #include "tensorpc/bench_measure.h"
 #include "tensorpc/certs.h"
 #include "tensorpc/context.h"

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "rpc/remote_device.h"
+#include "rpc/client/remote_device.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/key.h"
 

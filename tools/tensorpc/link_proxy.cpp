@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "rpc/socket.h"
+#include "rpc/transport/socket.h"
 
 namespace tensorpc::tools {
 namespace {

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Checks the include rule of docs/architecture.md over src/ and include/.
+
+Each folder of src/ may include only the layers its row allows (never one
+further down the list), the rpc rooms keep apart (client and server use wire
+and transport, never each other), public headers include only public
+headers, and no chain of includes leads back to where it started.
+Prints each break of the rule and exits 1 if there is any.
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The layer of each folder, and the layers it may include (its own included).
+ALLOWED = {
+    "core": {"core"},
+    "backend": {"core", "backend"},
+    "cpu": {"core", "backend", "cpu"},
+    "rpc/wire": {"core", "backend", "rpc/wire"},
+    "rpc/transport": {"core", "backend", "rpc/wire", "rpc/transport"},
+    "rpc/client": {"core", "backend", "rpc/wire", "rpc/transport", "rpc/client"},
+    "rpc/server": {"core", "backend", "cpu", "rpc/wire", "rpc/transport", "rpc/server"},
+    "model": {"core", "backend", "cpu", "model"},
+}
+
+# The layer each public header belongs to.
+PUBLIC = {
+    "status.h": "core", "dtype.h": "core", "op.h": "core", "tensor.h": "core",
+    "context.h": "core", "graph.h": "core",
+    "device.h": "backend", "graph_allocator.h": "backend", "scheduler.h": "backend",
+    "execution_plan.h": "backend",
+    "cpu_device.h": "cpu",
+    "key.h": "rpc/transport", "tls.h": "rpc/transport", "endpoint.h": "rpc/transport",
+    "rpc_client.h": "rpc/client", "server.h": "rpc/server",
+    "model.h": "model", "version.h": "core",
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def layer_of_src(rel):  # rel: path under src/
+    parts = rel.split("/")
+    if parts[0] == "rpc" and len(parts) > 2:
+        return "rpc/" + parts[1]
+    return parts[0]
+
+
+def main():
+    problems = []
+    files = {}  # include name as written -> (path, layer)
+    for base, prefix in (("src", ""), ("include", "")):
+        top = os.path.join(ROOT, base)
+        for dirpath, _, names in os.walk(top):
+            for name in names:
+                if not name.endswith((".h", ".cpp")):
+                    continue
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, top)
+                files[(base, rel)] = path
+
+    def target_layer(inc):
+        if inc.startswith("tensorpc/"):
+            name = inc[len("tensorpc/"):]
+            if name not in PUBLIC:
+                return None, f'public header "{inc}" has no layer in scripts/check_includes.py'
+            return PUBLIC[name], None
+        if not os.path.exists(os.path.join(ROOT, "src", inc)):
+            return None, None  # a system or third-party header
+        return layer_of_src(inc), None
+
+    graph = {}
+    for (base, rel), path in sorted(files.items()):
+        text = open(path, encoding="utf-8").read()
+        incs = INCLUDE.findall(text)
+        node = ("include/" if base == "include" else "src/") + rel
+        graph[node] = []
+        for inc in incs:
+            if base == "include":
+                if not inc.startswith("tensorpc/"):
+                    problems.append(f"{node}: public header includes private \"{inc}\"")
+                graph[node].append("include/" + inc)
+                continue
+            layer, err = target_layer(inc)
+            if err:
+                problems.append(f"{node}: {err}")
+                continue
+            if layer is None:
+                continue
+            graph[node].append(("include/" + inc) if inc.startswith("tensorpc/") else "src/" + inc)
+            own = layer_of_src(rel)
+            allowed = ALLOWED.get(own)
+            if allowed is None:
+                problems.append(f"{node}: folder has no row in scripts/check_includes.py")
+            elif layer not in allowed:
+                problems.append(f'{node} ({own}) includes "{inc}" ({layer})')
+
+    # No include cycle.
+    state = {}
+
+    def visit(n, stack):
+        state[n] = 1
+        stack.append(n)
+        for m in graph.get(n, []):
+            if state.get(m) == 1:
+                problems.append("include cycle: " + " -> ".join(stack[stack.index(m):] + [m]))
+            elif m in graph and m not in state:
+                visit(m, stack)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n, [])
+
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"{len(problems)} break(s) of the include rule (docs/architecture.md)")
+        return 1
+    print(f"include rule: {len(graph)} files checked, no break")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

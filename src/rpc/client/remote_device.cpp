@@ -1,0 +1,137 @@
+// RemoteDevice: facts and memory read over a borrowed connection, buffers
+// and streams that keep one.
+#include "rpc/client/remote_device.h"
+
+#include "rpc/transport/connection.h"
+#include "rpc/client/remote_buffer.h"
+#include "rpc/client/remote_plan.h"
+#include "rpc/client/remote_stream.h"
+
+namespace tensorpc::rpc {
+namespace {
+
+// The canonical form, so that "localhost:1" typed two ways names one cache
+// entry; text that does not parse is kept and fails at first use.
+std::string canonical(const std::string& endpoint) {
+  auto parsed = parse_endpoint(endpoint);
+  return parsed.ok() ? parsed.value().to_string() : endpoint;
+}
+
+}  // namespace
+
+std::chrono::milliseconds open_timeout_of(const RemoteOptions& options) {
+  const auto t = options.reply_timeout;
+  return t.count() > 0 && t < kOpenTimeout ? t : kOpenTimeout;
+}
+
+StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint, const RemoteOptions& options) {
+  auto connection = get_connection(endpoint, credentials_of(options), open_timeout_of(options));
+  if (!connection.ok()) return connection.status();
+  auto fields = connection.value()->call({.command = Command::list_devices, .timeout = options.reply_timeout});
+  if (!fields.ok()) return fields.status();
+  WireReader r(fields.value());
+  ListDevicesReply reply;
+  const Status s = decode(r, reply);
+  if (!s.ok()) return Status(s.code(), "LIST_DEVICES to " + connection.value()->endpoint() + ": " + s.message());
+  return std::move(reply.devices);
+}
+
+RemoteDevice::RemoteDevice(std::string endpoint, uint32_t index, RemoteOptions options, std::optional<DeviceInfo> known)
+    : endpoint_(canonical(endpoint)), index_(index), options_(options), info_(std::move(known)) {}
+
+std::chrono::milliseconds RemoteDevice::open_timeout() const { return open_timeout_of(options_); }
+
+StatusOr<DeviceInfo> RemoteDevice::info() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (info_) return *info_;
+  auto devices = list_devices(endpoint_, options_);
+  if (!devices.ok()) return devices.status();
+  if (index_ >= devices.value().size()) {
+    return not_found("device " + std::to_string(index_) + " of " + endpoint_ + " does not exist (the server has " +
+                     std::to_string(devices.value().size()) + ")");
+  }
+  info_ = devices.value()[index_];
+  return *info_;
+}
+
+std::string RemoteDevice::name() const {
+  auto i = info();
+  return endpoint_ + "/" + (i.ok() ? i.value().name : "device" + std::to_string(index_));
+}
+
+std::string RemoteDevice::description() const {
+  auto i = info();
+  return i.ok() ? i.value().description : "unreachable: " + i.status().message();
+}
+
+MemoryInfo RemoteDevice::memory() const {
+  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
+  if (!connection.ok()) return {};
+  DeviceMemoryReply reply;
+  const Status s =
+      connection.value()->call(Command::device_memory, DeviceMemoryRequest{.device = index_}, reply, reply_timeout());
+  if (!s.ok()) return {};
+  return {.free = reply.free, .total = reply.total};
+}
+
+uint64_t RemoteDevice::alignment() const {
+  auto i = info();
+  // A server reporting 0 would make every placement divide by zero.
+  return i.ok() && i.value().alignment != 0 ? i.value().alignment : kUnreachableAlignment;
+}
+
+uint64_t RemoteDevice::max_allocation() const {
+  auto i = info();
+  return i.ok() ? i.value().max_allocation : 0;
+}
+
+bool RemoteDevice::supports(const Tensor& node) const {
+  if (static_cast<uint32_t>(node.op) >= kOpCount) return false;
+  // Ops, and forms of ops, newer than 1.0 go only to servers that said they compute them.
+  uint32_t needs = 0;
+  if (node.op == Op::top_k) needs = kTopKMinor;
+  if (node.op == Op::set_rows && !node.rows_are_contiguous()) needs = kStridedSetRowsMinor;
+  if (node.op == Op::tanh ||
+      (node.op == Op::rope && (node.src[2] != nullptr || (node.param<int32_t>(kRopeParamMode) & kRopeYarnBit) != 0))) {
+    needs = kRopeTanhMinor;
+  }
+  if (needs == 0) return true;
+  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
+  return connection.ok() && connection.value()->server_hello().minor >= needs;
+}
+
+StatusOr<std::unique_ptr<Buffer>> RemoteDevice::allocate(uint64_t size) {
+  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
+  if (!connection.ok()) return connection.status();
+  BufferAllocReply reply;
+  TENSORPC_RETURN_IF_ERROR(connection.value()->call(
+      Command::buffer_alloc, BufferAllocRequest{.device = index_, .size = size}, reply, reply_timeout()));
+  if (reply.handle == 0) {
+    return Status(StatusCode::protocol_error, "BUFFER_ALLOC to " + endpoint_ + ": the server issued handle 0");
+  }
+  return std::unique_ptr<Buffer>(
+      std::make_unique<RemoteBuffer>(*this, std::move(connection).value(), reply.handle, size));
+}
+
+StatusOr<std::unique_ptr<Stream>> RemoteDevice::create_stream() {
+  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
+  if (!connection.ok()) return connection.status();
+  return std::unique_ptr<Stream>(std::make_unique<RemoteStream>(*this, std::move(connection).value()));
+}
+
+StatusOr<std::unique_ptr<PlanRunner>> RemoteDevice::create_plan_runner() {
+  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
+  if (!connection.ok()) return connection.status();
+  return std::unique_ptr<PlanRunner>(
+      std::make_unique<RemotePlanRunner>(std::move(connection).value(), options_.reply_timeout));
+}
+
+DeviceTraffic RemoteDevice::traffic() const {
+  const ConnectionStats s = connection_stats(endpoint_);
+  return {.channel = endpoint_,
+          .round_trips = s.round_trips,
+          .bytes_sent = s.bytes_sent,
+          .bytes_received = s.bytes_received};
+}
+
+}  // namespace tensorpc::rpc

@@ -1,0 +1,84 @@
+// Session's handlers of the weights cache (docs/protocol.md, "Weights cache"):
+//   SET_TENSOR_HASH    one (handle, offset, size, sha256): the server writes
+//                      the bytes it has cached under that hash, or says it
+//                      has none;
+//   SET_TENSOR_HASHES  the same for up to kMaxHashEntries entries in one round
+//                      trip, answering which were found.
+// Bytes enter the cache only through SET_TENSOR with the CACHE flag
+// (session_commands.cpp), hashed by the server as they arrive.
+#include <string>
+
+#include "rpc/server/session.h"
+
+namespace tensorpc::rpc {
+namespace {
+
+// A request with bad entries names at most this many of them.
+constexpr size_t kMaxReportedEntries = 8;
+
+}  // namespace
+
+StatusOr<bool> Session::fill_from_cache(BufferEntry& entry, const SetTensorHashRequest& e) {
+  if (env_.cache == nullptr) return false;
+  WeightsCache::Bytes bytes = env_.cache->find(e.sha256);
+  // A size that does not match is the client's mistake; it sends the bytes.
+  if (bytes == nullptr || bytes->size() != e.size) return false;
+  TENSORPC_RETURN_IF_ERROR(write_bytes(entry, e.offset, bytes->data(), e.size));
+  return true;
+}
+
+Status Session::on_set_tensor_hash(WireReader& in, Reply& out) {
+  SetTensorHashRequest req;
+  TENSORPC_RETURN_IF_ERROR(decode(in, req));
+  auto entry = find_range(req.handle, req.offset, req.size, "SET_TENSOR_HASH:");
+  if (!entry.ok()) return entry.status();
+  auto found = fill_from_cache(*entry.value(), req);
+  if (!found.ok()) return found.status();
+  encode(out.fields, SetTensorHashReply{.found = found.value()});
+  return Status();
+}
+
+// Every entry is checked before any is written, so a request with a bad
+// entry changes nothing; its error names each bad entry by index (the first
+// kMaxReportedEntries) and carries the first one's code.
+Status Session::on_set_tensor_hashes(WireReader& in, Reply& out) {
+  SetTensorHashesRequest req;
+  TENSORPC_RETURN_IF_ERROR(decode(in, req));
+  std::vector<BufferEntry*> targets;
+  targets.reserve(req.entries.size());
+  Status first_bad;
+  std::string errors;
+  size_t bad = 0;
+  for (size_t i = 0; i < req.entries.size(); ++i) {
+    const SetTensorHashRequest& e = req.entries[i];
+    const std::string what = "entry " + std::to_string(i) + ":";
+    auto target = find_range(e.handle, e.offset, e.size, what.c_str());
+    if (target.ok()) {
+      targets.push_back(target.value());
+      continue;
+    }
+    if (first_bad.ok()) first_bad = target.status();
+    if (bad++ < kMaxReportedEntries) {
+      const std::string why = target.status().message();
+      if (!errors.empty()) errors += "; ";
+      if (why.rfind(what, 0) != 0) errors += what + " ";
+      errors += why;
+    }
+  }
+  if (bad > kMaxReportedEntries) errors += "; and " + std::to_string(bad - kMaxReportedEntries) + " more";
+  if (bad > 0) {
+    return Status(first_bad.code(), std::to_string(bad) + " of " + std::to_string(req.entries.size()) +
+                                        " entries are invalid, and none was written: " + errors);
+  }
+  SetTensorHashesReply reply;
+  reply.found.resize(req.entries.size());
+  for (size_t i = 0; i < req.entries.size(); ++i) {
+    auto found = fill_from_cache(*targets[i], req.entries[i]);
+    if (!found.ok()) return found.status().with_context("entry " + std::to_string(i));
+    reply.found[i] = found.value();
+  }
+  encode(out.fields, reply);
+  return Status();
+}
+
+}  // namespace tensorpc::rpc

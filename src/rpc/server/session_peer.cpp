@@ -1,0 +1,177 @@
+// Session's handlers of server-to-server copies (docs/protocol.md, "Copies
+// between servers"):
+//   GRANT_WRITE    the destination's client asks for a single-use token that
+//                  lets one write land in exactly (handle, offset, size);
+//   COPY_TO_PEER   the source's client asks its server to send a range of its
+//                  buffer to the destination under that token;
+//   WRITE_GRANTED  the source server's frame to the destination: token, then
+//                  the bytes, received straight into the granted buffer.
+// The bytes thus go from server to server; each client learns only that the
+// copy is done (or why it failed).
+#include <algorithm>
+#include <cstring>
+
+#include "core/log.h"
+#include "rpc/server/session.h"
+
+namespace tensorpc::rpc {
+
+StatusOr<GrantToken> Session::issue_grant(uint64_t handle, uint64_t offset, uint64_t size, const char* what,
+                                          std::shared_ptr<GrantArrivals> arrivals) {
+  if (env_.grants == nullptr) return unsupported("this server does not take copies from other servers");
+  // Checked now, so the client learns of a bad range before any bytes move.
+  auto entry = find_range(handle, offset, size, what);
+  if (!entry.ok()) return entry.status();
+  return env_.grants->issue(WriteGrant{.session = id_,
+                                       .table = table_,
+                                       .handle = handle,
+                                       .offset = offset,
+                                       .size = size,
+                                       .arrivals = std::move(arrivals)});
+}
+
+Status Session::on_grant_write(WireReader& in, Reply& out) {
+  GrantWriteRequest req;
+  TENSORPC_RETURN_IF_ERROR(decode(in, req));
+  auto token = issue_grant(req.handle, req.offset, req.size, "GRANT_WRITE:", nullptr);
+  if (!token.ok()) return token.status();
+  encode(out.fields, GrantWriteReply{token.value()});
+  return Status();
+}
+
+Status Session::check_peer_allowed(const std::string& endpoint) const {
+  if (env_.allowed_peers.empty()) return Status();
+  auto parsed = parse_endpoint(endpoint);
+  if (!parsed.ok()) return parsed.status();
+  const std::string name = parsed.value().to_string();
+  if (std::find(env_.allowed_peers.begin(), env_.allowed_peers.end(), name) == env_.allowed_peers.end()) {
+    return invalid_argument(name + " is not among the peers this server may send to (its --allow-peer list)");
+  }
+  return Status();
+}
+
+StatusOr<std::shared_ptr<Connection>> Session::peer(const std::string& endpoint) {
+  if (auto it = peers_.find(endpoint); it != peers_.end() && !it->second->broken()) return it->second;
+  if (env_.peers == nullptr) return unsupported("this server does not copy to other servers");
+  TENSORPC_RETURN_IF_ERROR(check_peer_allowed(endpoint));
+  // All servers of a cluster share one key (this server proves its own) and,
+  // with TLS, one CA.
+  const auto open_timeout = env_.io_timeout.count() > 0 ? std::min(env_.io_timeout, kOpenTimeout) : kOpenTimeout;
+  auto connection = env_.peers->get(endpoint, env_.peer_credentials, open_timeout);
+  if (!connection.ok()) return connection.status();
+  peers_[endpoint] = connection.value();
+  return connection;
+}
+
+Status Session::on_copy_to_peer(WireReader& in, Reply&) {
+  CopyToPeerRequest req;
+  TENSORPC_RETURN_IF_ERROR(decode(in, req));
+  return send_to_peer(req.src_handle, req.src_offset, req.size, req.endpoint, req.token, /*wait_for_reply=*/true);
+}
+
+Status Session::send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t size, const std::string& endpoint,
+                             const GrantToken& token, bool wait_for_reply, bool hold) {
+  const std::string route =
+      "copy of " + std::to_string(size) + " bytes from " + env_.endpoint + " to " + endpoint + ": ";
+  auto src = find_range(src_handle, src_offset, size, "COPY_TO_PEER: source");
+  if (!src.ok()) return Status(src.status().code(), route + src.status().message());
+  auto connection = peer(endpoint);
+  if (!connection.ok()) return Status(connection.status().code(), route + connection.status().message());
+
+  // Sent from the buffer itself when it is host memory, else staged once.
+  std::span<const uint8_t> bytes;
+  std::vector<uint8_t> staging;
+  if (const void* base = src.value()->buffer->host_base()) {
+    bytes = std::span<const uint8_t>(static_cast<const uint8_t*>(base) + src_offset, size);
+  } else {
+    staging.resize(size);
+    TENSORPC_RETURN_IF_ERROR(read_bytes(*src.value(), src_offset, staging.data(), size));
+    bytes = staging;
+  }
+  WireWriter fields;
+  encode(fields, WriteGrantedRequest{.token = token, .size = size});
+  const Connection::Request request{
+      .command = Command::write_granted, .fields = fields.bytes(), .bulk = bytes, .timeout = env_.io_timeout};
+  if (!wait_for_reply) {
+    // A plan's send: the destination's WAIT_FOR learns of the arrival, or of
+    // a refused write (GrantArrivals::failure), so no round trip is spent here.
+    // Held, it leaves with the next frame to that peer (the plan's next step).
+    const Status sent =
+        hold ? connection.value()->send_one_way_later(request) : connection.value()->send_one_way(request);
+    if (hold && sent.ok()) env_.counters->held_sends += 1;
+    return sent.ok() ? sent : Status(sent.code(), route + sent.message());
+  }
+  // Waits for the destination's status: the client's reply means "written".
+  // io_timeout bounds the wait: a destination that stalls must not hold this session.
+  auto reply = connection.value()->call(request);
+  if (!reply.ok()) return Status(reply.status().code(), route + reply.status().message());
+  if (!reply.value().empty()) {
+    return protocol_error(route + "the WRITE_GRANTED reply has " + std::to_string(reply.value().size()) +
+                          " unexpected bytes");
+  }
+  return Status();
+}
+
+// Streams its payload like SET_TENSOR. Whatever is wrong with the token, the
+// bytes are drained (so the connection stays usable) and nothing is written.
+Status Session::on_write_granted(WireReader&, Reply&) {
+  WriteGrantedRequest req;
+  TENSORPC_RETURN_IF_ERROR(read_streamed_fields("WRITE_GRANTED", kWriteGrantedFixedSize, req));
+  const uint64_t data = req.size;
+  const std::string refused = "write refused by " + env_.endpoint + ": ";
+  // Taken (so used up) on first presentation, whether or not it fits: a
+  // token can be tried once, never probed.
+  std::optional<WriteGrant> grant = env_.grants ? env_.grants->take(req.token) : std::nullopt;
+  if (!grant) {
+    return fail_draining(data, invalid_argument(refused + "unknown token (never granted, already used, or its "
+                                                          "granting connection has ended)"));
+  }
+  // Under a standing grant the sender may not wait for this reply: the
+  // granting session's WAIT_FOR is told instead.
+  const auto record = [&](Status s) {
+    if (!s.ok() && grant->arrivals) {
+      std::lock_guard<std::mutex> lock(grant->arrivals->mutex);
+      if (grant->arrivals->failure.ok()) grant->arrivals->failure = s;
+      grant->arrivals->changed.notify_all();
+    }
+    return s;
+  };
+  if (grant->size != req.size) {
+    return fail_draining(data, record(invalid_argument(refused + "the token grants " + std::to_string(grant->size) +
+                                                       " bytes, not " + std::to_string(req.size))));
+  }
+  // Shared ownership for the write: the granting session may free the buffer
+  // or end meanwhile, and the bytes must still land in live memory.
+  std::shared_ptr<BufferTable> table = grant->table.lock();
+  std::shared_ptr<BufferEntry> entry;
+  if (table) {
+    std::lock_guard<std::mutex> lock(table->mutex);
+    if (table->open) {
+      auto it = table->entries.find(grant->handle);
+      if (it != table->entries.end()) entry = it->second;
+    }
+  }
+  if (!entry) {
+    return fail_draining(
+        data, record(not_found(refused + "the granted buffer was freed, or its connection has ended")));
+  }
+  Status s = record(receive_into(*entry, grant->offset, req.size, nullptr));
+  // The table's lock orders these bytes before the granting session's next
+  // use of the buffer (it looks its buffers up under the same lock).
+  { std::lock_guard<std::mutex> lock(table->mutex); }
+  if (!s.ok()) {
+    closing_ = true;
+    end_reason_ = s.message();
+    return s;
+  }
+  // A standing grant's WAIT_FOR learns that this run's bytes are in place;
+  // its mutex orders the bytes before the waiter's use of them.
+  if (grant->arrivals) {
+    std::lock_guard<std::mutex> lock(grant->arrivals->mutex);
+    grant->arrivals->arrived += 1;
+    grant->arrivals->changed.notify_all();
+  }
+  return Status();
+}
+
+}  // namespace tensorpc::rpc
