@@ -156,7 +156,8 @@ int main(int argc, char** argv) {
   }
   std::printf("tensorpc-server listening on %s:%u\n", options.host.c_str(), server.value()->port());
   for (size_t i = 0; i < options.devices.size(); ++i) {
-    const auto mem = options.devices[i]->memory();
+    auto memory = options.devices[i]->memory();
+    const tensorpc::MemoryInfo mem = memory.ok() ? memory.value() : tensorpc::MemoryInfo{};
     std::printf("  device %zu: %s — %s, %s free of %s\n", i, options.devices[i]->name().c_str(),
                 options.devices[i]->description().c_str(), format_bytes(mem.free).c_str(),
                 format_bytes(mem.total).c_str());

@@ -61,7 +61,7 @@ class CpuDevice final : public Device {
   std::string name() const override { return options_.name; }
   std::string description() const override;
   DeviceKind kind() const override { return DeviceKind::cpu; }
-  MemoryInfo memory() const override;
+  StatusOr<MemoryInfo> memory() const override;  // never an error
   uint64_t alignment() const override { return 64; }
   uint64_t max_allocation() const override;
   bool supports(const Tensor& node) const override;

@@ -153,7 +153,9 @@ class Device {
   virtual std::string name() const = 0;
   virtual std::string description() const = 0;
   virtual DeviceKind kind() const = 0;
-  virtual MemoryInfo memory() const = 0;
+  // Free and total bytes now; an error when the device cannot tell (a
+  // remote device whose server does not answer), never a made-up figure.
+  virtual StatusOr<MemoryInfo> memory() const = 0;
   // Every placement offset in a buffer of this device is a multiple of this.
   virtual uint64_t alignment() const = 0;
   virtual uint64_t max_allocation() const = 0;

@@ -196,14 +196,14 @@ std::string CpuDevice::description() const {
   return d;
 }
 
-MemoryInfo CpuDevice::memory() const {
+StatusOr<MemoryInfo> CpuDevice::memory() const {
   MemoryInfo host = host_memory();
   // Kept mappings of freed buffers are free to this device.
   host.free = std::min(host.total, host.free + freed_->kept_bytes());
   if (options_.memory_limit == 0) return host;
   const uint64_t used = allocated_.load();
   const uint64_t left = used < options_.memory_limit ? options_.memory_limit - used : 0;
-  return {std::min(left, host.free), options_.memory_limit};
+  return MemoryInfo{std::min(left, host.free), options_.memory_limit};
 }
 
 uint64_t CpuDevice::max_allocation() const {

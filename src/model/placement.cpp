@@ -90,7 +90,11 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
   // How many layers each device takes.
   std::vector<double> ratios = options.ratios;
   if (ratios.empty()) {
-    for (Device* d : devices) ratios.push_back(static_cast<double>(d->memory().free));
+    for (Device* d : devices) {
+      auto memory = d->memory();
+      if (!memory.ok()) return Status(memory.status().code(), "placement: free memory of " + d->name() + ": " + memory.status().message());
+      ratios.push_back(static_cast<double>(memory.value().free));
+    }
   }
   if (ratios.size() != nd) {
     return invalid_argument("placement: " + std::to_string(ratios.size()) + " split ratios for " + std::to_string(nd) +
@@ -145,7 +149,12 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
     for (Tensor* t : weights[d]) p->device_weights_[d] += aligned(t->nbytes(), a);
     for (Tensor* t : caches[d]) p->device_cache_[d] += aligned(t->nbytes(), a);
     const uint64_t need = p->device_weights_[d] + p->device_cache_[d];
-    const uint64_t free = devices[d]->memory().free;
+    auto memory = devices[d]->memory();
+    if (!memory.ok()) {
+      return Status(memory.status().code(),
+                    "placement: free memory of " + devices[d]->name() + ": " + memory.status().message());
+    }
+    const uint64_t free = memory.value().free;
     if (need > free) {
       return out_of_memory("placement: " + devices[d]->name() + " needs " + human(need) + " for its " +
                            std::to_string(counts[d]) + " layers, and has " + human(free) + " free");

@@ -202,7 +202,7 @@ class RefusingDevice final : public Device {
   std::string name() const override { return "refuses-" + std::string(name_of(refused_)); }
   std::string description() const override { return "test device"; }
   DeviceKind kind() const override { return DeviceKind::cpu; }
-  MemoryInfo memory() const override { return inner_.memory(); }
+  StatusOr<MemoryInfo> memory() const override { return inner_.memory(); }
   uint64_t alignment() const override { return 64; }
   uint64_t max_allocation() const override { return inner_.max_allocation(); }
   bool supports(const Tensor& node) const override { return node.op != refused_ && inner_.supports(node); }

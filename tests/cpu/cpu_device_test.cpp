@@ -21,7 +21,7 @@ TEST(CpuDevice, ReportsItsPropertiesAndThreadCount) {
   EXPECT_EQ(dev.kind(), DeviceKind::cpu);
   EXPECT_EQ(dev.threads(), 2);
   EXPECT_NE(dev.description().find("2 threads"), std::string::npos);
-  EXPECT_GT(dev.memory().total, 0u);
+  EXPECT_GT(dev.memory().value().total, 0u);
   EXPECT_GT(dev.alignment(), 0u);
   dev.set_threads(1);
   EXPECT_EQ(dev.threads(), 1);
@@ -117,19 +117,19 @@ TEST(CpuDevice, ClearAndCopyWithinTheDevice) {
 
 TEST(CpuDevice, MemoryLimitRefusesAndNamesTheDeviceAndTheRequest) {
   CpuDevice dev({.name = "small", .threads = 1, .memory_limit = 1 << 20});
-  EXPECT_EQ(dev.memory().total, 1u << 20);
-  const uint64_t free_before = dev.memory().free;
+  EXPECT_EQ(dev.memory().value().total, 1u << 20);
+  const uint64_t free_before = dev.memory().value().free;
   {
     auto a = dev.allocate(700 << 10);
     ASSERT_TRUE(a.ok());
-    EXPECT_LT(dev.memory().free, free_before);
+    EXPECT_LT(dev.memory().value().free, free_before);
     auto b = dev.allocate(700 << 10);
     ASSERT_FALSE(b.ok());
     EXPECT_EQ(b.status().code(), StatusCode::out_of_memory);
     EXPECT_NE(b.status().message().find("small"), std::string::npos) << b.status().message();
     EXPECT_NE(b.status().message().find("free"), std::string::npos) << b.status().message();
   }
-  EXPECT_EQ(dev.memory().free, free_before) << "freeing the buffer returns its memory";
+  EXPECT_EQ(dev.memory().value().free, free_before) << "freeing the buffer returns its memory";
   EXPECT_EQ(dev.allocated(), 0u);
 }
 

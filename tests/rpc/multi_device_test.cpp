@@ -34,14 +34,14 @@ TEST(MultiDeviceServer, EachDeviceIsListedAndReportsItsOwnMemory) {
   ASSERT_EQ(devices.size(), 2u);
   EXPECT_EQ(devices[0]->name(), server.endpoint() + "/cpu0");
   EXPECT_EQ(devices[1]->name(), server.endpoint() + "/cpu1");
-  EXPECT_EQ(devices[0]->memory().total, 8 * kMiB);
-  EXPECT_EQ(devices[1]->memory().total, 32 * kMiB);
+  EXPECT_EQ(devices[0]->memory().value().total, 8 * kMiB);
+  EXPECT_EQ(devices[1]->memory().value().total, 32 * kMiB);
 
   // An allocation on one device is accounted on that device only.
   auto b = devices[1]->allocate(4 * kMiB);
   ASSERT_TRUE(b.ok()) << b.status().to_string();
-  EXPECT_EQ(devices[0]->memory().free, 8 * kMiB);
-  EXPECT_EQ(devices[1]->memory().free, 28 * kMiB);
+  EXPECT_EQ(devices[0]->memory().value().free, 8 * kMiB);
+  EXPECT_EQ(devices[1]->memory().value().free, 28 * kMiB);
 }
 
 TEST(MultiDeviceServer, EveryDeviceScopedCommandChecksTheIndex) {
@@ -114,7 +114,7 @@ TEST(MultiDeviceMemory, AllocationBeyondTheLimitNamesTheDeviceAndWhatIsFree) {
   InProcessServer server(two_cpus(4 * kMiB, 16 * kMiB));
   auto devices = connect(server.endpoint());
   Device& small = *devices[0];
-  const MemoryInfo fresh = small.memory();
+  const MemoryInfo fresh = small.memory().value();
   EXPECT_EQ(fresh.free, 4 * kMiB);
   {
     auto a = small.allocate(3 * kMiB);
@@ -128,15 +128,15 @@ TEST(MultiDeviceMemory, AllocationBeyondTheLimitNamesTheDeviceAndWhatIsFree) {
     EXPECT_TRUE(contains(m, "2.0 MiB")) << m;                  // the request
     EXPECT_TRUE(contains(m, "1.0 MiB of 4.0 MiB free")) << m;  // what is free
     // Nothing was half-allocated, and the other device is untouched.
-    EXPECT_EQ(small.memory().free, 1 * kMiB);
-    EXPECT_EQ(devices[1]->memory().free, 16 * kMiB);
+    EXPECT_EQ(small.memory().value().free, 1 * kMiB);
+    EXPECT_EQ(devices[1]->memory().value().free, 16 * kMiB);
     // The other device still has room for it.
     auto c = devices[1]->allocate(2 * kMiB);
     EXPECT_TRUE(c.ok()) << c.status().to_string();
   }
   // Freed (BUFFER_FREE is one-way): back where it was.
-  EXPECT_TRUE(eventually([&] { return small.memory().free == fresh.free; }));
-  EXPECT_TRUE(eventually([&] { return devices[1]->memory().free == 16 * kMiB; }));
+  EXPECT_TRUE(eventually([&] { return small.memory().value().free == fresh.free; }));
+  EXPECT_TRUE(eventually([&] { return devices[1]->memory().value().free == 16 * kMiB; }));
 }
 
 // ---- several clients ------------------------------------------------------------
@@ -187,8 +187,8 @@ TEST(MultiDeviceClients, ClientsOnSeparateConnectionsUseDifferentDevicesAtOnce) 
         rpc::BufferAllocReply reply;
         check(connection.value()->call(rpc::Command::buffer_alloc, rpc::BufferAllocRequest{index, 16384}, reply),
               "alloc");
-        rpc::RemoteBuffer buffer(device, connection.value(), reply.handle, 16384);
-        rpc::RemoteStream stream(device, connection.value());
+        rpc::RemoteBuffer buffer(device.link(), connection.value(), reply.handle, 16384);
+        rpc::RemoteStream stream(device.link(), connection.value());
         for (int r = 0; r < kRounds; ++r) {
           if (small_stage(buffer, stream, 100 + 10 * i) != expected[i]) failures += 1;
         }

@@ -43,7 +43,7 @@ TEST(RemoteLifetime, DeviceReportsTheServersFacts) {
   EXPECT_FALSE(d.description().empty());
   EXPECT_EQ(d.alignment(), CpuDevice().alignment());
   EXPECT_GT(d.max_allocation(), 0u);
-  EXPECT_GT(d.memory().total, 0u);
+  EXPECT_GT(d.memory().value().total, 0u);
   Tensor mul_mat;
   mul_mat.op = Op::mul_mat;
   EXPECT_TRUE(d.supports(mul_mat));
@@ -62,6 +62,38 @@ TEST(RemoteLifetime, RemoteDeviceAloneKeepsNoConnection) {
   (void)device->alignment();
   EXPECT_EQ(rpc::find_live_connection(server.endpoint()), nullptr);
   EXPECT_TRUE(eventually([&] { return server.stats().sessions == 0; }));
+}
+
+// The Device contract asks for buffers to go before their device; one kept
+// longer (a mistake) still moves bytes, names a device and frees the
+// server's memory, reading nothing freed (ASan builds check).
+TEST(RemoteLifetime, ABufferThatOutlivesItsDeviceStillWorks) {
+  InProcessServer server;
+  auto device = remote_device(server.endpoint(), 0);
+  const std::string name = device->name();
+  auto buffer = allocate(*device, 1024);
+  auto stream = device->create_stream();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  device.reset();
+
+  Tensor t;
+  t.type = DType::f32;
+  t.ne = {16, 1, 1, 1};
+  t.nb = {4, 64, 64, 64};
+  t.buffer = buffer.get();
+  std::vector<float> in(16), out(16, 0.0f);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i) * 0.5f;
+  ASSERT_TRUE(buffer->set(t, in.data(), 0, 64).ok());
+  ASSERT_TRUE(buffer->get(t, out.data(), 0, 64).ok());
+  EXPECT_EQ(out, in);
+  EXPECT_EQ(buffer->device().name(), name);
+  EXPECT_EQ(stream.value()->device().name(), name);
+  EXPECT_TRUE(stream.value()->synchronize().ok());
+  EXPECT_TRUE(eventually([&] { return server.stats().live_buffers == 1; }));
+
+  stream.value().reset();
+  buffer.reset();
+  EXPECT_TRUE(eventually([&] { return server.stats().live_buffers == 0 && server.stats().sessions == 0; }));
 }
 
 TEST(RemoteLifetime, TwoBuffersOnOneEndpointShareOneConnection) {

@@ -65,7 +65,7 @@ TEST(DeviceSpec, MakeDevicesNamesThemInOrderWithTheirLimits) {
   EXPECT_EQ(devices[1]->name(), "cpu1");
   EXPECT_EQ(dynamic_cast<CpuDevice&>(*devices[0]).threads(), 1);
   EXPECT_EQ(dynamic_cast<CpuDevice&>(*devices[1]).threads(), 2);
-  EXPECT_EQ(devices[1]->memory().total, kGiB);
+  EXPECT_EQ(devices[1]->memory().value().total, kGiB);
 }
 
 TEST(DeviceSpec, MakeDevicesPinsTheirThreadsWhenAsked) {

@@ -79,7 +79,7 @@ int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* o
   std::vector<Row> rows = {{"NAME", "KIND", "FREE", "TOTAL", "ENDPOINT"}};
   {
     CpuDevice cpu(CpuDeviceOptions{.threads = 1});  // one thread: only its memory is read
-    const MemoryInfo mem = cpu.memory();
+    const MemoryInfo mem = cpu.memory().value();  // a CPU device always knows
     rows.push_back(
         {"cpu", kind_name(static_cast<uint32_t>(cpu.kind())), human_bytes(mem.free), human_bytes(mem.total), "local"});
   }

@@ -20,17 +20,18 @@ std::vector<uint8_t> encoded(const Message& m) {
 
 }  // namespace
 
-RemoteBuffer::RemoteBuffer(RemoteDevice& device, std::shared_ptr<Connection> connection, uint64_t handle, uint64_t size)
-    : device_(device), connection_(std::move(connection)), handle_(handle), size_(size) {}
+RemoteBuffer::RemoteBuffer(std::shared_ptr<const RemoteDeviceLink> device, std::shared_ptr<Connection> connection,
+                           uint64_t handle, uint64_t size)
+    : device_(std::move(device)), connection_(std::move(connection)), handle_(handle), size_(size) {}
 
 RemoteBuffer::~RemoteBuffer() {
   // One-way, errors ignored: if it fails the connection is broken, and the
   // server frees everything a connection owns when it ends anyway.
   if (connection_->broken()) return;
-  (void)connection_->free_buffer(handle_, device_.reply_timeout());
+  (void)connection_->free_buffer(handle_, device_->reply_timeout());
 }
 
-Device& RemoteBuffer::device() const { return device_; }
+Device& RemoteBuffer::device() const { return device_->device(); }
 
 Status RemoteBuffer::set(const Tensor& t, const void* src, uint64_t offset, uint64_t size) {
   TENSORPC_RETURN_IF_ERROR(check_range(t, offset, size, "set"));
@@ -52,7 +53,7 @@ Status RemoteBuffer::set(const Tensor& t, const void* src, uint64_t offset, uint
 
 bool RemoteBuffer::through_cache(const Tensor& t, uint64_t size) const {
   // Inputs are set anew before every compute: hashing them buys nothing.
-  return size >= device_.options().weights_cache_threshold && !(t.flags & kFlagInput);
+  return size >= device_->options().weights_cache_threshold && !(t.flags & kFlagInput);
 }
 
 Status RemoteBuffer::send_set(uint64_t server_offset, const uint8_t* src, uint64_t size, uint16_t flags, bool later) {
@@ -61,7 +62,7 @@ Status RemoteBuffer::send_set(uint64_t server_offset, const uint8_t* src, uint64
                                     .fields = fields,
                                     .bulk = std::span<const uint8_t>(src, size),
                                     .flags = flags,
-                                    .timeout = device_.reply_timeout()};
+                                    .timeout = device_->reply_timeout()};
   return later ? connection_->send_one_way_later(request) : connection_->send_one_way(request);
 }
 
@@ -78,7 +79,7 @@ Status RemoteBuffer::read(const Tensor& t, void* dst, uint64_t offset, uint64_t 
   if (size == 0 && flags == 0) return Status();
   const auto fields = encoded(GetTensorRequest{.handle = handle_, .offset = t.offset + offset, .size = size});
   auto reply = connection_->call(
-      {.command = Command::get_tensor, .fields = fields, .flags = flags, .timeout = device_.reply_timeout()},
+      {.command = Command::get_tensor, .fields = fields, .flags = flags, .timeout = device_->reply_timeout()},
                                  std::span<uint8_t>(static_cast<uint8_t*>(dst), size));
   if (!reply.ok()) return reply.status();
   if (!reply.value().empty()) {
@@ -89,12 +90,12 @@ Status RemoteBuffer::read(const Tensor& t, void* dst, uint64_t offset, uint64_t 
 }
 
 Status RemoteBuffer::synchronize() {
-  return connection_->call_status_only(Command::synchronize, {}, device_.reply_timeout());
+  return connection_->call_status_only(Command::synchronize, {}, device_->reply_timeout());
 }
 
 Status RemoteBuffer::clear(uint8_t value) {
   return connection_->call(Command::buffer_clear, BufferClearRequest{.handle = handle_, .value = value},
-                           device_.reply_timeout());
+                           device_->reply_timeout());
 }
 
 // Picks the path that keeps the bytes off this client: on the server when
@@ -114,7 +115,7 @@ Status RemoteBuffer::copy(const Tensor& src, const Tensor& dst) {
                                                   .dst_offset = dst.offset,
                                                   .size = dst.nbytes()});
     return connection_->send_one_way(
-        {.command = Command::copy_tensor, .fields = fields, .timeout = device_.reply_timeout()});
+        {.command = Command::copy_tensor, .fields = fields, .timeout = device_->reply_timeout()});
   }
   if (remote != nullptr) {
     TENSORPC_RETURN_IF_ERROR(remote->check_range(src, 0, src.nbytes(), "copy"));
@@ -132,7 +133,7 @@ Status RemoteBuffer::copy_from_peer(const RemoteBuffer& src, uint64_t src_offset
   GrantWriteReply grant;
   Status s =
       connection_->call(Command::grant_write, GrantWriteRequest{.handle = handle_, .offset = dst_offset, .size = size},
-                        grant, device_.reply_timeout());
+                        grant, device_->reply_timeout());
   if (!s.ok()) return Status(s.code(), route + s.message());
   s = src.connection_->call(Command::copy_to_peer,
                             CopyToPeerRequest{.src_handle = src.handle_,
@@ -140,7 +141,7 @@ Status RemoteBuffer::copy_from_peer(const RemoteBuffer& src, uint64_t src_offset
                                               .size = size,
                                               .endpoint = connection_->endpoint(),
                                               .token = grant.token},
-                            src.device_.reply_timeout());
+                            src.device_->reply_timeout());
   if (!s.ok()) return Status(s.code(), route + s.message());
   return Status();
 }

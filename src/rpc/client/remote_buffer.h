@@ -24,11 +24,11 @@
 
 namespace tensorpc::rpc {
 
-class RemoteDevice;
+class RemoteDeviceLink;
 
 class RemoteBuffer final : public Buffer {
  public:
-  RemoteBuffer(RemoteDevice& device, std::shared_ptr<Connection> connection, uint64_t handle, uint64_t size);
+  RemoteBuffer(std::shared_ptr<const RemoteDeviceLink> device, std::shared_ptr<Connection> connection, uint64_t handle, uint64_t size);
   ~RemoteBuffer() override;
 
   Device& device() const override;
@@ -91,7 +91,7 @@ class RemoteBuffer final : public Buffer {
                                         std::span<const std::array<uint8_t, 32>> digests);
   Status copy_from_peer(const RemoteBuffer& src, uint64_t src_offset, uint64_t dst_offset, uint64_t size);
 
-  RemoteDevice& device_;
+  const std::shared_ptr<const RemoteDeviceLink> device_;  // what it needs of its device, kept alive
   const std::shared_ptr<Connection> connection_;
   const uint64_t handle_;
   const uint64_t size_;

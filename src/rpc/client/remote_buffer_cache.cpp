@@ -154,14 +154,14 @@ StatusOr<std::vector<bool>> RemoteBuffer::ask_cache(std::span<const CachedRange>
     std::vector<bool> found;
     for (const SetTensorHashRequest& e : entries) {
       SetTensorHashReply reply;
-      TENSORPC_RETURN_IF_ERROR(connection_->call(Command::set_tensor_hash, e, reply, device_.reply_timeout()));
+      TENSORPC_RETURN_IF_ERROR(connection_->call(Command::set_tensor_hash, e, reply, device_->reply_timeout()));
       found.push_back(reply.found);
     }
     return found;
   }
   SetTensorHashesReply reply;
   TENSORPC_RETURN_IF_ERROR(connection_->call(Command::set_tensor_hashes, SetTensorHashesRequest{std::move(entries)},
-                                             reply, device_.reply_timeout()));
+                                             reply, device_->reply_timeout()));
   if (reply.found.size() != batch.size()) {
     return Status(StatusCode::protocol_error, "SET_TENSOR_HASHES to " + connection_->endpoint() +
                                                   ": the reply answers " + std::to_string(reply.found.size()) +

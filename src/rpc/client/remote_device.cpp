@@ -2,6 +2,9 @@
 // and streams that keep one.
 #include "rpc/client/remote_device.h"
 
+#include <map>
+#include <utility>
+
 #include "rpc/transport/connection.h"
 #include "rpc/client/remote_buffer.h"
 #include "rpc/client/remote_plan.h"
@@ -36,8 +39,34 @@ StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint, cons
   return std::move(reply.devices);
 }
 
+Device& RemoteDeviceLink::device() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (device_ != nullptr) return *device_;
+  // Kept for the process: a reference handed out must stay good. One per
+  // endpoint and index, however many buffers outlive their device.
+  static std::mutex stand_ins_mutex;
+  static auto* stand_ins = new std::map<std::pair<std::string, uint32_t>, std::unique_ptr<RemoteDevice>>();
+  std::lock_guard<std::mutex> stand_ins_lock(stand_ins_mutex);
+  auto& stand_in = (*stand_ins)[{endpoint_, index_}];
+  if (!stand_in) stand_in = std::make_unique<RemoteDevice>(endpoint_, index_, options_);
+  return *stand_in;
+}
+
+void RemoteDeviceLink::set_device(RemoteDevice* device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  device_ = device;
+}
+
 RemoteDevice::RemoteDevice(std::string endpoint, uint32_t index, RemoteOptions options, std::optional<DeviceInfo> known)
-    : endpoint_(canonical(endpoint)), index_(index), options_(options), info_(std::move(known)) {}
+    : endpoint_(canonical(endpoint)),
+      index_(index),
+      options_(options),
+      link_(std::make_shared<RemoteDeviceLink>(endpoint_, index_, options_)),
+      info_(std::move(known)) {
+  link_->set_device(this);
+}
+
+RemoteDevice::~RemoteDevice() { link_->set_device(nullptr); }
 
 std::chrono::milliseconds RemoteDevice::open_timeout() const { return open_timeout_of(options_); }
 
@@ -64,14 +93,13 @@ std::string RemoteDevice::description() const {
   return i.ok() ? i.value().description : "unreachable: " + i.status().message();
 }
 
-MemoryInfo RemoteDevice::memory() const {
+StatusOr<MemoryInfo> RemoteDevice::memory() const {
   auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
-  if (!connection.ok()) return {};
+  if (!connection.ok()) return connection.status();
   DeviceMemoryReply reply;
-  const Status s =
-      connection.value()->call(Command::device_memory, DeviceMemoryRequest{.device = index_}, reply, reply_timeout());
-  if (!s.ok()) return {};
-  return {.free = reply.free, .total = reply.total};
+  TENSORPC_RETURN_IF_ERROR(
+      connection.value()->call(Command::device_memory, DeviceMemoryRequest{.device = index_}, reply, reply_timeout()));
+  return MemoryInfo{.free = reply.free, .total = reply.total};
 }
 
 uint64_t RemoteDevice::alignment() const {
@@ -110,13 +138,13 @@ StatusOr<std::unique_ptr<Buffer>> RemoteDevice::allocate(uint64_t size) {
     return Status(StatusCode::protocol_error, "BUFFER_ALLOC to " + endpoint_ + ": the server issued handle 0");
   }
   return std::unique_ptr<Buffer>(
-      std::make_unique<RemoteBuffer>(*this, std::move(connection).value(), reply.handle, size));
+      std::make_unique<RemoteBuffer>(link_, std::move(connection).value(), reply.handle, size));
 }
 
 StatusOr<std::unique_ptr<Stream>> RemoteDevice::create_stream() {
   auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
   if (!connection.ok()) return connection.status();
-  return std::unique_ptr<Stream>(std::make_unique<RemoteStream>(*this, std::move(connection).value()));
+  return std::unique_ptr<Stream>(std::make_unique<RemoteStream>(link_, std::move(connection).value()));
 }
 
 StatusOr<std::unique_ptr<PlanRunner>> RemoteDevice::create_plan_runner() {

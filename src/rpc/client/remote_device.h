@@ -12,14 +12,19 @@
 // server cannot be reached those are:
 //   name()            "<endpoint>/device<index>" (still tells which device)
 //   description()     "unreachable: <reason>"
-//   memory()          {0, 0}
+//   memory()          the error, naming the endpoint
 //   alignment()       kUnreachableAlignment (a safe power of two, never 0)
 //   max_allocation()  0
 // Failed facts are not cached: the next call asks again. allocate() and
 // create_stream() return the error, naming the endpoint.
+//
+// Buffers and streams share a RemoteDeviceLink with their device and keep it
+// alive: what they need of the device (endpoint, index, options) lives there,
+// so one that outlives its device still works and frees the server's bytes.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -32,15 +37,51 @@ namespace tensorpc::rpc {
 
 inline constexpr uint64_t kUnreachableAlignment = 256;
 
+class RemoteDevice;
+
+// Where a remote device is and how to reach it, shared by the device and
+// every buffer and stream it made. device() is the RemoteDevice while it
+// lives. The Device contract asks callers to destroy buffers before their
+// device, but a buffer kept longer must not reach freed memory: it then
+// answers with a stand-in for the same endpoint and index, made once and
+// kept for the process — it holds no socket (design.md: like the buffer
+// types, never freed, at no cost).
+class RemoteDeviceLink {
+ public:
+  RemoteDeviceLink(std::string endpoint, uint32_t index, RemoteOptions options)
+      : endpoint_(std::move(endpoint)), index_(index), options_(std::move(options)) {}
+  RemoteDeviceLink(const RemoteDeviceLink&) = delete;
+  RemoteDeviceLink& operator=(const RemoteDeviceLink&) = delete;
+
+  const std::string& endpoint() const { return endpoint_; }
+  uint32_t index() const { return index_; }
+  const RemoteOptions& options() const { return options_; }
+  std::chrono::milliseconds reply_timeout() const { return options_.reply_timeout; }
+  Device& device() const;
+
+ private:
+  friend class RemoteDevice;
+  void set_device(RemoteDevice* device);
+
+  const std::string endpoint_;
+  const uint32_t index_;
+  const RemoteOptions options_;
+  mutable std::mutex mutex_;       // guards device_
+  RemoteDevice* device_ = nullptr;  // null once the device is destroyed
+};
+
 class RemoteDevice final : public Device {
  public:
   // `known`: the facts, when the caller already read them (connect_devices).
   RemoteDevice(std::string endpoint, uint32_t index, RemoteOptions options, std::optional<DeviceInfo> known = {});
+  ~RemoteDevice() override;
+  RemoteDevice(const RemoteDevice&) = delete;
+  RemoteDevice& operator=(const RemoteDevice&) = delete;
 
   std::string name() const override;
   std::string description() const override;
   DeviceKind kind() const override { return DeviceKind::remote; }
-  MemoryInfo memory() const override;
+  StatusOr<MemoryInfo> memory() const override;
   uint64_t alignment() const override;
   uint64_t max_allocation() const override;
   // Every op tensorpc knows: the server validates each graph it receives.
@@ -56,6 +97,8 @@ class RemoteDevice final : public Device {
   const std::string& endpoint() const { return endpoint_; }
   uint32_t index() const { return index_; }
   const RemoteOptions& options() const { return options_; }
+  // What buffers and streams made for this device share with it.
+  const std::shared_ptr<RemoteDeviceLink>& link() const { return link_; }
   // Calls' timeout (RemoteOptions::reply_timeout), and the time to open a connection.
   std::chrono::milliseconds reply_timeout() const { return options_.reply_timeout; }
   std::chrono::milliseconds open_timeout() const;
@@ -67,6 +110,7 @@ class RemoteDevice final : public Device {
   const std::string endpoint_;  // canonical text form when it parses
   const uint32_t index_;
   const RemoteOptions options_;
+  const std::shared_ptr<RemoteDeviceLink> link_;  // shared with buffers and streams
   mutable std::mutex mutex_;                // guards info_
   mutable std::optional<DeviceInfo> info_;  // immutable once set
 };

@@ -10,10 +10,10 @@
 
 namespace tensorpc::rpc {
 
-RemoteStream::RemoteStream(RemoteDevice& device, std::shared_ptr<Connection> connection)
-    : device_(device), connection_(std::move(connection)) {}
+RemoteStream::RemoteStream(std::shared_ptr<const RemoteDeviceLink> device, std::shared_ptr<Connection> connection)
+    : device_(std::move(device)), connection_(std::move(connection)) {}
 
-Device& RemoteStream::device() const { return device_; }
+Device& RemoteStream::device() const { return device_->device(); }
 
 Status RemoteStream::compute_async(Graph& g) {
   const Connection* mine = connection_.get();
@@ -33,7 +33,7 @@ Status RemoteStream::compute_async(Graph& g) {
     return Status(s.code(), "GRAPH_COMPUTE to " + connection_->endpoint() + ": " + s.message() +
                                 " (every tensor must be in a buffer of this endpoint's live connection)");
   }
-  return connection_->send_graph(device_.index(), std::move(w.bytes()), std::move(handles), device_.reply_timeout());
+  return connection_->send_graph(device_->index(), std::move(w.bytes()), std::move(handles), device_->reply_timeout());
 }
 
 StatusOr<Buffer*> RemoteStream::buffer_of(const Tensor& t, const char* what) const {
@@ -58,7 +58,7 @@ Status RemoteStream::get_async(const Tensor& t, void* dst, uint64_t offset, uint
 }
 
 Status RemoteStream::synchronize() {
-  const Status s = connection_->call_status_only(Command::synchronize, {}, device_.reply_timeout());
+  const Status s = connection_->call_status_only(Command::synchronize, {}, device_->reply_timeout());
   // A failed graph may not be stored on the server: resend graphs from now on.
   if (!s.ok()) connection_->forget_graphs();
   return s;

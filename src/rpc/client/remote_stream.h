@@ -16,11 +16,11 @@
 
 namespace tensorpc::rpc {
 
-class RemoteDevice;
+class RemoteDeviceLink;
 
 class RemoteStream final : public Stream {
  public:
-  RemoteStream(RemoteDevice& device, std::shared_ptr<Connection> connection);
+  RemoteStream(std::shared_ptr<const RemoteDeviceLink> device, std::shared_ptr<Connection> connection);
 
   Device& device() const override;
   Status compute_async(Graph& g) override;
@@ -34,7 +34,7 @@ class RemoteStream final : public Stream {
   // The tensor's buffer when it is a RemoteBuffer on this connection.
   StatusOr<Buffer*> buffer_of(const Tensor& t, const char* what) const;
 
-  RemoteDevice& device_;
+  const std::shared_ptr<const RemoteDeviceLink> device_;  // what it needs of its device, kept alive
   const std::shared_ptr<Connection> connection_;
 };
 

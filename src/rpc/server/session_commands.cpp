@@ -41,7 +41,9 @@ Status Session::on_list_devices(WireReader& in, Reply& out) {
     return protocol_error("LIST_DEVICES request: " + std::to_string(in.remaining()) + " unexpected bytes");
   ListDevicesReply reply;
   for (const auto& dev : env_.devices) {
-    const MemoryInfo mem = dev->memory();
+    auto memory = dev->memory();
+    if (!memory.ok()) return Status(memory.status().code(), "LIST_DEVICES: " + dev->name() + ": " + memory.status().message());
+    const MemoryInfo mem = memory.value();
     reply.devices.push_back({dev->name(), dev->description(), static_cast<uint32_t>(dev->kind()), mem.free, mem.total,
                              dev->alignment(), dev->max_allocation()});
   }
@@ -53,8 +55,9 @@ Status Session::on_device_memory(WireReader& in, Reply& out) {
   DeviceMemoryRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
   TENSORPC_RETURN_IF_ERROR(check_device(req.device));
-  const MemoryInfo mem = env_.devices[req.device]->memory();
-  encode(out.fields, DeviceMemoryReply{mem.free, mem.total});
+  auto mem = env_.devices[req.device]->memory();
+  if (!mem.ok()) return mem.status();
+  encode(out.fields, DeviceMemoryReply{mem.value().free, mem.value().total});
   return Status();
 }
 
