@@ -57,9 +57,9 @@ class TcpServer final : public Server {
   }
 
   void stop() override {
-    std::lock_guard<std::mutex> stop_lock(stop_mutex_);  // concurrent stop() calls wait for the first
+    MutexLock stop_lock(stop_mutex_);  // concurrent stop() calls wait for the first
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       if (stopped_) return;
       stopping_ = true;
       listener_.shutdown();  // wakes accept()
@@ -67,14 +67,14 @@ class TcpServer final : public Server {
     accept_thread_.join();
     std::list<Slot> slots;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       slots.swap(slots_);
     }
     for (Slot& slot : slots) slot.session->shutdown();
     for (Slot& slot : slots) slot.thread.join();
     listener_.close();
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       stopped_ = true;
     }
     stopped_cv_.notify_all();
@@ -82,8 +82,8 @@ class TcpServer final : public Server {
   }
 
   void wait() override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    stopped_cv_.wait(lock, [this] { return stopped_; });
+    MutexLock lock(mutex_);
+    while (!stopped_) stopped_cv_.wait(mutex_);
   }
 
  private:
@@ -106,7 +106,7 @@ class TcpServer final : public Server {
     for (;;) {
       auto client = listener_.accept();
       {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         if (stopping_) return;  // the accepted socket, if any, closes here
       }
       if (!client.ok()) {
@@ -126,7 +126,7 @@ class TcpServer final : public Server {
         live_sessions_ -= 1;
         done->store(true);
       });
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       slots_.push_back(std::move(slot));
     }
   }
@@ -135,7 +135,7 @@ class TcpServer final : public Server {
   void reap_finished() {
     std::list<Slot> finished;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       for (auto it = slots_.begin(); it != slots_.end();) {
         auto next = std::next(it);
         if (it->done->load()) finished.splice(finished.end(), slots_, it);
@@ -154,12 +154,12 @@ class TcpServer final : public Server {
   const rpc::SessionEnv env_;   // sessions hold a reference to it
   std::atomic<uint64_t> live_sessions_{0};
 
-  std::mutex stop_mutex_;
-  mutable std::mutex mutex_;  // guards slots_, stopping_, stopped_
-  std::condition_variable stopped_cv_;
-  std::list<Slot> slots_;
-  bool stopping_ = false;
-  bool stopped_ = false;
+  Mutex stop_mutex_ ACQUIRED_BEFORE(mutex_);
+  mutable Mutex mutex_;
+  std::condition_variable_any stopped_cv_;
+  std::list<Slot> slots_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  bool stopped_ GUARDED_BY(mutex_) = false;
   std::thread accept_thread_;
 };
 

@@ -37,19 +37,6 @@ StatusOr<Tensor> byte_span(Buffer& buf, uint64_t offset, uint64_t size) {
 namespace {
 constexpr uint64_t kChunk = uint64_t{8} << 20;  // bytes received (and hashed) per step
 
-// Whether this is a ThreadSanitizer build (see serve_frame's replies).
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kThreadSanitizer = true;
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
-
 // A one-way computation: skipped while an earlier one-way command's error is pending.
 bool skips_after_failure(const FrameHeader& h) {
   if ((h.flags & kFlagNoReply) == 0) return false;
@@ -92,7 +79,7 @@ void Session::run() {
   size_t n = 0;
   uint64_t bytes = 0;
   {
-    std::lock_guard<std::mutex> lock(table_->mutex);
+    MutexLock lock(table_->mutex);
     n = table_->entries.size();
     for (const auto& [handle, entry] : table_->entries) bytes += entry->buffer->size();
   }
@@ -120,7 +107,7 @@ void Session::release_all() {
   if (env_.grants != nullptr) env_.grants->revoke_session(id_);
   std::unordered_map<uint64_t, std::shared_ptr<BufferEntry>> entries;
   {
-    std::lock_guard<std::mutex> lock(table_->mutex);
+    MutexLock lock(table_->mutex);
     table_->open = false;
     entries.swap(table_->entries);
   }
@@ -229,19 +216,15 @@ bool Session::serve_frame() {
     // A reply that carries a buffer's bytes must be ordered before a granted
     // write into that buffer which the reply leads to (the client's next
     // step may have another server write there); the writing session looks
-    // the buffer up under the table's lock. The kernel has copied the bytes
-    // when the send returns, so taking the lock then is enough. Under
-    // ThreadSanitizer, whose sendmsg interceptor records the read only after
-    // the call has returned (maybe after that write, if this thread is slow
-    // to run again), the lock is held across the send.
-    if (!reply.bulk.empty() && kThreadSanitizer) {
-      std::lock_guard<std::mutex> lock(table_->mutex);
+    // the buffer up under the table's lock, so the send holds it. (Taking it
+    // after the send would do for the kernel, which has copied the bytes by
+    // then, but not for a race detector that records the read when the call
+    // returns: one rule for every build.)
+    if (!reply.bulk.empty()) {
+      MutexLock lock(table_->mutex);
       s = send_reply(result, reply);
     } else {
       s = send_reply(result, reply);
-      if (!reply.bulk.empty()) {
-        std::lock_guard<std::mutex> lock(table_->mutex);
-      }
     }
     if (!s.ok()) {
       end_reason_ = s.message();
@@ -322,7 +305,7 @@ Status Session::send_reply(const Status& status, Reply& reply) {
 // ---- shared checks ------------------------------------------------------------------
 
 StatusOr<BufferEntry*> Session::find_buffer(uint64_t handle) {
-  std::lock_guard<std::mutex> lock(table_->mutex);
+  MutexLock lock(table_->mutex);
   auto it = table_->entries.find(handle);
   if (it == table_->entries.end()) {
     return not_found("buffer handle " + std::to_string(handle) +
@@ -355,7 +338,7 @@ Status Session::check_device(uint32_t device) const {
 Status Session::check_session_limits(uint64_t size) const {
   size_t live = 0;
   {
-    std::lock_guard<std::mutex> lock(table_->mutex);
+    MutexLock lock(table_->mutex);
     live = table_->entries.size();
   }
   if (env_.max_session_buffers != 0 && live >= env_.max_session_buffers) {

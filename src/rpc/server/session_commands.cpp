@@ -78,7 +78,7 @@ Status Session::on_buffer_alloc(WireReader& in, Reply& out) {
   const uint64_t size = buffer.value()->size();
   auto entry = std::make_shared<BufferEntry>(BufferEntry{std::move(buffer).value(), req.device});
   {
-    std::lock_guard<std::mutex> lock(table_->mutex);
+    MutexLock lock(table_->mutex);
     table_->entries.emplace(handle, std::move(entry));
   }
   largest_buffer_ = std::max(largest_buffer_, size);
@@ -101,7 +101,7 @@ Status Session::on_buffer_free(WireReader& in, Reply&) {
   env_.counters->buffer_bytes -= entry.value()->buffer->size();
   std::shared_ptr<BufferEntry> freed;  // destroyed after the lock is released
   {
-    std::lock_guard<std::mutex> lock(table_->mutex);
+    MutexLock lock(table_->mutex);
     auto it = table_->entries.find(req.handle);
     freed = std::move(it->second);
     table_->entries.erase(it);

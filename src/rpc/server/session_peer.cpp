@@ -145,7 +145,7 @@ Status Session::on_write_granted(WireReader&, Reply&) {
   std::shared_ptr<BufferTable> table = grant->table.lock();
   std::shared_ptr<BufferEntry> entry;
   if (table) {
-    std::lock_guard<std::mutex> lock(table->mutex);
+    MutexLock lock(table->mutex);
     if (table->open) {
       auto it = table->entries.find(grant->handle);
       if (it != table->entries.end()) entry = it->second;
@@ -158,7 +158,7 @@ Status Session::on_write_granted(WireReader&, Reply&) {
   Status s = record(receive_into(*entry, grant->offset, req.size, nullptr));
   // The table's lock orders these bytes before the granting session's next
   // use of the buffer (it looks its buffers up under the same lock).
-  { std::lock_guard<std::mutex> lock(table->mutex); }
+  { MutexLock lock(table->mutex); }
   if (!s.ok()) {
     closing_ = true;
     end_reason_ = s.message();

@@ -43,6 +43,7 @@ StatusOr<std::unique_ptr<WeightsCache>> WeightsCache::open(uint64_t memory_limit
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return io_error("weights cache: cannot create " + dir + ": " + ec.message());
+  MutexLock lock(cache->mutex_);  // nobody else sees the cache yet, but on_disk_ is guarded
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (is_digest_name(name)) {
@@ -58,7 +59,7 @@ StatusOr<std::unique_ptr<WeightsCache>> WeightsCache::open(uint64_t memory_limit
 WeightsCache::Bytes WeightsCache::find(const Sha256& digest) {
   const std::string key = to_hex(digest);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     auto it = memory_.find(key);
     if (it != memory_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.lru);
@@ -70,7 +71,7 @@ WeightsCache::Bytes WeightsCache::find(const Sha256& digest) {
   // Read and re-hash without the lock: other sessions keep using the cache.
   Bytes bytes = read_file(digest, key);
   if (bytes == nullptr) return nullptr;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   remember(key, bytes);
   ++hits_;
   return bytes;
@@ -80,12 +81,12 @@ void WeightsCache::insert(const Sha256& digest, std::vector<uint8_t> bytes) {
   const std::string key = to_hex(digest);
   bool write = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     write = !dir_.empty() && on_disk_.count(key) == 0;
   }
   if (write) write_file(key, bytes);
   auto shared = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   remember(key, std::move(shared));
 }
 
@@ -114,12 +115,12 @@ WeightsCache::Bytes WeightsCache::read_file(const Sha256& digest, const std::str
     log::warn("weights cache: " + path + " " + why + "; removed, treated as a miss");
     std::error_code ec;
     std::filesystem::remove(path, ec);
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     on_disk_.erase(key);
   };
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     on_disk_.erase(key);
     return nullptr;
   }
@@ -169,12 +170,12 @@ void WeightsCache::write_file(const std::string& key, const std::vector<uint8_t>
     log::warn("weights cache: cannot store " + key + ": " + s.message() + "; kept in memory only");
     return;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   on_disk_.insert(key);
 }
 
 uint64_t WeightsCache::entries() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   uint64_t n = on_disk_.size();
   for (const auto& [key, entry] : memory_)
     if (on_disk_.count(key) == 0) ++n;
@@ -182,7 +183,7 @@ uint64_t WeightsCache::entries() const {
 }
 
 uint64_t WeightsCache::memory_bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return memory_bytes_;
 }
 

@@ -23,6 +23,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "tensorpc/status.h"
 #include "rpc/wire/digest.h"
 
@@ -53,18 +54,18 @@ class WeightsCache {
     Bytes bytes;
     std::list<std::string>::iterator lru;
   };
-  void remember(const std::string& key, Bytes bytes);  // requires mutex_
+  void remember(const std::string& key, Bytes bytes) REQUIRES(mutex_);
   Bytes read_file(const Sha256& digest, const std::string& key);
   void write_file(const std::string& key, const std::vector<uint8_t>& bytes);
   std::string path_of(const std::string& key) const { return dir_ + "/" + key; }
 
   const uint64_t memory_limit_;
   const std::string dir_;
-  mutable std::mutex mutex_;
-  std::list<std::string> lru_;  // most recently used first
-  std::unordered_map<std::string, Entry> memory_;
-  std::unordered_set<std::string> on_disk_;
-  uint64_t memory_bytes_ = 0;
+  mutable Mutex mutex_;
+  std::list<std::string> lru_ GUARDED_BY(mutex_);  // most recently used first
+  std::unordered_map<std::string, Entry> memory_ GUARDED_BY(mutex_);
+  std::unordered_set<std::string> on_disk_ GUARDED_BY(mutex_);
+  uint64_t memory_bytes_ GUARDED_BY(mutex_) = 0;
   std::atomic<uint64_t> hits_{0};
   std::atomic<uint64_t> temp_counter_{0};
 };

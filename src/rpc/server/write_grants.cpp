@@ -9,7 +9,7 @@ namespace tensorpc::rpc {
 
 StatusOr<GrantToken> WriteGrants::issue(WriteGrant grant) {
   GrantToken token;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (counts_[grant.session] >= kMaxGrantsPerSession) {
     return out_of_memory("this connection already holds " + std::to_string(kMaxGrantsPerSession) +
                          " unused write grants; use or let go of some first");
@@ -28,7 +28,7 @@ StatusOr<GrantToken> WriteGrants::issue(WriteGrant grant) {
 }
 
 std::optional<WriteGrant> WriteGrants::take(const GrantToken& token) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = grants_.find(token);
   if (it == grants_.end()) return std::nullopt;
   if (it->second.arrivals) return it->second;  // standing: reused until revoked
@@ -39,20 +39,20 @@ std::optional<WriteGrant> WriteGrants::take(const GrantToken& token) {
 }
 
 std::optional<WriteGrant> WriteGrants::find_standing(const GrantToken& token, uint64_t session) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = grants_.find(token);
   if (it == grants_.end() || !it->second.arrivals || it->second.session != session) return std::nullopt;
   return it->second;
 }
 
 void WriteGrants::revoke_session(uint64_t session) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::erase_if(grants_, [session](const auto& entry) { return entry.second.session == session; });
   counts_.erase(session);
 }
 
 uint64_t WriteGrants::largest_size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   uint64_t largest = 0;
   for (const auto& [token, grant] : grants_) largest = std::max(largest, grant.size);
   return largest;

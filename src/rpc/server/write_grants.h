@@ -29,6 +29,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/thread_annotations.h"
 #include "rpc/wire/messages.h"
 #include "tensorpc/device.h"
 
@@ -40,9 +41,9 @@ struct BufferEntry {
 };
 
 struct BufferTable {
-  std::mutex mutex;
-  std::unordered_map<uint64_t, std::shared_ptr<BufferEntry>> entries;  // guarded by mutex
-  bool open = true;  // guarded by mutex; false once the owning session has ended
+  Mutex mutex;
+  std::unordered_map<uint64_t, std::shared_ptr<BufferEntry>> entries GUARDED_BY(mutex);
+  bool open GUARDED_BY(mutex) = true;  // false once the owning session has ended
 };
 
 // Writes completed under one standing grant. `arrived` grows with each; the
@@ -87,9 +88,9 @@ class WriteGrants {
   uint64_t largest_size() const;
 
  private:
-  mutable std::mutex mutex_;
-  std::map<GrantToken, WriteGrant> grants_;      // guarded by mutex_
-  std::unordered_map<uint64_t, size_t> counts_;  // grants per session; guarded by mutex_
+  mutable Mutex mutex_;
+  std::map<GrantToken, WriteGrant> grants_ GUARDED_BY(mutex_);
+  std::unordered_map<uint64_t, size_t> counts_ GUARDED_BY(mutex_);  // grants per session
 };
 
 }  // namespace tensorpc::rpc

@@ -72,7 +72,7 @@ Status Connection::hello(const std::string& key, std::chrono::milliseconds timeo
   HelloReply reply;
   TENSORPC_RETURN_IF_ERROR(call(Command::hello, request, reply, timeout));
   if (reply.major != kVersionMajor) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     return break_locked(Command::hello,
                         protocol_error("server speaks " + version_string(reply.major, reply.minor, reply.patch) +
                                        ", this client " + version_string(kVersionMajor, kVersionMinor, kVersionPatch)));
@@ -80,7 +80,7 @@ Status Connection::hello(const std::string& key, std::chrono::milliseconds timeo
   // A server with a key refuses a client without one in its HELLO reply; the
   // other mismatch is this side's to refuse.
   if (!key.empty() && (reply.features & kFeatureKey) == 0) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     return break_locked(Command::hello, invalid_argument("this client has a key, and the server has none: start the "
                                                          "server with --key-file, or connect without a key"));
   }
@@ -103,7 +103,7 @@ Status Connection::authenticate(const std::string& key, const AuthNonce& server_
   auto expected = auth_proof(key, AuthRole::server, client_nonce.value(), server_nonce);
   if (!expected.ok()) return fail(Command::auth, expected.status());
   if (!proof_matches(expected.value(), reply.server_proof)) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     return break_locked(Command::auth, invalid_argument("authentication failed: the server's proof does not match "
                                                         "this client's key (it is not the server it claims to be)"));
   }
@@ -111,7 +111,7 @@ Status Connection::authenticate(const std::string& key, const AuthNonce& server_
 }
 
 StatusOr<std::vector<uint8_t>> Connection::call(const Request& request, std::span<uint8_t> bulk_in) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   TENSORPC_RETURN_IF_ERROR(check_usable_locked(request.command, /*expect_silence=*/false));
   const uint64_t id = next_request_id_++;
   TENSORPC_RETURN_IF_ERROR(send_locked(request, request.flags, id));
@@ -122,7 +122,7 @@ StatusOr<std::vector<uint8_t>> Connection::call(const Request& request, std::spa
 std::vector<StatusOr<std::vector<uint8_t>>> Connection::call_all(std::span<const Request> requests) {
   std::vector<StatusOr<std::vector<uint8_t>>> results;
   results.reserve(requests.size());
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<uint64_t> ids;
   ids.reserve(requests.size());
   Status failed;
@@ -144,7 +144,7 @@ Status Connection::call_status_only(Command command, std::span<const uint8_t> fi
   auto reply = call({.command = command, .fields = fields, .timeout = timeout});
   if (!reply.ok()) return reply.status();
   if (!reply.value().empty()) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     return break_locked(command, protocol_error("reply has " + std::to_string(reply.value().size()) +
                                                 " unexpected bytes after its status"));
   }
@@ -152,7 +152,7 @@ Status Connection::call_status_only(Command command, std::span<const uint8_t> fi
 }
 
 Status Connection::send_one_way(const Request& request) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   TENSORPC_RETURN_IF_ERROR(check_usable_locked(request.command, /*expect_silence=*/true));
   return send_locked(request, request.flags | kFlagNoReply, next_request_id_++);
 }
@@ -167,7 +167,7 @@ FrameHeader Connection::frame_header(const Request& request, uint16_t flags, uin
 }
 
 Status Connection::send_one_way_later(const Request& request) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const size_t frame = kFrameHeaderSize + request.fields.size() + request.bulk.size();
   if (held_.size() + frame > kMaxHeldBytes) {  // sent now, behind what is held
     TENSORPC_RETURN_IF_ERROR(check_usable_locked(request.command, /*expect_silence=*/true));
@@ -190,7 +190,7 @@ Status Connection::send_graph(uint32_t device, std::vector<uint8_t> graph, std::
                               std::chrono::milliseconds timeout) {
   const size_t hash =
       std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(graph.data()), graph.size()));
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::graph_compute, /*expect_silence=*/true));
   for (auto it = graphs_.begin(); it != graphs_.end(); ++it) {
     if (it->device != device || it->hash != hash || it->bytes != graph) continue;
@@ -218,7 +218,7 @@ Status Connection::send_graph(uint32_t device, std::vector<uint8_t> graph, std::
 }
 
 void Connection::forget_graphs() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   graphs_.clear();
 }
 
@@ -226,7 +226,7 @@ StatusOr<uint64_t> Connection::send_plan(std::vector<uint8_t> steps, std::vector
                                          std::chrono::milliseconds timeout) {
   const size_t hash =
       std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(steps.data()), steps.size()));
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::plan_run, /*expect_silence=*/true));
   auto it = std::find_if(plans_.begin(), plans_.end(),
                          [&](const StoredGraph& p) { return p.hash == hash && p.bytes == steps; });
@@ -250,7 +250,7 @@ StatusOr<uint64_t> Connection::send_plan(std::vector<uint8_t> steps, std::vector
 }
 
 StatusOr<bool> Connection::run_stored_plan(uint64_t plan_id, std::chrono::milliseconds timeout) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::plan_run, /*expect_silence=*/true));
   if (std::none_of(plans_.begin(), plans_.end(), [&](const StoredGraph& p) { return p.id == plan_id; })) return false;
   TENSORPC_RETURN_IF_ERROR(run_plan_locked(plan_id, timeout));
@@ -273,13 +273,13 @@ Status Connection::run_plan_locked(uint64_t plan_id, std::chrono::milliseconds t
 }
 
 void Connection::forget_plans() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   plans_.clear();
 }
 
 StatusOr<GrantToken> Connection::standing_grant(uint64_t handle, uint64_t offset, uint64_t size,
                                                 std::chrono::milliseconds timeout) {
-  std::lock_guard<std::mutex> lock(grants_mutex_);
+  MutexLock lock(grants_mutex_);
   const std::array<uint64_t, 3> key{handle, offset, size};
   TENSORPC_RETURN_IF_ERROR(hold_standing_grants_locked(std::span(&key, 1), timeout));
   return standing_grants_.at(key);
@@ -287,7 +287,7 @@ StatusOr<GrantToken> Connection::standing_grant(uint64_t handle, uint64_t offset
 
 Status Connection::hold_standing_grants(std::span<const std::array<uint64_t, 3>> ranges,
                                         std::chrono::milliseconds timeout) {
-  std::lock_guard<std::mutex> lock(grants_mutex_);
+  MutexLock lock(grants_mutex_);
   return hold_standing_grants_locked(ranges, timeout);
 }
 
@@ -329,14 +329,14 @@ Status Connection::hold_standing_grants_locked(std::span<const std::array<uint64
 }
 
 void Connection::forget_standing_grants() {
-  std::lock_guard<std::mutex> lock(grants_mutex_);
+  MutexLock lock(grants_mutex_);
   standing_grants_.clear();
 }
 
 Status Connection::free_buffer(uint64_t handle, std::chrono::milliseconds timeout) {
   WireWriter w;
   encode(w, BufferFreeRequest{.handle = handle});
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto uses = [handle](const StoredGraph& g) {
     return std::find(g.handles.begin(), g.handles.end(), handle) != g.handles.end();
   };
@@ -357,9 +357,10 @@ ConnectionStats Connection::stats() const {
 
 bool Connection::defunct() {
   if (broken()) return true;
-  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;
-  return !check_usable_locked(Command::ping, /*expect_silence=*/true).ok();
+  if (!mutex_.try_lock()) return false;
+  const bool unusable = !check_usable_locked(Command::ping, /*expect_silence=*/true).ok();
+  mutex_.unlock();
+  return unusable;
 }
 
 Status Connection::check_usable_locked(Command command, bool expect_silence) {
@@ -479,7 +480,7 @@ StatusOr<std::shared_ptr<Connection>> ConnectionCache::get(const std::string& en
   // Held while connecting, so that threads racing to the same endpoint share
   // one connection. Connecting to loopback or a LAN is quick; a server that
   // does not answer delays other first connections up to the connect timeout.
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::erase_if(by_endpoint_, [](const auto& entry) { return entry.second.connection.expired(); });
   if (auto it = by_endpoint_.find(name); it != by_endpoint_.end() && it->second.credentials == credentials) {
     // One whose server hung up (say, restarted) is replaced now, so the
@@ -505,7 +506,7 @@ StatusOr<std::shared_ptr<Connection>> ConnectionCache::get(const std::string& en
 std::shared_ptr<Connection> ConnectionCache::find_live(const std::string& endpoint) {
   auto parsed = parse_endpoint(endpoint);
   if (!parsed.ok()) return nullptr;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = by_endpoint_.find(parsed.value().to_string());
   if (it == by_endpoint_.end()) return nullptr;
   std::shared_ptr<Connection> live = it->second.connection.lock();

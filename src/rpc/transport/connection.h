@@ -37,6 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "rpc/wire/messages.h"
 #include "rpc/transport/socket.h"
 #include "tensorpc/endpoint.h"
@@ -189,13 +190,14 @@ class Connection {
   static FrameHeader frame_header(const Request& request, uint16_t flags, uint64_t id);
   // The steps of one exchange; the caller holds mutex_.
   // Sends with `timeout` (Request::timeout) in force for this exchange.
-  Status send_locked(const Request& request, uint16_t flags, uint64_t id);
-  StatusOr<std::vector<uint8_t>> receive_reply_locked(Command command, uint64_t id, std::span<uint8_t> bulk_in);
+  Status send_locked(const Request& request, uint16_t flags, uint64_t id) REQUIRES(mutex_);
+  StatusOr<std::vector<uint8_t>> receive_reply_locked(Command command, uint64_t id, std::span<uint8_t> bulk_in)
+      REQUIRES(mutex_);
   // Fails when broken; for a one-way request also when the peer hung up.
-  Status check_usable_locked(Command command, bool expect_silence);
+  Status check_usable_locked(Command command, bool expect_silence) REQUIRES(mutex_);
   Status hello(const std::string& key, std::chrono::milliseconds timeout);
   // PLAN_RUN of `plan_id`, which must be in plans_; caller holds mutex_.
-  Status run_plan_locked(uint64_t plan_id, std::chrono::milliseconds timeout);
+  Status run_plan_locked(uint64_t plan_id, std::chrono::milliseconds timeout) REQUIRES(mutex_);
   // The AUTH exchange, after a HELLO reply that carried the server's nonce.
   Status authenticate(const std::string& key, const AuthNonce& server_nonce, std::chrono::milliseconds timeout);
 
@@ -203,11 +205,11 @@ class Connection {
   // hold_standing_grants with grants_mutex_ held: what standing_grant asks
   // through too, so one range and many are asked the same way.
   Status hold_standing_grants_locked(std::span<const std::array<uint64_t, 3>> ranges,
-                                     std::chrono::milliseconds timeout);
+                                     std::chrono::milliseconds timeout) REQUIRES(grants_mutex_);
   Status fail(Command command, const Status& reason) const;
   // As fail(), and marks the connection broken: the byte stream can no
   // longer be trusted. Caller holds mutex_.
-  Status break_locked(Command command, const Status& reason);
+  Status break_locked(Command command, const Status& reason) REQUIRES(mutex_);
 
   // The graphs this connection's server holds, with the id each was stored
   // under. The server keeps the 16 most recently used (stored or run again)
@@ -223,25 +225,25 @@ class Connection {
   };
   static constexpr size_t kStoredGraphs = 16;
 
-  std::mutex mutex_;  // one exchange at a time on the socket
+  Mutex mutex_;  // one exchange at a time on the socket
   Socket socket_;
-  // Frames of send_one_way_later, encoded, not sent yet; guarded by mutex_.
-  std::vector<uint8_t> held_;
-  uint64_t held_requests_ = 0;  // guarded by mutex_
+  // Frames of send_one_way_later, encoded, not sent yet.
+  std::vector<uint8_t> held_ GUARDED_BY(mutex_);
+  uint64_t held_requests_ GUARDED_BY(mutex_) = 0;
   const std::string endpoint_;
   HelloReply hello_;
-  uint64_t next_request_id_ = 1;    // guarded by mutex_
-  uint64_t next_graph_id_ = 1;      // guarded by mutex_; never reused
-  std::deque<StoredGraph> graphs_;  // guarded by mutex_; least recently used first
+  uint64_t next_request_id_ GUARDED_BY(mutex_) = 1;
+  uint64_t next_graph_id_ GUARDED_BY(mutex_) = 1;   // never reused
+  std::deque<StoredGraph> graphs_ GUARDED_BY(mutex_);  // least recently used first
   // Plans kept alike (the server keeps 16 too); `device` unused.
   static constexpr size_t kStoredPlans = 16;
-  uint64_t next_plan_id_ = 1;      // guarded by mutex_; never reused
-  std::deque<StoredGraph> plans_;  // guarded by mutex_; least recently used first
+  uint64_t next_plan_id_ GUARDED_BY(mutex_) = 1;     // never reused
+  std::deque<StoredGraph> plans_ GUARDED_BY(mutex_);  // least recently used first
   // Standing grants by (handle, offset, size). Taken before mutex_ (never
   // the other way round), because asking for one is a call.
-  std::mutex grants_mutex_;
-  std::map<std::array<uint64_t, 3>, GrantToken> standing_grants_;  // guarded by grants_mutex_
-  Status broken_reason_;                                           // guarded by mutex_
+  Mutex grants_mutex_ ACQUIRED_BEFORE(mutex_);
+  std::map<std::array<uint64_t, 3>, GrantToken> standing_grants_ GUARDED_BY(grants_mutex_);
+  Status broken_reason_ GUARDED_BY(mutex_);
   std::atomic<bool> broken_{false};
 
   std::atomic<uint64_t> bytes_sent_{0};
@@ -271,8 +273,8 @@ class ConnectionCache {
     std::weak_ptr<Connection> connection;
     ClientCredentials credentials;  // as asked for in get()
   };
-  std::mutex mutex_;
-  std::unordered_map<std::string, Entry> by_endpoint_;
+  Mutex mutex_;
+  std::unordered_map<std::string, Entry> by_endpoint_ GUARDED_BY(mutex_);
 };
 
 // get_connection and find_live_connection use the process-wide cache, the rpc
