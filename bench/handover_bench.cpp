@@ -9,7 +9,7 @@
 // client sent and received for one hand-over (frame headers included), which
 // must stay under 1 KiB on the server-side paths (no tensor bytes through the
 // client). The measurements are `tensorpc bench`'s
-// (tools/tensorpc/bench_rpc.h); the servers run in this process on 127.0.0.1.
+// (bench/lab/bench_rpc.h); the servers run in this process on 127.0.0.1.
 //
 // Usage: handover_bench [repetitions (default 7)]
 #include <algorithm>
@@ -17,7 +17,7 @@
 #include <cstdlib>
 
 #include "core/log.h"
-#include "tensorpc/bench_rpc.h"
+#include "lab/bench_rpc.h"
 
 int main(int argc, char** argv) {
   using namespace tensorpc::tools;

@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "tensorpc/bench_measure.h"
-#include "tensorpc/bench_model.h"
+#include "lab/bench_measure.h"
+#include "lab/bench_model.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/generation.h"
 

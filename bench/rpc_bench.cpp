@@ -9,7 +9,7 @@
 // Each figure is the median of several repetitions. The server runs in this
 // process on 127.0.0.1 (its own threads, a real TCP socket). Targets: round
 // trip <= 1.5x raw; set and get >= 0.8x raw throughput from 64 MiB.
-// The measurements are `tensorpc bench`'s (tools/tensorpc/bench_rpc.h).
+// The measurements are `tensorpc bench`'s (bench/lab/bench_rpc.h).
 //
 // Usage: rpc_bench [repetitions (default 7)]
 #include <algorithm>
@@ -17,7 +17,7 @@
 #include <cstdlib>
 
 #include "core/log.h"
-#include "tensorpc/bench_rpc.h"
+#include "lab/bench_rpc.h"
 
 int main(int argc, char** argv) {
   using namespace tensorpc::tools;

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "lab/random_model.h"
 #include "rpc/wire/graph_codec.h"
 #include "rpc/wire/messages.h"
 #include "rpc/wire/plan_codec.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/graph_allocator.h"
-#include "tensorpc/random_model.h"
 
 namespace {
 

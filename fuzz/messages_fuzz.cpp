@@ -17,7 +17,8 @@ using namespace tensorpc::rpc;
 // Decodes m from data; if that succeeds, the re-encoding must reproduce the
 // bytes the decoder consumed (all of them, or the fixed prefix).
 template <typename M>
-void check(std::span<const uint8_t> data, bool prefix_only) {
+void check(std::span<const uint8_t> data) {
+  const bool prefix_only = M::wire.extent == Extent::prefix;
   WireReader r(data);
   M m;
   if (!decode(r, m).ok()) return;
@@ -44,29 +45,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     WireReader r(bytes);
     (void)decode_status(r);
   }
-  check<HelloRequest>(bytes, false);
-  check<HelloReply>(bytes, false);
-  check<ListDevicesReply>(bytes, false);
-  check<DeviceMemoryRequest>(bytes, false);
-  check<DeviceMemoryReply>(bytes, false);
-  check<BufferAllocRequest>(bytes, false);
-  check<BufferAllocReply>(bytes, false);
-  check<BufferFreeRequest>(bytes, false);
-  check<BufferClearRequest>(bytes, false);
-  check<SetTensorRequest>(bytes, true);
-  check<SetTensorHashRequest>(bytes, false);
-  check<SetTensorHashReply>(bytes, false);
-  check<SetTensorHashesRequest>(bytes, false);
-  check<SetTensorHashesReply>(bytes, false);
-  check<GetTensorRequest>(bytes, false);
-  check<CopyTensorRequest>(bytes, false);
-  check<GrantWriteRequest>(bytes, false);
-  check<GrantWriteReply>(bytes, false);
-  check<CopyToPeerRequest>(bytes, false);
-  check<WriteGrantedRequest>(bytes, true);
-  check<GraphComputeRequest>(bytes, true);
-  check<GraphRecomputeRequest>(bytes, false);
-  check<AuthRequest>(bytes, false);
-  check<AuthReply>(bytes, false);
+  // Every message messages.h declares.
+#define TENSORPC_FUZZ_CHECK(Type) check<Type>(bytes);
+  TENSORPC_RPC_MESSAGES(TENSORPC_FUZZ_CHECK)
+#undef TENSORPC_FUZZ_CHECK
   return 0;
 }

@@ -23,6 +23,9 @@ ALLOWED = {
     "rpc/client": {"core", "backend", "rpc/wire", "rpc/transport", "rpc/client"},
     "rpc/server": {"core", "backend", "cpu", "rpc/wire", "rpc/transport", "rpc/server"},
     "model": {"core", "backend", "cpu", "model"},
+    # The public model API (include/tensorpc/model.h): the model on devices
+    # of the local CPU and of servers, so above both model and client.
+    "api": {"core", "backend", "cpu", "rpc/wire", "rpc/transport", "rpc/client", "model", "api"},
 }
 
 # The layer each public header belongs to.
@@ -34,7 +37,7 @@ PUBLIC = {
     "cpu_device.h": "cpu",
     "key.h": "rpc/transport", "tls.h": "rpc/transport", "endpoint.h": "rpc/transport",
     "rpc_client.h": "rpc/client", "server.h": "rpc/server",
-    "model.h": "model", "version.h": "core",
+    "model.h": "api", "version.h": "core",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

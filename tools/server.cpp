@@ -21,6 +21,7 @@
 #include "device_spec.h"
 #include "rpc/transport/socket.h"
 #include "tensorpc/key.h"
+#include "tensorpc/version.h"
 
 namespace {
 
@@ -47,6 +48,9 @@ std::string format_seconds(std::chrono::milliseconds t) {
 
 int main(int argc, char** argv) {
   CLI::App app{"tensorpc-server: serves this machine's devices to tensorpc clients"};
+  app.set_version_flag("--version", std::string("tensorpc-server ") + tensorpc::kProjectVersion + " (protocol " +
+                                        tensorpc::kProtocolVersion + ")",
+                       "print the version and the wire protocol's version, and exit");
   tensorpc::ServerOptions options;
   std::string cache_memory;
   std::string key_file;

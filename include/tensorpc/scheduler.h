@@ -31,11 +31,14 @@
 // calls a Scheduler at a time.
 #pragma once
 
+#include <compare>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tensorpc/device.h"
@@ -48,6 +51,31 @@ namespace sched {
 struct Plan;        // src/backend/scheduler_plan.h
 struct DeviceSlot;  // src/backend/scheduler.cpp
 }  // namespace sched
+
+// Who carries out the work of a device: the server behind the connection the
+// device is reached by (every device of one server has the same id), or this
+// process for local devices. A server runs the commands of all its devices
+// in order and may run execution plans; this process gives each local device
+// a stream of its own. Made from DeviceTraffic::channel, which names the
+// connection; that name is also how describe() and SchedulerCounters show it.
+class ExecutorId {
+ public:
+  ExecutorId() = default;  // this process
+  explicit ExecutorId(std::string channel) : channel_(std::move(channel)) {}
+  static ExecutorId of(const Device& d) { return ExecutorId(d.traffic().channel); }
+
+  bool is_local() const { return channel_.empty(); }
+  // Both name one server, which runs their commands in order.
+  bool same_server(const ExecutorId& o) const { return !is_local() && channel_ == o.channel_; }
+  // The server's DeviceTraffic::channel; empty for this process.
+  const std::string& name() const { return channel_; }
+
+  bool operator==(const ExecutorId&) const = default;
+  std::strong_ordering operator<=>(const ExecutorId&) const = default;
+
+ private:
+  std::string channel_;
+};
 
 struct SchedulerOptions {
   // Plans kept for reuse (least recently used goes first); at least 1.
@@ -99,7 +127,7 @@ struct SchedulePlanInfo {
   // (SchedulerOptions::execution_plans), so that only the run's inputs go in
   // and its outputs come out.
   struct ServerRun {
-    std::string channel;
+    std::string channel;  // the server's ExecutorId::name()
     size_t first_split = 0;
     size_t n_splits = 0;
   };
@@ -125,7 +153,8 @@ struct SchedulerCounters {
   uint64_t bytes_sent = 0;           // remote devices: bytes through this client, out
   uint64_t bytes_received = 0;       //   and in (frame headers included)
   uint64_t plans_run = 0;            // server runs carried out as one execution plan
-  // The three traffic counters above, per connection (DeviceTraffic::channel).
+  // The three traffic counters above, per server (ExecutorId::name(), the
+  // connection's DeviceTraffic::channel).
   std::map<std::string, DeviceTraffic> channels;
 
   SchedulerCounters& operator+=(const SchedulerCounters& o);
@@ -179,22 +208,24 @@ class Scheduler {
   const std::vector<Device*>& devices() const { return devices_; }
 
  private:
+  class Execution;  // one run of a plan (scheduler_run.cpp)
+
   StatusOr<sched::Plan*> plan_for(Graph& g);
   Status compute_and_read(Graph& g, const Tensor* t, void* dst);
   Status place(sched::Plan& plan);
   // Runs the plan; then reads `read` into `read_dst` when given (see compute_and_read).
   Status run(sched::Plan& plan, const Tensor* read = nullptr, void* read_dst = nullptr);
   StatusOr<Stream*> stream(size_t device);
-  // The plan runner of a channel, made on first use from `device`; null when
+  // The plan runner of a server, made on first use from `device`; null when
   // its devices run no plans (remembered, so they are asked once).
-  PlanRunner* runner(const std::string& channel, size_t device);
+  PlanRunner* runner(const ExecutorId& server, size_t device);
 
   std::vector<Device*> devices_;
-  std::vector<std::string> channels_;  // per device: DeviceTraffic::channel
+  std::vector<ExecutorId> executors_;  // per device
   SchedulerOptions options_;
-  std::vector<std::unique_ptr<sched::DeviceSlot>> slots_;       // per device: allocator, stream
-  std::vector<std::unique_ptr<sched::Plan>> plans_;             // most recently used last
-  std::map<std::string, std::unique_ptr<PlanRunner>> runners_;  // per channel; null: no plans there
+  std::vector<std::unique_ptr<sched::DeviceSlot>> slots_;      // per device: allocator, stream
+  std::vector<std::unique_ptr<sched::Plan>> plans_;            // most recently used last
+  std::map<ExecutorId, std::unique_ptr<PlanRunner>> runners_;  // per server; null: no plans there
   sched::Plan* last_ = nullptr;
   // A graph object, told apart from another at the same address by its node
   // count and last node.
@@ -223,3 +254,8 @@ class Scheduler {
 };
 
 }  // namespace tensorpc
+
+template <>
+struct std::hash<tensorpc::ExecutorId> {
+  size_t operator()(const tensorpc::ExecutorId& e) const noexcept { return std::hash<std::string>{}(e.name()); }
+};

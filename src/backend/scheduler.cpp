@@ -17,6 +17,18 @@ namespace sched {
 // Entries of Scheduler::bound_ before it is cleared.
 constexpr size_t kMaxBound = size_t{1} << 20;
 
+// Binds the caller's tensors to the plan's bytes, by index, and notes in
+// `bound` each one (not a view) so bound and the buffer it was bound to.
+void bind(const GraphIndex& ix, const Plan& plan, std::unordered_map<const Tensor*, const Buffer*>& bound) {
+  for (size_t id = 0; id < ix.size(); ++id) {
+    const Derived& h = plan.home[id];
+    if (h.base == nullptr) continue;
+    Tensor& t = *ix.at(static_cast<int>(id));
+    place_at(t, *h.base, h.offset);
+    if (t.view_src == nullptr) bound[&t] = t.buffer;
+  }
+}
+
 }  // namespace sched
 
 SchedulerCounters& SchedulerCounters::operator+=(const SchedulerCounters& o) {
@@ -44,7 +56,7 @@ Scheduler::Scheduler(std::vector<Device*> devices, SchedulerOptions options)
   options_.max_cached_plans = std::max<size_t>(options_.max_cached_plans, 1);
   for (Device* d : devices_) {
     // A null device is reported by allocate(); a slot keeps indices aligned.
-    channels_.push_back(d ? d->traffic().channel : std::string());
+    executors_.push_back(d ? ExecutorId::of(*d) : ExecutorId());
     slots_.push_back(d ? std::make_unique<sched::DeviceSlot>(*d) : nullptr);
   }
 }
@@ -89,7 +101,7 @@ StatusOr<sched::Plan*> Scheduler::plan_for(Graph& g) {
   if (plan == nullptr) {
     auto assignment = sched::assign_devices(ix, devices_, owns);
     if (!assignment.ok()) return assignment.status();
-    auto built = sched::build_plan(ix, assignment.value(), channels_, owns);
+    auto built = sched::build_plan(ix, assignment.value(), executors_, owns);
     if (!built.ok()) return built.status();
     built.value()->signature = std::move(words);
     built.value()->info.hash = hash;
@@ -112,14 +124,7 @@ StatusOr<sched::Plan*> Scheduler::plan_for(Graph& g) {
     if (debug != nullptr && std::strcmp(debug, "0") != 0) std::fprintf(stderr, "%s", describe().c_str());
   }
 
-  // Bind the caller's tensors to the plan's bytes, by index.
-  for (size_t id = 0; id < ix.size(); ++id) {
-    const sched::Derived& h = plan->home[id];
-    if (h.base == nullptr) continue;
-    Tensor& t = *ix.at(static_cast<int>(id));
-    sched::place_at(t, *h.base, h.offset);
-    if (t.view_src == nullptr) bound_[&t] = t.buffer;
-  }
+  sched::bind(ix, *plan, bound_);
   planned_ = GraphMark::of(g);
   return plan;
 }

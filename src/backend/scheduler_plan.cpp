@@ -20,11 +20,11 @@ namespace {
 
 class PlanBuilder {
  public:
-  PlanBuilder(const GraphIndex& ix, const Assignment& a, const std::vector<std::string>& channels,
+  PlanBuilder(const GraphIndex& ix, const Assignment& a, const std::vector<ExecutorId>& executors,
               const OwnsBuffer& owns)
       : ix_(ix),
         dev_(a.device),
-        channels_(channels),
+        executors_(executors),
         owns_(owns),
         plan_(std::make_unique<Plan>()),
         owner_(ix.size(), nullptr),
@@ -149,9 +149,8 @@ class PlanBuilder {
 
   // A copy of id already made to another device of the server `to` is on.
   std::optional<std::pair<Tensor*, size_t>> copy_on_server_of(int id, size_t to) const {
-    if (channels_[to].empty()) return std::nullopt;
     for (auto it = copies_.lower_bound({id, 0}); it != copies_.end() && it->first.first == id; ++it) {
-      if (it->first.second != to && channels_[it->first.second] == channels_[to]) {
+      if (it->first.second != to && executors_[it->first.second].same_server(executors_[to])) {
         return std::make_pair(it->second, it->first.second);
       }
     }
@@ -298,21 +297,23 @@ class PlanBuilder {
       (ix_.is_leaf(static_cast<int>(id)) ? info.leaf_device : info.node_device).push_back(dev_[id]);
       plan_->labels.push_back(label(ix_, static_cast<int>(id)));
     }
+    // Server runs: a split on a server continues the run of the split
+    // before it when that one is on the same server.
+    const auto server_of = [&](size_t s) -> const ExecutorId& { return executors_[plan_->splits[s].device]; };
     for (size_t s = 0; s < plan_->splits.size(); ++s) {
-      const std::string& c = channels_[plan_->splits[s].device];
-      if (c.empty()) continue;
-      if (!info.server_runs.empty() && info.server_runs.back().channel == c &&
-          info.server_runs.back().first_split + info.server_runs.back().n_splits == s) {
+      const ExecutorId& server = server_of(s);
+      if (server.is_local()) continue;
+      if (s > 0 && server_of(s - 1) == server) {
         info.server_runs.back().n_splits++;
       } else {
-        info.server_runs.push_back({c, s, 1});
+        info.server_runs.push_back({server.name(), s, 1});
       }
     }
   }
 
   const GraphIndex& ix_;
   const std::vector<int>& dev_;
-  const std::vector<std::string>& channels_;  // per device: DeviceTraffic::channel
+  const std::vector<ExecutorId>& executors_;  // per device
   const OwnsBuffer& owns_;
   std::unique_ptr<Plan> plan_;
   std::vector<Tensor*> owner_;             // per id: the descriptor holding its bytes (non-views)
@@ -330,8 +331,8 @@ class PlanBuilder {
 }  // namespace
 
 StatusOr<std::unique_ptr<Plan>> build_plan(const GraphIndex& ix, const Assignment& a,
-                                           const std::vector<std::string>& channels, const OwnsBuffer& owns) {
-  return PlanBuilder(ix, a, channels, owns).build();
+                                           const std::vector<ExecutorId>& executors, const OwnsBuffer& owns) {
+  return PlanBuilder(ix, a, executors, owns).build();
 }
 
 }  // namespace tensorpc::sched

@@ -135,10 +135,10 @@ struct DeviceSlot {
   const Plan* placed = nullptr;    // the plan whose planning graph the allocator placed last
 };
 
-// Builds the plan's descriptors and info (not placed yet). `channels`: per
-// device, DeviceTraffic::channel, to find runs of splits on one server.
+// Builds the plan's descriptors and info (not placed yet). `executors`: per
+// device, who runs it, to find runs of splits on one server.
 StatusOr<std::unique_ptr<Plan>> build_plan(const GraphIndex& ix, const Assignment& a,
-                                           const std::vector<std::string>& channels, const OwnsBuffer& owns);
+                                           const std::vector<ExecutorId>& executors, const OwnsBuffer& owns);
 
 // Sets t's buffer/offset/data to base's plus offset.
 void place_at(Tensor& t, const Tensor& base, uint64_t offset);

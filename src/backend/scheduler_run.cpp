@@ -8,6 +8,7 @@
 // Owned by the backend layer.
 #include <algorithm>
 #include <map>
+#include <unordered_set>
 #include <vector>
 
 #include "backend/scheduler_plan.h"
@@ -17,18 +18,36 @@ namespace sched {
 
 namespace {
 
-// Traffic per channel, each channel once.
-std::map<std::string, DeviceTraffic> traffic_of(const std::vector<Device*>& devices,
-                                                const std::vector<std::string>& channels) {
-  std::map<std::string, DeviceTraffic> out;
+// Traffic per server, each server once.
+std::map<ExecutorId, DeviceTraffic> traffic_of(const std::vector<Device*>& devices,
+                                               const std::vector<ExecutorId>& executors) {
+  std::map<ExecutorId, DeviceTraffic> out;
   for (size_t i = 0; i < devices.size(); ++i) {
-    if (!channels[i].empty() && !out.count(channels[i])) out.emplace(channels[i], devices[i]->traffic());
+    if (!executors[i].is_local() && !out.count(executors[i])) out.emplace(executors[i], devices[i]->traffic());
   }
   return out;
 }
 
 // after - before, where a counter that went down (a new connection) counts from zero.
 uint64_t delta(uint64_t after, uint64_t before) { return after >= before ? after - before : after; }
+
+// Each server's traffic between two snapshots, into c: per server and summed.
+void count_traffic(const std::map<ExecutorId, DeviceTraffic>& before, const std::map<ExecutorId, DeviceTraffic>& after,
+                   SchedulerCounters& c) {
+  for (const auto& [server, a] : after) {
+    const auto b = before.find(server);
+    const DeviceTraffic zero;
+    const DeviceTraffic& was = b == before.end() ? zero : b->second;
+    DeviceTraffic& mine = c.channels[server.name()];
+    mine.channel = server.name();
+    mine.round_trips = delta(a.round_trips, was.round_trips);
+    mine.bytes_sent = delta(a.bytes_sent, was.bytes_sent);
+    mine.bytes_received = delta(a.bytes_received, was.bytes_received);
+    c.round_trips += mine.round_trips;
+    c.bytes_sent += mine.bytes_sent;
+    c.bytes_received += mine.bytes_received;
+  }
+}
 
 // The copy through this process, for pairs of buffers that cannot copy directly.
 Status copy_through_host(const BoundaryCopy& c) {
@@ -40,6 +59,291 @@ Status copy_through_host(const BoundaryCopy& c) {
 }  // namespace
 }  // namespace sched
 
+// One run of a plan. Made in two steps: which server runs are handed over
+// as execution plans, and each one's spec; then run(): the splits issued in
+// order, the result read, every stream and server waited for. It counts
+// what it did in counters(), whether or not it failed.
+class Scheduler::Execution {
+ public:
+  Execution(Scheduler& s, sched::Plan& plan)
+      : s_(s),
+        plan_(plan),
+        run_of_(plan.splits.size(), -1),
+        server_runs_(plan.info.server_runs.size()),
+        stream_pending_(s.devices_.size(), false) {
+    counters_.runs = 1;
+    choose_runners();
+    build_specs();
+  }
+
+  // Issues every split, then waits for all of them; reads `read` into
+  // `read_dst` when given (see Scheduler::compute_and_read).
+  Status run(const Tensor* read, void* read_dst);
+  const SchedulerCounters& counters() const { return counters_; }
+
+ private:
+  // A server run (SchedulePlanInfo::server_runs) as this run carries it out.
+  struct ServerRun {
+    ExecutorId server;
+    PlanRunner* runner = nullptr;  // null: split by split
+    ExecutionPlanSpec spec;
+    std::vector<size_t> direct;  // copies this process makes before the plan starts
+    size_t early_sends = 0;      // sends the spec makes first thing
+    uint64_t weights_read = 0;   // by the spec's computations
+  };
+
+  void choose_runners();
+  void build_specs();
+  void add_copy(size_t r, size_t ci);
+  ServerRun* latest_plan_before(const ExecutorId& server, size_t r);
+
+  Status issue_splits();
+  Status issue_plan(size_t r);
+  Status issue_split(size_t i);
+  Status make_copy(size_t ci);
+  Status wait(size_t device);
+
+  Status read_through_plan(const ExecutorId& server, const Tensor& t, void* dst);
+  std::vector<ExecutorId> finished_with(const ExecutorId& server) const;
+  const ExecutorId* executor_of(const Tensor& t) const;
+
+  Scheduler& s_;
+  sched::Plan& plan_;
+  std::vector<int> run_of_;  // per split: the server run whose plan carries it out, -1: none
+  std::vector<ServerRun> server_runs_;
+  std::vector<bool> stream_pending_;              // per device: computes issued, not yet waited for
+  std::unordered_set<ExecutorId> plans_pending_;  // servers with plans started, not yet waited for
+  SchedulerCounters counters_;
+};
+
+// A server run whose server runs execution plans is handed over whole; the
+// others run split by split.
+void Scheduler::Execution::choose_runners() {
+  const auto& runs = plan_.info.server_runs;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    ServerRun& run = server_runs_[r];
+    const size_t device = plan_.splits[runs[r].first_split].device;
+    run.server = s_.executors_[device];
+    if (!s_.options_.execution_plans) continue;
+    run.runner = s_.runner(run.server, device);
+    if (run.runner == nullptr) continue;
+    for (size_t i = 0; i < runs[r].n_splits; ++i) run_of_[runs[r].first_split + i] = static_cast<int>(r);
+  }
+}
+
+// The specs, built from the splits in order, so a run's sends come after the
+// computes of its splits that produce them.
+void Scheduler::Execution::build_specs() {
+  for (size_t r = 0; r < server_runs_.size(); ++r) {
+    ExecutionPlanSpec& spec = server_runs_[r].spec;
+    spec.wait_timeout_ms = s_.options_.plan_wait_timeout_ms;
+    // The same plan in the same placement makes the same specs: their
+    // runners need not encode them again. Keys of up to 2^20 runs per plan.
+    if (r < (size_t{1} << 20)) spec.key = (plan_.placement << 20) | (r + 1);
+  }
+  for (size_t i = 0; i < plan_.splits.size(); ++i) {
+    if (run_of_[i] < 0) continue;
+    const size_t r = static_cast<size_t>(run_of_[i]);
+    sched::Split& split = plan_.splits[i];
+    for (size_t ci : split.copies) add_copy(r, ci);
+    server_runs_[r].spec.compute(*s_.devices_[split.device], split.graph);
+    server_runs_[r].weights_read += split.weight_bytes;
+  }
+}
+
+// Boundary copy ci, read by a split of server run r: a copy step when its
+// source is on r's server. From another server, it is sent by that server's
+// latest plan before r (which ran after the source's bytes were made) and
+// waited for in r; else this process makes it before r's plan starts.
+void Scheduler::Execution::add_copy(size_t r, size_t ci) {
+  const sched::BoundaryCopy& copy = plan_.copies[ci];
+  ServerRun& run = server_runs_[r];
+  const ExecutorId& from = s_.executors_[copy.from];
+  if (from == run.server) {
+    run.spec.copy(*copy.src, *copy.dst);
+    return;
+  }
+  ServerRun* sender = latest_plan_before(from, r);
+  if (sender == nullptr) {
+    run.direct.push_back(ci);
+    return;
+  }
+  // Bytes in place before the run (inputs) of a sender that computes little
+  // are sent before its computations (SchedulerOptions::early_inputs_below_bytes).
+  auto& steps = sender->spec.steps;
+  sender->spec.send(*copy.src, *copy.dst);
+  if (copy.before_run && sender->weights_read < s_.options_.early_inputs_below_bytes) {
+    std::rotate(steps.begin() + static_cast<std::ptrdiff_t>(sender->early_sends), steps.end() - 1, steps.end());
+    ++sender->early_sends;
+  }
+  run.spec.wait(*copy.src, *copy.dst);
+}
+
+// The latest server run before r that `server` carries out as a plan; null
+// when there is none (always for this process).
+Scheduler::Execution::ServerRun* Scheduler::Execution::latest_plan_before(const ExecutorId& server, size_t r) {
+  if (server.is_local()) return nullptr;
+  for (size_t q = r; q-- > 0;) {
+    if (server_runs_[q].server == server && server_runs_[q].runner != nullptr) return &server_runs_[q];
+  }
+  return nullptr;
+}
+
+Status Scheduler::Execution::run(const Tensor* read, void* read_dst) {
+  Status failed = issue_splits();
+  // The read, when asked for and its server ran a plan: one round trip
+  // that waits for that server's plans and brings the bytes.
+  Status read_failed;
+  bool read_done = false;
+  if (read != nullptr && failed.ok()) {
+    const ExecutorId* server = executor_of(*read);
+    if (server == nullptr) {
+      failed =
+          invalid_argument("scheduler: the result to read, " + tensorpc::describe(*read) + ", is not on its devices");
+    } else if (plans_pending_.count(*server)) {
+      read_failed = read_through_plan(*server, *read, read_dst);
+      read_done = read_failed.ok();
+    }
+  }
+  // Every result is on its device before returning, and late errors surface:
+  // one synchronize per server that ran a plan, one per stream otherwise.
+  for (size_t d = 0; d < s_.devices_.size(); ++d) {
+    Status s = wait(d);
+    if (failed.ok()) failed = s;
+  }
+  // A server's own error explains a failed read better than the read's.
+  if (failed.ok()) failed = read_failed;
+  if (failed.ok() && read != nullptr && !read_done) failed = read->buffer->get(*read, read_dst, 0, read->nbytes());
+  return failed;
+}
+
+// The splits in order, up to the first error: a handed-over server run as its
+// plan, at its first split; any other split by itself.
+Status Scheduler::Execution::issue_splits() {
+  for (size_t i = 0; i < plan_.splits.size(); ++i) {
+    if (run_of_[i] < 0) {
+      TENSORPC_RETURN_IF_ERROR(issue_split(i));
+    } else if (const size_t r = static_cast<size_t>(run_of_[i]); i == plan_.info.server_runs[r].first_split) {
+      TENSORPC_RETURN_IF_ERROR(issue_plan(r));
+    }
+  }
+  return Status();
+}
+
+// The copies the plan of server run r needs from this process, then the
+// plan, started on its server.
+Status Scheduler::Execution::issue_plan(size_t r) {
+  ServerRun& run = server_runs_[r];
+  for (size_t ci : run.direct) TENSORPC_RETURN_IF_ERROR(make_copy(ci));
+  Status s = run.runner->run_async(run.spec);
+  plans_pending_.insert(run.server);
+  for (const auto& step : run.spec.steps) {
+    if (step.kind == ExecutionPlanSpec::StepKind::copy || step.kind == ExecutionPlanSpec::StepKind::wait) {
+      ++counters_.copies;
+      counters_.bytes_copied += step.dst->nbytes();
+    }
+  }
+  counters_.splits_run += plan_.info.server_runs[r].n_splits;
+  ++counters_.plans_run;
+  return s.ok() ? s : s.with_context("scheduler: execution plan on " + run.server.name());
+}
+
+// Split i's copies, then its graph, started on its device's stream.
+Status Scheduler::Execution::issue_split(size_t i) {
+  sched::Split& split = plan_.splits[i];
+  for (size_t ci : split.copies) TENSORPC_RETURN_IF_ERROR(make_copy(ci));
+  auto stream = s_.stream(split.device);
+  if (!stream.ok()) return stream.status();
+  Status s = stream.value()->compute_async(split.graph);
+  stream_pending_[split.device] = true;
+  ++counters_.splits_run;
+  if (!s.ok()) {
+    return s.with_context("scheduler: split " + std::to_string(i) + " on " + s_.devices_[split.device]->name());
+  }
+  return Status();
+}
+
+// Boundary copy ci, made from this process: by the destination's buffer,
+// else through this process.
+Status Scheduler::Execution::make_copy(size_t ci) {
+  const sched::BoundaryCopy& copy = plan_.copies[ci];
+  // A device of the destination's server runs every command in order, so
+  // the copy already comes after the compute; any other source must have
+  // finished before its bytes are read.
+  if (!s_.executors_[copy.from].same_server(s_.executors_[copy.to])) TENSORPC_RETURN_IF_ERROR(wait(copy.from));
+  Status s = copy.dst->buffer->copy(*copy.src, *copy.dst);
+  if (s.code() == StatusCode::unsupported) {
+    s = sched::copy_through_host(copy);
+    ++counters_.copies_through_host;
+  }
+  if (!s.ok()) {
+    return s.with_context("scheduler: copy of " + plan_.info.copies[ci].tensor + " from " +
+                          s_.devices_[copy.from]->name() + " to " + s_.devices_[copy.to]->name());
+  }
+  ++counters_.copies;
+  counters_.bytes_copied += copy.dst->nbytes();
+  return Status();
+}
+
+// Waits for what was started on a device: its server's plans, then its stream.
+Status Scheduler::Execution::wait(size_t device) {
+  const ExecutorId& server = s_.executors_[device];
+  if (plans_pending_.erase(server) > 0) {
+    Status s = s_.runners_.at(server)->synchronize();
+    if (!s.ok()) return s.with_context("scheduler: execution plan on " + server.name());
+  }
+  if (!stream_pending_[device]) return Status();
+  stream_pending_[device] = false;
+  Status s = s_.slots_[device]->stream->synchronize();
+  return s.ok() ? s : s.with_context("scheduler: on " + s_.devices_[device]->name());
+}
+
+// Reads t from `server`, which ran a plan, in the round trip that waits for
+// its plans. Then servers whose last plan ends by sending to it (or to a
+// server so finished) are done too: the bytes they sent were waited for and
+// used.
+Status Scheduler::Execution::read_through_plan(const ExecutorId& server, const Tensor& t, void* dst) {
+  Status s = s_.runners_.at(server)->synchronize_and_read(t, dst);
+  if (!s.ok()) {
+    plans_pending_.erase(server);
+    return s.with_context("scheduler: execution plan on " + server.name());
+  }
+  for (const ExecutorId& done : finished_with(server)) plans_pending_.erase(done);
+  return Status();
+}
+
+// `server`, and every server whose last plan ends by sending to one of
+// these, found until no more are.
+std::vector<ExecutorId> Scheduler::Execution::finished_with(const ExecutorId& server) const {
+  std::map<ExecutorId, size_t> last_plan;  // per server that ran a plan: its last server run
+  for (size_t r = 0; r < server_runs_.size(); ++r) {
+    if (server_runs_[r].runner != nullptr) last_plan[server_runs_[r].server] = r;
+  }
+  std::vector<ExecutorId> done{server};
+  const auto is_done = [&](const ExecutorId& e) { return std::find(done.begin(), done.end(), e) != done.end(); };
+  for (bool more = true; more;) {
+    more = false;
+    for (const auto& [e, r] : last_plan) {
+      const auto& steps = server_runs_[r].spec.steps;
+      if (is_done(e) || steps.empty() || steps.back().kind != ExecutionPlanSpec::StepKind::send) continue;
+      const ExecutorId* to = executor_of(*steps.back().dst);
+      if (to != nullptr && is_done(*to)) {
+        done.push_back(e);
+        more = true;
+      }
+    }
+  }
+  return done;
+}
+
+// Who runs the device t's bytes are on; null when that is none of ours.
+const ExecutorId* Scheduler::Execution::executor_of(const Tensor& t) const {
+  for (size_t d = 0; d < s_.devices_.size(); ++d) {
+    if (t.buffer != nullptr && &t.buffer->device() == s_.devices_[d]) return &s_.executors_[d];
+  }
+  return nullptr;
+}
+
 StatusOr<Stream*> Scheduler::stream(size_t device) {
   sched::DeviceSlot& slot = *slots_[device];
   if (!slot.stream) {
@@ -50,236 +354,24 @@ StatusOr<Stream*> Scheduler::stream(size_t device) {
   return slot.stream.get();
 }
 
-PlanRunner* Scheduler::runner(const std::string& channel, size_t device) {
-  auto it = runners_.find(channel);
+PlanRunner* Scheduler::runner(const ExecutorId& server, size_t device) {
+  auto it = runners_.find(server);
   if (it == runners_.end()) {
     auto made = devices_[device]->create_plan_runner();
-    it = runners_.emplace(channel, made.ok() ? std::move(made).value() : nullptr).first;
+    it = runners_.emplace(server, made.ok() ? std::move(made).value() : nullptr).first;
   }
   return it->second.get();
 }
 
 Status Scheduler::run(sched::Plan& plan, const Tensor* read, void* read_dst) {
-  SchedulerCounters c;
-  c.runs = 1;
-  const auto before = sched::traffic_of(devices_, channels_);
-  const auto& runs = plan.info.server_runs;
-
-  // Which server run each split is carried out by (-1: split by split), and
-  // the plans: built from the splits in order, so a run's sends come after
-  // the computes of its splits that produce them.
-  std::vector<int> run_of(plan.splits.size(), -1);
-  std::vector<PlanRunner*> runners(runs.size(), nullptr);
-  for (size_t r = 0; r < runs.size() && options_.execution_plans; ++r) {
-    runners[r] = runner(runs[r].channel, plan.splits[runs[r].first_split].device);
-    if (runners[r] == nullptr) continue;
-    for (size_t i = 0; i < runs[r].n_splits; ++i) run_of[runs[r].first_split + i] = static_cast<int>(r);
-  }
-  std::vector<ExecutionPlanSpec> specs(runs.size());
-  std::vector<size_t> early(runs.size(), 0);             // per run: the sends its spec makes first thing
-  std::vector<uint64_t> weights_read(runs.size(), 0);    // per run: by its computations
-  std::vector<std::vector<size_t>> direct(runs.size());  // copies this process makes before run r starts
-  for (size_t r = 0; r < specs.size(); ++r) {
-    specs[r].wait_timeout_ms = options_.plan_wait_timeout_ms;
-    // The same plan in the same placement makes the same specs: their
-    // runners need not encode them again. Keys of up to 2^20 runs per plan.
-    if (r < (size_t{1} << 20)) specs[r].key = (plan.placement << 20) | (r + 1);
-  }
-  for (size_t i = 0; i < plan.splits.size(); ++i) {
-    if (run_of[i] < 0) continue;
-    const size_t r = static_cast<size_t>(run_of[i]);
-    sched::Split& split = plan.splits[i];
-    for (size_t ci : split.copies) {
-      const sched::BoundaryCopy& copy = plan.copies[ci];
-      const std::string& from = channels_[copy.from];
-      if (from == runs[r].channel) {
-        specs[r].copy(*copy.src, *copy.dst);
-        continue;
-      }
-      // From another server: sent by that server's latest plan before this
-      // one (which ran after the source's bytes were made), else by a copy
-      // through the servers before this plan starts.
-      int sender = -1;
-      for (int q = static_cast<int>(r) - 1; q >= 0 && !from.empty(); --q) {
-        if (runs[static_cast<size_t>(q)].channel == from && runners[static_cast<size_t>(q)] != nullptr) {
-          sender = q;
-          break;
-        }
-      }
-      if (sender < 0) {
-        direct[r].push_back(ci);
-        continue;
-      }
-      // Bytes in place before the run (inputs) of a sender that computes
-      // little are sent before its computations
-      // (SchedulerOptions::early_inputs_below_bytes).
-      ExecutionPlanSpec& by = specs[static_cast<size_t>(sender)];
-      by.send(*copy.src, *copy.dst);
-      if (copy.before_run && weights_read[static_cast<size_t>(sender)] < options_.early_inputs_below_bytes) {
-        size_t& first = early[static_cast<size_t>(sender)];
-        std::rotate(by.steps.begin() + static_cast<std::ptrdiff_t>(first), by.steps.end() - 1, by.steps.end());
-        ++first;
-      }
-      specs[r].wait(*copy.src, *copy.dst);
-    }
-    specs[r].compute(*devices_[split.device], split.graph);
-    weights_read[r] += split.weight_bytes;
-  }
-
-  std::vector<bool> pending(devices_.size(), false);  // stream computes issued and not yet waited for
-  std::map<std::string, bool> plan_pending;           // per channel: plans started, not yet waited for
-  const auto wait = [&](size_t d) -> Status {
-    if (auto it = plan_pending.find(channels_[d]); it != plan_pending.end() && it->second) {
-      it->second = false;
-      Status s = runners_[channels_[d]]->synchronize();
-      if (!s.ok()) return s.with_context("scheduler: execution plan on " + channels_[d]);
-    }
-    if (!pending[d]) return Status();
-    pending[d] = false;
-    Status s = slots_[d]->stream->synchronize();
-    return s.ok() ? s : s.with_context("scheduler: on " + devices_[d]->name());
-  };
-  const auto make_copy = [&](size_t ci) -> Status {
-    const sched::BoundaryCopy& copy = plan.copies[ci];
-    // A device reached through the same connection as the destination runs
-    // every command in order, so the copy already comes after the compute;
-    // any other source must have finished before its bytes are read.
-    if (channels_[copy.from].empty() || channels_[copy.from] != channels_[copy.to]) {
-      TENSORPC_RETURN_IF_ERROR(wait(copy.from));
-    }
-    Status s = copy.dst->buffer->copy(*copy.src, *copy.dst);
-    if (s.code() == StatusCode::unsupported) {
-      s = sched::copy_through_host(copy);
-      ++c.copies_through_host;
-    }
-    if (!s.ok()) {
-      return s.with_context("scheduler: copy of " + plan.info.copies[ci].tensor + " from " +
-                            devices_[copy.from]->name() + " to " + devices_[copy.to]->name());
-    }
-    ++c.copies;
-    c.bytes_copied += copy.dst->nbytes();
-    return Status();
-  };
-
-  Status failed;
-  for (size_t i = 0; i < plan.splits.size() && failed.ok(); ++i) {
-    sched::Split& split = plan.splits[i];
-    if (run_of[i] >= 0) {
-      const size_t r = static_cast<size_t>(run_of[i]);
-      if (i != runs[r].first_split) continue;  // the plan carries the whole run
-      for (size_t ci : direct[r]) {
-        failed = make_copy(ci);
-        if (!failed.ok()) break;
-      }
-      if (!failed.ok()) break;
-      failed = runners[r]->run_async(specs[r]);
-      plan_pending[runs[r].channel] = true;
-      if (!failed.ok()) failed = failed.with_context("scheduler: execution plan on " + runs[r].channel);
-      for (const auto& step : specs[r].steps) {
-        if (step.kind == ExecutionPlanSpec::StepKind::copy || step.kind == ExecutionPlanSpec::StepKind::wait) {
-          ++c.copies;
-          c.bytes_copied += step.dst->nbytes();
-        }
-      }
-      c.splits_run += runs[r].n_splits;
-      ++c.plans_run;
-      continue;
-    }
-    for (size_t ci : split.copies) {
-      failed = make_copy(ci);
-      if (!failed.ok()) break;
-    }
-    if (!failed.ok()) break;
-    auto st = stream(split.device);
-    if (!st.ok()) {
-      failed = st.status();
-      break;
-    }
-    Status s = st.value()->compute_async(split.graph);
-    pending[split.device] = true;
-    if (!s.ok())
-      failed = s.with_context("scheduler: split " + std::to_string(i) + " on " + devices_[split.device]->name());
-    ++c.splits_run;
-  }
-  // The read, when asked for and its server ran a plan: one round trip
-  // that waits for that server's plans and brings the bytes. Then servers
-  // whose last plan ends by sending to it (or to a server so finished) are
-  // done too: the bytes they sent were waited for and used.
-  Status read_failed;
-  bool read_done = false;
-  const auto channel_of = [&](const Tensor& t) -> const std::string* {
-    for (size_t d = 0; d < devices_.size(); ++d) {
-      if (t.buffer != nullptr && &t.buffer->device() == devices_[d]) return &channels_[d];
-    }
-    return nullptr;
-  };
-  // `channel`, and every channel whose last plan ends by sending to one of
-  // these, found until no more are.
-  const auto finished_with = [&](const std::string& channel) {
-    std::map<std::string, size_t> last_run;  // per channel that ran a plan
-    for (size_t r = 0; r < runs.size(); ++r) {
-      if (runners[r] != nullptr) last_run[runs[r].channel] = r;
-    }
-    std::vector<std::string> done{channel};
-    const auto is_done = [&](const std::string& ch) { return std::find(done.begin(), done.end(), ch) != done.end(); };
-    for (bool more = true; more;) {
-      more = false;
-      for (const auto& [ch, r] : last_run) {
-        const auto& steps = specs[r].steps;
-        if (is_done(ch) || steps.empty() || steps.back().kind != ExecutionPlanSpec::StepKind::send) continue;
-        const std::string* to = channel_of(*steps.back().dst);
-        if (to != nullptr && is_done(*to)) {
-          done.push_back(ch);
-          more = true;
-        }
-      }
-    }
-    return done;
-  };
-  if (read != nullptr && failed.ok()) {
-    const std::string* channel = channel_of(*read);
-    if (channel == nullptr) {
-      failed =
-          invalid_argument("scheduler: the result to read, " + tensorpc::describe(*read) + ", is not on its devices");
-    } else if (auto it = plan_pending.find(*channel); it != plan_pending.end() && it->second) {
-      read_failed = runners_[*channel]->synchronize_and_read(*read, read_dst);
-      if (read_failed.ok()) {
-        read_done = true;
-        for (const std::string& ch : finished_with(*channel)) plan_pending[ch] = false;
-      } else {
-        it->second = false;
-        read_failed = read_failed.with_context("scheduler: execution plan on " + *channel);
-      }
-    }
-  }
-
-  // Every result is on its device before returning, and late errors surface:
-  // one synchronize per server that ran a plan, one per stream otherwise.
-  for (size_t d = 0; d < devices_.size(); ++d) {
-    Status s = wait(d);
-    if (failed.ok()) failed = s;
-  }
-  // A server's own error explains a failed read better than the read's.
-  if (failed.ok()) failed = read_failed;
-  if (failed.ok() && read != nullptr && !read_done) failed = read->buffer->get(*read, read_dst, 0, read->nbytes());
-
-  const auto after = sched::traffic_of(devices_, channels_);
-  for (const auto& [channel, a] : after) {
-    const auto b = before.find(channel);
-    const DeviceTraffic zero;
-    const DeviceTraffic& was = b == before.end() ? zero : b->second;
-    DeviceTraffic& mine = c.channels[channel];
-    mine.channel = channel;
-    mine.round_trips = sched::delta(a.round_trips, was.round_trips);
-    mine.bytes_sent = sched::delta(a.bytes_sent, was.bytes_sent);
-    mine.bytes_received = sched::delta(a.bytes_received, was.bytes_received);
-    c.round_trips += mine.round_trips;
-    c.bytes_sent += mine.bytes_sent;
-    c.bytes_received += mine.bytes_received;
-  }
+  const auto before = sched::traffic_of(devices_, executors_);
+  Execution execution(*this, plan);
+  const Status s = execution.run(read, read_dst);
+  SchedulerCounters c = execution.counters();
+  sched::count_traffic(before, sched::traffic_of(devices_, executors_), c);
   last_run_ = c;
   totals_ += c;
-  return failed;
+  return s;
 }
 
 }  // namespace tensorpc

@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "lab/random_model.h"
 #include "model/generator.h"
 #include "model/llama_model.h"
 #include "model/placement.h"
 #include "model/reference_checks.h"
 #include "model/reference_decoder.h"
 #include "tensorpc/cpu_device.h"
-#include "tensorpc/random_model.h"
 
 namespace tensorpc {
 namespace {

@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <optional>
 
+#include "lab/random_model.h"
 #include "model/chat_session.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/demo.h"
-#include "tensorpc/random_model.h"
 #include "tensorpc/rpc_client.h"
 #include "tensorpc/server.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorpc/random_model.h"
+#include "lab/random_model.h"
 
 namespace tensorpc {
 namespace {

@@ -10,9 +10,9 @@
 #include <filesystem>
 
 #include "file_util.h"
+#include "lab/random_model.h"
 #include "model/gguf_tensors.h"
 #include "tensorpc/generation.h"
-#include "tensorpc/random_model.h"
 #include "tensorpc/rpc_client.h"
 #include "tensorpc/server.h"
 

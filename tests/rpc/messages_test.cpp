@@ -4,6 +4,7 @@
 // and the byte layout of the header and of HELLO is pinned against bytes
 // written out by hand from the protocol document.
 #include "rpc/wire/messages.h"
+#include "rpc/wire_bytes.h"
 
 #include <gtest/gtest.h>
 
@@ -14,18 +15,6 @@
 namespace tensorpc::rpc {
 namespace {
 
-template <typename M>
-std::vector<uint8_t> bytes_of(const M& m) {
-  WireWriter w;
-  encode(w, m);
-  return w.bytes();
-}
-
-template <typename M>
-Status decode_bytes(std::span<const uint8_t> bytes, M& m) {
-  WireReader r(bytes);
-  return decode(r, m);
-}
 
 bool names(const Status& s, const std::string& needle) { return s.message().find(needle) != std::string::npos; }
 

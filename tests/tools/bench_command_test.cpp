@@ -12,10 +12,10 @@
 
 #include "file_util.h"
 #include "core/log.h"
-#include "tensorpc/bench.h"
-#include "tensorpc/bench_measure.h"
+#include "lab/bench_command.h"
+#include "lab/bench_measure.h"
+#include "lab/random_model.h"
 #include "tensorpc/demo.h"
-#include "tensorpc/random_model.h"
 
 namespace tensorpc::tools {
 namespace {

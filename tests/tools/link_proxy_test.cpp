@@ -1,7 +1,7 @@
 // LinkProxy: an emulated link adds its one-way delay in each direction and
 // paces bulk bytes to its rate (within generous bounds: the machine may be
 // busy), passes bytes on unchanged, and parse_link reads "1ms,1gbit".
-#include "tensorpc/link_proxy.h"
+#include "lab/link_proxy.h"
 
 #include <gtest/gtest.h>
 

@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "file_util.h"
+#include "lab/random_model.h"
 #include "model/generator.h"
 #include "model/gguf.h"
 #include "model/llama_model.h"
@@ -20,7 +21,6 @@
 #include "model/quantize_model.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/demo.h"
-#include "tensorpc/random_model.h"
 #include "test_util.h"
 
 namespace tensorpc::tools {

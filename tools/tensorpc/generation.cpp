@@ -6,8 +6,6 @@
 #include <cmath>
 #include <map>
 
-#include "model/next_token.h"
-#include "tensorpc/cpu_device.h"
 #include "tensorpc/rpc_client.h"
 
 namespace tensorpc::tools {
@@ -16,20 +14,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// Counters of the steps between two snapshots of a scheduler's totals.
-SchedulerCounters difference(const SchedulerCounters& after, const SchedulerCounters& before) {
-  SchedulerCounters d;
-  d.runs = after.runs - before.runs;
-  d.splits_run = after.splits_run - before.splits_run;
-  d.copies = after.copies - before.copies;
-  d.copies_through_host = after.copies_through_host - before.copies_through_host;
-  d.bytes_copied = after.bytes_copied - before.bytes_copied;
-  d.round_trips = after.round_trips - before.round_trips;
-  d.bytes_sent = after.bytes_sent - before.bytes_sent;
-  d.bytes_received = after.bytes_received - before.bytes_received;
-  return d;
-}
 
 uint64_t bytes_sent_to(const std::vector<std::string>& endpoints) {
   uint64_t sum = 0;
@@ -51,27 +35,6 @@ std::string human_bytes(double bytes) {
     std::snprintf(s, sizeof s, "%.0f B", bytes);
   }
   return s;
-}
-
-StatusOr<DeviceSet> DeviceSet::connect(bool use_local, int local_threads, const std::vector<std::string>& endpoints,
-                                       const RemoteOptions& options) {
-  DeviceSet set;
-  if (use_local) set.owned_.push_back(std::make_unique<CpuDevice>(CpuDeviceOptions{.threads = local_threads}));
-  for (const std::string& endpoint : endpoints) {
-    auto remote = connect_devices(endpoint, options);
-    if (!remote.ok()) return remote.status().with_context("server " + endpoint);
-    if (remote.value().empty()) return not_found("server " + endpoint + " has no devices");
-    for (auto& d : remote.value()) set.owned_.push_back(std::move(d));
-    set.endpoints_.push_back(endpoint);
-  }
-  if (set.owned_.empty()) return invalid_argument("no devices: give --rpc servers or use the local CPU");
-  return set;
-}
-
-std::vector<Device*> DeviceSet::devices() const {
-  std::vector<Device*> out;
-  for (const auto& d : owned_) out.push_back(d.get());
-  return out;
 }
 
 StatusOr<std::vector<double>> parse_split(std::string_view text) {
@@ -155,63 +118,10 @@ StatusOr<GenerateResult> generate(const LlamaModel& model, ModelPlacement& place
 
 StatusOr<GenerateResult> generate(Generator& gen, std::string_view prompt, const GenerateOptions& options,
                                   const std::function<void(std::string_view)>& on_text) {
-  const LlamaModel& model = gen.model();
-  ModelPlacement& placement = gen.placement();
-  auto sampler = Sampler::create(options.sampler);
-  if (!sampler.ok()) return sampler.status();
-  const Tokenizer& tok = model.tokenizer();
-  GenerateResult r;
-  r.prompt = tok.encode(prompt, /*add_special=*/true, options.special);
-  if (r.prompt.empty()) return invalid_argument("the prompt has no tokens");
-  for (int32_t t : r.prompt) sampler.value().accept(t);
-
-  if (gen.position() > 0) TENSORPC_RETURN_IF_ERROR(gen.reset());
-  DetokenizeStream stream(tok, /*sequence_start=*/false, options.special);
-  auto emit = [&](const std::string& piece) {
-    if (piece.empty()) return;
-    r.text += piece;
-    if (on_text) on_text(piece);
-  };
-
-  auto step = [&](std::span<const int32_t> tokens) { return next_token(gen, sampler.value(), tokens); };
-
-  Clock::time_point t0 = Clock::now();
-  auto first = step(r.prompt);
-  if (!first.ok()) return first.status().with_context("prompt");
-  const SchedulerCounters before = gen.scheduler().totals();
-  Clock::time_point decode_start;
-  for (int i = 0; i < options.n_predict; ++i) {
-    int32_t next = first.value();
-    if (i > 0) {
-      const int32_t last = r.generated.back();
-      auto sampled = step(std::span<const int32_t>(&last, 1));
-      if (!sampled.ok()) return sampled.status().with_context("token " + std::to_string(i));
-      next = sampled.value();
-      ++r.decode_steps;
-    }
-    sampler.value().accept(next);
-    r.generated.push_back(next);
-    if (i == 0) {
-      r.prompt_seconds = seconds_since(t0);
-      if (options.on_decode_start) options.on_decode_start();
-      decode_start = Clock::now();
-    }
-    if (options.stop_at_eos && tok.is_end_of_generation(next)) {
-      r.stop = StopReason::end_of_text;
-      break;
-    }
-    emit(stream.push(next));
-    // Stop before a step that would pass the context; the text so far stands.
-    if (gen.position() + 1 > placement.n_ctx() && i + 1 < options.n_predict) {
-      r.stop = StopReason::context_full;
-      break;
-    }
-  }
-  emit(stream.flush());
-  if (!r.generated.empty()) r.decode_seconds = seconds_since(decode_start);
-  r.decode = difference(gen.scheduler().totals(), before);
-  r.schedule = gen.scheduler().describe();
-  return r;
+  return generate_text(gen, prompt, options, [&on_text](std::string_view piece, int32_t) {
+    if (on_text && !piece.empty()) on_text(piece);
+    return true;
+  });
 }
 
 void print_speed(const GenerateResult& r, std::FILE* out) {

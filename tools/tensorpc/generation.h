@@ -1,9 +1,9 @@
-// What `tensorpc run` and `tensorpc demo` share: the device list (local CPU
-// and remote devices), loading a model onto it with a progress bar, and a
-// generation loop that streams text and measures itself.
+// What `tensorpc run` and `tensorpc demo` share: loading a model onto its
+// devices with a progress bar, the generation loop (src/model/generate.h)
+// with a callback for text alone, and its speeds printed.
 //
-// Kept in the tools' library rather than in src/model because it prints and
-// times things for a person at a terminal; the model layer stays quiet.
+// Kept in the tools' library rather than in src/model because it prints
+// things for a person at a terminal; the model layer stays quiet.
 #pragma once
 
 #include <cstdio>
@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "api/device_set.h"
+#include "model/generate.h"
 #include "model/generator.h"
 #include "model/llama_model.h"
 #include "model/placement.h"
@@ -23,23 +25,9 @@
 
 namespace tensorpc::tools {
 
-// The devices a model is spread over, in placement order, and who owns them.
-class DeviceSet {
- public:
-  // The local CPU first (`local_threads`, 0: every core) when `use_local`,
-  // then every device of every endpoint in order, connected with `options`
-  // (their key). An unreachable server, or one that refuses the key, is an
-  // error naming its endpoint.
-  static StatusOr<DeviceSet> connect(bool use_local, int local_threads, const std::vector<std::string>& endpoints,
-                                     const RemoteOptions& options = {});
-
-  std::vector<Device*> devices() const;
-  const std::vector<std::string>& endpoints() const { return endpoints_; }
-
- private:
-  std::vector<std::unique_ptr<Device>> owned_;
-  std::vector<std::string> endpoints_;
-};
+// The devices a model is spread over (src/api/device_set.h), under the name
+// the tools have always used.
+using tensorpc::DeviceSet;
 
 // "1,1,2": one ratio per device, each finite and ≥ 0, not all 0. Anything
 // else is an invalid_argument quoting the text.
@@ -53,33 +41,16 @@ StatusOr<std::unique_ptr<ModelPlacement>> load_model(const LlamaModel& model, co
                                                      const std::vector<std::string>& endpoints,
                                                      std::vector<double> ratios, int64_t n_ctx, std::FILE* err);
 
-struct GenerateOptions {
-  int n_predict = 64;           // tokens to generate at most
-  bool stop_at_eos = true;      // stop at EOS or an end-of-turn token; false: run to n_predict (tests, benchmarks)
-  bool special = false;         // the prompt may spell control tokens, and generated ones print (--special)
-  SamplerOptions sampler;
-  GeneratorOptions generator;
-  std::function<void()> on_decode_start = {};  // called once prefill is done (profiles); may be empty
-};
-
-// Why generation ended.
-enum class StopReason { n_predict, end_of_text, context_full };
-
-struct GenerateResult {
-  std::vector<int32_t> prompt;     // the prompt's tokens (BOS included)
-  std::vector<int32_t> generated;  // the sampled tokens, EOS included when it ended the text
-  std::string text;                // the generated text
-  StopReason stop = StopReason::n_predict;
-  double prompt_seconds = 0;       // prefill, through the first sampled token
-  double decode_seconds = 0;       // every later step, sampling included
-  int decode_steps = 0;            // single-token evaluations after the prefill
-  SchedulerCounters decode;        // the scheduler's counters summed over those steps
-  std::string schedule;            // the scheduler's description of the last step's plan
-};
+// The generation loop and what it returns live in the model layer
+// (src/model/generate.h); the tools name them as they always have.
+using tensorpc::GenerateOptions;
+using tensorpc::GenerateResult;
+using tensorpc::StopReason;
 
 // Tokenizes `prompt`, prefills, and samples until n_predict tokens or the
 // end of the text (EOS, or an end-of-turn token: Tokenizer::is_end_of_generation);
 // `on_text` (may be empty) gets each piece of text as soon as it is complete.
+// Both overloads are generate_text() (src/model/generate.h) with a text-only callback.
 StatusOr<GenerateResult> generate(const LlamaModel& model, ModelPlacement& placement, std::string_view prompt,
                                   const GenerateOptions& options,
                                   const std::function<void(std::string_view)>& on_text = {});

@@ -8,17 +8,21 @@
 
 #include "tensorpc/chat.h"
 
-#include "tensorpc/bench.h"
+#include "lab/bench_command.h"
 #include "tensorpc/certs.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/devices.h"
 #include "tensorpc/perplexity.h"
 #include "tensorpc/quantize.h"
 #include "tensorpc/run.h"
+#include "tensorpc/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"tensorpc: tensor compute on this machine and on tensorpc servers", "tensorpc"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("tensorpc ") + tensorpc::kProjectVersion + " (protocol " +
+                                        tensorpc::kProtocolVersion + ")",
+                       "print the version and the wire protocol's version, and exit");
   int exit_code = 0;
   tensorpc::tools::add_devices_command(app, &exit_code);
   tensorpc::tools::add_run_command(app, &exit_code);

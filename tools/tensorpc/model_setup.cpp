@@ -17,37 +17,33 @@ StatusOr<PlacedModel> place_model(const ModelSetup& setup, std::FILE* err) {
 }
 
 StatusOr<PlacedModel> place_model(std::unique_ptr<LlamaModel> model, const ModelSetup& setup, std::FILE* err) {
-  PlacedModel p;
-  p.model = std::move(model);
   auto remote = remote_options(setup.client);
   if (!remote.ok()) return remote.status();
-  auto devices = DeviceSet::connect(setup.use_local, setup.threads, setup.endpoints, remote.value());
-  if (!devices.ok()) return devices.status();
-  p.devices = std::move(devices).value();
-  const std::vector<Device*> list = p.devices.devices();
-  if (!setup.split.empty() && setup.split.size() != list.size()) {
-    std::string names;
-    for (Device* d : list) names += " " + d->name();
-    return invalid_argument("--split gives " + std::to_string(setup.split.size()) + " ratios for " +
-                            std::to_string(list.size()) + " devices (in order:" + names + ")");
-  }
-  const LlamaHparams& hp = p.model->hparams();
-  std::fprintf(err, "model %s: %lld layers, %lld embd, %lld heads (%lld kv), vocab %lld, %.1f M parameters\n",
-               setup.model.c_str(), static_cast<long long>(hp.n_layer), static_cast<long long>(hp.n_embd),
-               static_cast<long long>(hp.n_head), static_cast<long long>(hp.n_head_kv),
-               static_cast<long long>(hp.n_vocab), static_cast<double>(p.model->parameter_count()) / 1e6);
-  if (hp.n_ctx_train > 0 && setup.n_ctx > hp.n_ctx_train) {
-    std::fprintf(err,
-                 "warning: a context of %lld positions is beyond the %lld the model was trained for; "
-                 "text past %lld may degrade\n",
-                 static_cast<long long>(setup.n_ctx), static_cast<long long>(hp.n_ctx_train),
-                 static_cast<long long>(hp.n_ctx_train));
-  }
-  auto placement = load_model(*p.model, list, p.devices.endpoints(), setup.split, setup.n_ctx, err);
-  if (!placement.ok()) return placement.status();
-  p.placement = std::move(placement).value();
-  std::fprintf(err, "%s", p.placement->table().c_str());
-  return p;
+  PlaceOptions where;
+  where.endpoints = setup.endpoints;
+  where.remote = remote.value();
+  where.split = setup.split;
+  where.threads = setup.threads;
+  where.n_ctx = setup.n_ctx;
+  where.use_local = setup.use_local;
+  auto placed = tensorpc::place_model(std::move(model), where, [&](const LlamaModel& m, const DeviceSet& devices) {
+    const LlamaHparams& hp = m.hparams();
+    std::fprintf(err, "model %s: %lld layers, %lld embd, %lld heads (%lld kv), vocab %lld, %.1f M parameters\n",
+                 setup.model.c_str(), static_cast<long long>(hp.n_layer), static_cast<long long>(hp.n_embd),
+                 static_cast<long long>(hp.n_head), static_cast<long long>(hp.n_head_kv),
+                 static_cast<long long>(hp.n_vocab), static_cast<double>(m.parameter_count()) / 1e6);
+    if (hp.n_ctx_train > 0 && setup.n_ctx > hp.n_ctx_train) {
+      std::fprintf(err,
+                   "warning: a context of %lld positions is beyond the %lld the model was trained for; "
+                   "text past %lld may degrade\n",
+                   static_cast<long long>(setup.n_ctx), static_cast<long long>(hp.n_ctx_train),
+                   static_cast<long long>(hp.n_ctx_train));
+    }
+    return load_model(m, devices.devices(), devices.endpoints(), setup.split, setup.n_ctx, err);
+  });
+  if (!placed.ok()) return placed.status();
+  std::fprintf(err, "%s", placed.value().placement->table().c_str());
+  return placed;
 }
 
 StatusOr<std::string> read_text_file(const std::string& path) {

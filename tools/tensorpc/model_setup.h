@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "api/placed_model.h"
 #include "model/llama_model.h"
 #include "model/placement.h"
 #include "tensorpc/devices.h"
@@ -32,14 +33,8 @@ struct ModelSetup {
   bool use_local = true;               // false with --no-local: only the servers' devices
 };
 
-// A model placed on its devices. Members go in reverse order: the placement
-// (which holds buffers on the devices) before the devices, the devices
-// before the model whose descriptors the placement bound.
-struct PlacedModel {
-  std::unique_ptr<LlamaModel> model;
-  DeviceSet devices;
-  std::unique_ptr<ModelPlacement> placement;
-};
+// A model placed on its devices (src/api/placed_model.h).
+using tensorpc::PlacedModel;
 
 // Opens setup.model, connects the devices, checks --split against them and
 // places the model, printing the model's size, the upload's progress and the

@@ -30,7 +30,7 @@ StatusOr<bool> Session::fill_from_cache(BufferEntry& entry, const SetTensorHashR
 Status Session::on_set_tensor_hash(WireReader& in, Reply& out) {
   SetTensorHashRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
-  auto entry = find_range(req.handle, req.offset, req.size, "SET_TENSOR_HASH:");
+  auto entry = buffers_.find_range(req.handle, req.offset, req.size, "SET_TENSOR_HASH:");
   if (!entry.ok()) return entry.status();
   auto found = fill_from_cache(*entry.value(), req);
   if (!found.ok()) return found.status();
@@ -52,7 +52,7 @@ Status Session::on_set_tensor_hashes(WireReader& in, Reply& out) {
   for (size_t i = 0; i < req.entries.size(); ++i) {
     const SetTensorHashRequest& e = req.entries[i];
     const std::string what = "entry " + std::to_string(i) + ":";
-    auto target = find_range(e.handle, e.offset, e.size, what.c_str());
+    auto target = buffers_.find_range(e.handle, e.offset, e.size, what.c_str());
     if (target.ok()) {
       targets.push_back(target.value());
       continue;

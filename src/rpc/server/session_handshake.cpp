@@ -3,10 +3,11 @@
 //   AUTH   the client's nonce and proof of the key, answered by the server's
 //          proof only when the client's was right.
 // Until the handshake is over nothing else is served: admit() refuses every
-// other command, and the connection is closed.
-#include "rpc/transport/auth.h"
+// other command, and the connection is closed. The phase and the server's
+// nonce are Session's own state.
 #include "core/log.h"
 #include "rpc/server/session.h"
+#include "rpc/transport/auth.h"
 
 namespace tensorpc::rpc {
 namespace {
@@ -45,7 +46,7 @@ Status Session::on_hello(WireReader& in, Reply& out) {
     encode(out.fields, reply);
     return Status();
   }
-  const std::string who = "session " + std::to_string(id_) + ": " + peer_ + ": ";
+  const std::string who = "session " + std::to_string(id_) + ": " + channel_.peer() + ": ";
   log::info(who + "client \"" + req.client + "\" speaks " + version_string(req.major, req.minor, req.patch));
   const bool client_has_key = (req.features & kFeatureKey) != 0;
   if (env_.key.empty()) {
@@ -80,14 +81,14 @@ Status Session::on_auth(WireReader& in, Reply& out) {
   auto expected = auth_proof(env_.key, AuthRole::client, req.client_nonce, server_nonce_);
   if (!expected.ok()) return expected.status();
   if (!proof_matches(expected.value(), req.client_proof)) {
-    log::warn("session " + std::to_string(id_) + ": " + peer_ +
+    log::warn("session " + std::to_string(id_) + ": " + channel_.peer() +
               ": authentication failed (the client's proof does not match this server's key); closing");
     return invalid_argument("authentication failed: the client's key is not this server's key");
   }
   auto proof = auth_proof(env_.key, AuthRole::server, req.client_nonce, server_nonce_);
   if (!proof.ok()) return proof.status();
   phase_ = Phase::serving;
-  log::info("session " + std::to_string(id_) + ": " + peer_ + ": authenticated");
+  log::info("session " + std::to_string(id_) + ": " + channel_.peer() + ": authenticated");
   encode(out.fields, AuthReply{proof.value()});
   return Status();
 }

@@ -7,11 +7,12 @@
 //   WRITE_GRANTED  the source server's frame to the destination: token, then
 //                  the bytes, received straight into the granted buffer.
 // The bytes thus go from server to server; each client learns only that the
-// copy is done (or why it failed).
-#include <algorithm>
-#include <cstring>
+// copy is done (or why it failed). The connections to other servers are
+// PeerLinks'; the grants are the server's WriteGrants, on this session's
+// buffer table (SessionBuffers).
+#include <mutex>
+#include <optional>
 
-#include "core/log.h"
 #include "rpc/server/session.h"
 
 namespace tensorpc::rpc {
@@ -20,10 +21,10 @@ StatusOr<GrantToken> Session::issue_grant(uint64_t handle, uint64_t offset, uint
                                           std::shared_ptr<GrantArrivals> arrivals) {
   if (env_.grants == nullptr) return unsupported("this server does not take copies from other servers");
   // Checked now, so the client learns of a bad range before any bytes move.
-  auto entry = find_range(handle, offset, size, what);
+  auto entry = buffers_.find_range(handle, offset, size, what);
   if (!entry.ok()) return entry.status();
   return env_.grants->issue(WriteGrant{.session = id_,
-                                       .table = table_,
+                                       .table = buffers_.table(),
                                        .handle = handle,
                                        .offset = offset,
                                        .size = size,
@@ -39,30 +40,6 @@ Status Session::on_grant_write(WireReader& in, Reply& out) {
   return Status();
 }
 
-Status Session::check_peer_allowed(const std::string& endpoint) const {
-  if (env_.allowed_peers.empty()) return Status();
-  auto parsed = parse_endpoint(endpoint);
-  if (!parsed.ok()) return parsed.status();
-  const std::string name = parsed.value().to_string();
-  if (std::find(env_.allowed_peers.begin(), env_.allowed_peers.end(), name) == env_.allowed_peers.end()) {
-    return invalid_argument(name + " is not among the peers this server may send to (its --allow-peer list)");
-  }
-  return Status();
-}
-
-StatusOr<std::shared_ptr<Connection>> Session::peer(const std::string& endpoint) {
-  if (auto it = peers_.find(endpoint); it != peers_.end() && !it->second->broken()) return it->second;
-  if (env_.peers == nullptr) return unsupported("this server does not copy to other servers");
-  TENSORPC_RETURN_IF_ERROR(check_peer_allowed(endpoint));
-  // All servers of a cluster share one key (this server proves its own) and,
-  // with TLS, one CA.
-  const auto open_timeout = env_.io_timeout.count() > 0 ? std::min(env_.io_timeout, kOpenTimeout) : kOpenTimeout;
-  auto connection = env_.peers->get(endpoint, env_.peer_credentials, open_timeout);
-  if (!connection.ok()) return connection.status();
-  peers_[endpoint] = connection.value();
-  return connection;
-}
-
 Status Session::on_copy_to_peer(WireReader& in, Reply&) {
   CopyToPeerRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
@@ -73,9 +50,9 @@ Status Session::send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t 
                              const GrantToken& token, bool wait_for_reply, bool hold) {
   const std::string route =
       "copy of " + std::to_string(size) + " bytes from " + env_.endpoint + " to " + endpoint + ": ";
-  auto src = find_range(src_handle, src_offset, size, "COPY_TO_PEER: source");
+  auto src = buffers_.find_range(src_handle, src_offset, size, "COPY_TO_PEER: source");
   if (!src.ok()) return Status(src.status().code(), route + src.status().message());
-  auto connection = peer(endpoint);
+  auto connection = peers_.get(endpoint);
   if (!connection.ok()) return Status(connection.status().code(), route + connection.status().message());
 
   // Sent from the buffer itself when it is host memory, else staged once.
@@ -116,15 +93,15 @@ Status Session::send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t 
 // bytes are drained (so the connection stays usable) and nothing is written.
 Status Session::on_write_granted(WireReader&, Reply&) {
   WriteGrantedRequest req;
-  TENSORPC_RETURN_IF_ERROR(read_streamed_fields("WRITE_GRANTED", kWriteGrantedFixedSize, req));
+  TENSORPC_RETURN_IF_ERROR(channel_.read_streamed_fields("WRITE_GRANTED", kWriteGrantedFixedSize, req));
   const uint64_t data = req.size;
   const std::string refused = "write refused by " + env_.endpoint + ": ";
   // Taken (so used up) on first presentation, whether or not it fits: a
   // token can be tried once, never probed.
   std::optional<WriteGrant> grant = env_.grants ? env_.grants->take(req.token) : std::nullopt;
   if (!grant) {
-    return fail_draining(data, invalid_argument(refused + "unknown token (never granted, already used, or its "
-                                                          "granting connection has ended)"));
+    return channel_.fail_draining(data, invalid_argument(refused + "unknown token (never granted, already used, or its "
+                                                                   "granting connection has ended)"));
   }
   // Under a standing grant the sender may not wait for this reply: the
   // granting session's WAIT_FOR is told instead.
@@ -137,8 +114,9 @@ Status Session::on_write_granted(WireReader&, Reply&) {
     return s;
   };
   if (grant->size != req.size) {
-    return fail_draining(data, record(invalid_argument(refused + "the token grants " + std::to_string(grant->size) +
-                                                       " bytes, not " + std::to_string(req.size))));
+    return channel_.fail_draining(
+        data, record(invalid_argument(refused + "the token grants " + std::to_string(grant->size) + " bytes, not " +
+                                      std::to_string(req.size))));
   }
   // Shared ownership for the write: the granting session may free the buffer
   // or end meanwhile, and the bytes must still land in live memory.
@@ -152,7 +130,7 @@ Status Session::on_write_granted(WireReader&, Reply&) {
     }
   }
   if (!entry) {
-    return fail_draining(
+    return channel_.fail_draining(
         data, record(not_found(refused + "the granted buffer was freed, or its connection has ended")));
   }
   Status s = record(receive_into(*entry, grant->offset, req.size, nullptr));
@@ -160,8 +138,7 @@ Status Session::on_write_granted(WireReader&, Reply&) {
   // use of the buffer (it looks its buffers up under the same lock).
   { MutexLock lock(table->mutex); }
   if (!s.ok()) {
-    closing_ = true;
-    end_reason_ = s.message();
+    channel_.end(s.message());
     return s;
   }
   // A standing grant's WAIT_FOR learns that this run's bytes are in place;

@@ -7,20 +7,15 @@
 //                   devices, so a client sends only the id per run.
 // Everything a step names is checked at store time, so a run fails only for
 // what can change between runs: a peer that is gone, bytes that never come.
+// The plans themselves are kept by StoredWork.
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <utility>
 
 #include "rpc/server/session.h"
 
 namespace tensorpc::rpc {
-namespace {
-
-// The largest plan send held to ride with the next (PlanStep::ride_with_next):
-// a larger one is better written at once than copied.
-constexpr uint64_t kMaxRidingSendBytes = 16 << 10;
-
-}  // namespace
 
 Status Session::on_grant_standing(WireReader& in, Reply& out) {
   GrantStandingRequest req;
@@ -51,9 +46,9 @@ Status Session::on_plan_store(WireReader& in, Reply&) {
     const auto refuse = [&](const Status& s) { return Status(s.code(), where + s.message()); };
     switch (f.kind) {
       case PlanStepKind::compute: {
-        if (Status s = check_device(f.device); !s.ok()) return refuse(s);
+        if (Status s = buffers_.check_device(f.device); !s.ok()) return refuse(s);
         const ResolveHandle resolve = [&](uint64_t handle, std::string* why) -> Buffer* {
-          auto entry = find_buffer(handle);
+          auto entry = buffers_.find(handle);
           if (!entry.ok()) {
             *why = "not found (never issued on this connection, or freed)";
             return nullptr;
@@ -72,19 +67,19 @@ Status Session::on_plan_store(WireReader& in, Reply&) {
         break;
       }
       case PlanStepKind::copy: {
-        auto src = find_range(f.src_handle, f.src_offset, f.size, "source");
+        auto src = buffers_.find_range(f.src_handle, f.src_offset, f.size, "source");
         if (!src.ok()) return refuse(src.status());
-        auto dst = find_range(f.dst_handle, f.dst_offset, f.size, "destination");
+        auto dst = buffers_.find_range(f.dst_handle, f.dst_offset, f.size, "destination");
         if (!dst.ok()) return refuse(dst.status());
         plan.handles.push_back(f.src_handle);
         plan.handles.push_back(f.dst_handle);
         break;
       }
       case PlanStepKind::send_to_peer: {
-        auto src = find_range(f.src_handle, f.src_offset, f.size, "source");
+        auto src = buffers_.find_range(f.src_handle, f.src_offset, f.size, "source");
         if (!src.ok()) return refuse(src.status());
         if (f.endpoint.empty()) return refuse(invalid_argument("empty endpoint"));
-        if (Status s = check_peer_allowed(f.endpoint); !s.ok()) return refuse(s);
+        if (Status s = peers_.check_allowed(f.endpoint); !s.ok()) return refuse(s);
         plan.handles.push_back(f.src_handle);
         break;
       }
@@ -105,58 +100,32 @@ Status Session::on_plan_store(WireReader& in, Reply&) {
     return protocol_error("PLAN_STORE request: " + std::to_string(in.remaining()) +
                           " unexpected bytes after the steps");
   }
-  PlanStep* last_compute = nullptr;
-  for (PlanStep& step : plan.steps) {
-    if (step.fields.kind != PlanStepKind::compute) continue;
-    last_compute = &step;
-    const uint32_t d = step.fields.device;
-    if (std::find(plan.compute_devices.begin(), plan.compute_devices.end(), d) == plan.compute_devices.end())
-      plan.compute_devices.push_back(d);
-  }
-  if (last_compute != nullptr) last_compute->last_compute = true;
-  for (size_t i = 0; i + 1 < plan.steps.size(); ++i) {
-    const PlanStepFields& f = plan.steps[i].fields;
-    const PlanStepFields& next = plan.steps[i + 1].fields;
-    plan.steps[i].ride_with_next = f.kind == PlanStepKind::send_to_peer && f.size <= kMaxRidingSendBytes &&
-                                   next.kind == PlanStepKind::send_to_peer && next.endpoint == f.endpoint;
-  }
-  std::sort(plan.handles.begin(), plan.handles.end());
-  plan.handles.erase(std::unique(plan.handles.begin(), plan.handles.end()), plan.handles.end());
-  std::erase_if(plans_, [&](const StoredPlan& p) { return p.id == req.plan_id; });
-  plans_.push_front(std::move(plan));
-  if (plans_.size() > kMaxStoredPlans) plans_.pop_back();
+  work_.store_plan(std::move(plan));
   return Status();
 }
 
 Status Session::on_plan_run(WireReader& in, Reply&) {
   PlanRunRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
-  auto it = std::find_if(plans_.begin(), plans_.end(), [&](const StoredPlan& p) { return p.id == req.plan_id; });
-  if (it == plans_.end()) {
-    return not_found("plan " + std::to_string(req.plan_id) + " not found (never stored on this connection, evicted " +
-                     "— the " + std::to_string(kMaxStoredPlans) + " most recent are kept — or one of its buffers " +
-                     "was freed)");
-  }
-  if (it != plans_.begin()) {
-    StoredPlan p = std::move(*it);
-    plans_.erase(it);
-    plans_.push_front(std::move(p));
-  }
-  StoredPlan& plan = plans_.front();
+  auto stored = work_.use_plan(req.plan_id);
+  if (!stored.ok()) return stored.status();
+  StoredPlan& plan = *stored.value();
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     PlanStep& step = plan.steps[i];
     const PlanStepFields& f = step.fields;
     Status s;
     switch (f.kind) {
       case PlanStepKind::compute:
-        s = compute_on(f.device, step.graph.graph);
+        s = buffers_.compute_on(f.device, step.graph.graph);
         // What follows is a hand-over to another server, or the reply: the
         // cores the devices' threads would spin on belong to that work now.
         if (step.last_compute) {
           for (uint32_t d : plan.compute_devices) env_.devices[d]->expect_idle();
         }
         break;
-      case PlanStepKind::copy: s = copy_range(f.src_handle, f.src_offset, f.dst_handle, f.dst_offset, f.size); break;
+      case PlanStepKind::copy:
+        s = buffers_.copy_range(f.src_handle, f.src_offset, f.dst_handle, f.dst_offset, f.size);
+        break;
       case PlanStepKind::send_to_peer:
         s = send_to_peer(f.src_handle, f.src_offset, f.size, f.endpoint, f.token, /*wait_for_reply=*/false,
                          /*hold=*/step.ride_with_next);
@@ -193,14 +162,6 @@ Status Session::wait_for_arrival(const PlanStepFields& step) {
   }
   a.seen = a.arrived;
   return Status();
-}
-
-void Session::forget_users_of(uint64_t handle) {
-  const auto uses = [handle](const std::vector<uint64_t>& handles) {
-    return std::find(handles.begin(), handles.end(), handle) != handles.end();
-  };
-  std::erase_if(graphs_, [&](const StoredGraph& g) { return uses(g.handles); });
-  std::erase_if(plans_, [&](const StoredPlan& p) { return uses(p.handles); });
 }
 
 }  // namespace tensorpc::rpc

@@ -1,12 +1,14 @@
 // The frames and messages of the wire protocol (docs/protocol.md).
 //
-// One request struct and one reply struct per command, each with its encoder
-// and decoder next to each other. Encoders write the payload (not the frame
-// header); decoders read a whole payload and fail — returning a Status that
-// names the command and the field — on truncation, trailing bytes, or a value
-// out of range. Bulk bytes (SET_TENSOR's and WRITE_GRANTED's data,
-// GET_TENSOR's reply data) are not part of these structs: they travel
-// straight between the socket and the caller's memory, after the fixed fields.
+// One request struct and one reply struct per command, each declared once:
+// its fields in wire order, with their bounds (message_fields.h). From that
+// declaration follow the encoder, which writes the payload (not the frame
+// header), and the decoder, which reads a whole payload and fails — returning
+// a Status that names the command and the field — on truncation, trailing
+// bytes, or a value out of range. Bulk bytes (SET_TENSOR's and
+// WRITE_GRANTED's data, GET_TENSOR's reply data) are not part of these
+// structs: they travel straight between the socket and the caller's memory,
+// after the fixed fields.
 #pragma once
 
 #include <array>
@@ -15,24 +17,24 @@
 #include <string>
 #include <vector>
 
+#include "rpc/wire/message_fields.h"
 #include "rpc/wire/wire.h"
 #include "tensorpc/status.h"
+#include "tensorpc/version.h"
 
 namespace tensorpc::rpc {
 
-inline constexpr uint32_t kVersionMajor = 1;
-// 1.1: server-to-server copies; 1.2: execution plans; 1.3: keys, the SYNC flag;
-// 1.4: one-way SEND_TO_PEER in plans; 1.5: SET_TENSOR_HASHES; 1.6: the top_k op;
-// 1.7: set_rows into a strided (transposed) destination; 1.8: tanh, rope with
-// frequency factors and YaRN
-inline constexpr uint32_t kVersionMinor = 8;
+// The protocol's version, written once in the top CMakeLists.txt (with what
+// each minor version added) and generated into tensorpc/version.h.
+inline constexpr uint32_t kVersionMajor = kProtocolVersionMajor;
+inline constexpr uint32_t kVersionMinor = kProtocolVersionMinor;
 // The first minor version (of major 1) whose servers compute Op::top_k.
 inline constexpr uint32_t kTopKMinor = 6;
 // The first whose servers take set_rows with a strided destination.
 inline constexpr uint32_t kStridedSetRowsMinor = 7;
 // tanh, and rope with frequency factors or YaRN: from 1.8.
 inline constexpr uint32_t kRopeTanhMinor = 8;
-inline constexpr uint32_t kVersionPatch = 0;
+inline constexpr uint32_t kVersionPatch = kProtocolVersionPatch;
 inline constexpr uint32_t kFrameMagic = 0x43505254;  // "TRPC"
 inline constexpr size_t kFrameHeaderSize = 24;
 
@@ -89,6 +91,10 @@ void encode_status(WireWriter& w, const Status& s);
 Status decode_status(WireReader& r);  // returns the decoded status, or a protocol error
 
 // ---- per-command messages ---------------------------------------------------
+// Each struct is declared once: its place on the wire (`wire`) and its fields
+// in wire order (`visit_fields`, in the vocabulary of message_fields.h). The
+// encoder, the decoder and their bounds all follow from that declaration.
+//
 // HELLO's feature bits (1.3). kFeatureKey in a request: the client holds a
 // key and will prove it; in a reply: the server holds one, and its nonce
 // follows the reply's other fields (docs/protocol.md, "Keys").
@@ -99,19 +105,41 @@ using AuthNonce = std::array<uint8_t, kAuthNonceSize>;
 using AuthProof = std::array<uint8_t, kAuthProofSize>;
 
 struct HelloRequest {
+  static constexpr WireMessage wire{Command::hello, Direction::request};
   uint32_t major = kVersionMajor, minor = kVersionMinor, patch = kVersionPatch;
   uint64_t features = 0;
   std::string client;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u32("major", major);
+    v.u32("minor", minor);
+    v.u32("patch", patch);
+    v.u64("features", features);
+    v.str("client", client);
+  }
 };
 // The largest HELLO request: its fixed fields and the longest string.
 inline constexpr size_t kMaxHelloRequestSize = 3 * 4 + 8 + 4 + kMaxWireString;
 struct HelloReply {
+  static constexpr WireMessage wire{Command::hello, Direction::reply};
   uint32_t major = kVersionMajor, minor = kVersionMinor, patch = kVersionPatch;
   uint64_t features = 0;
   std::string server;
-  AuthNonce server_nonce{};  // on the wire only when features has kFeatureKey
+  AuthNonce server_nonce{};
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u32("major", major);
+    v.u32("minor", minor);
+    v.u32("patch", patch);
+    v.u64("features", features);
+    v.str("server", server);
+    v.when((features & kFeatureKey) != 0, [&] { v.bytes("server_nonce", server_nonce); });
+  }
 };
 
+// One element of LIST_DEVICES' reply.
 struct DeviceInfo {
   std::string name;
   std::string description;
@@ -120,68 +148,181 @@ struct DeviceInfo {
   uint64_t total = 0;
   uint64_t alignment = 0;
   uint64_t max_allocation = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.str("name", name);
+    v.str("description", description);
+    v.u32("kind", kind, at_most(2, "not 0 (cpu), 1 (gpu) or 2 (remote)"));
+    v.u64("free", free);
+    v.u64("total", total);
+    v.u64("alignment", alignment);
+    v.u64("max_allocation", max_allocation);
+  }
 };
 struct ListDevicesReply {
+  static constexpr WireMessage wire{Command::list_devices, Direction::reply};
   std::vector<DeviceInfo> devices;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.array("count", devices, {.element = "device"});
+  }
 };
 struct DeviceMemoryRequest {
+  static constexpr WireMessage wire{Command::device_memory, Direction::request};
   uint32_t device = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u32("device", device);
+  }
 };
 struct DeviceMemoryReply {
+  static constexpr WireMessage wire{Command::device_memory, Direction::reply};
   uint64_t free = 0;
   uint64_t total = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u64("free", free);
+    v.u64("total", total);
+  }
 };
 struct BufferAllocRequest {
+  static constexpr WireMessage wire{Command::buffer_alloc, Direction::request};
   uint32_t device = 0;
   uint64_t size = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u32("device", device);
+    v.u64("size", size);
+  }
 };
 struct BufferAllocReply {
+  static constexpr WireMessage wire{Command::buffer_alloc, Direction::reply};
   uint64_t handle = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u64("handle", handle, nonzero("which is never issued"));
+  }
 };
 struct BufferFreeRequest {
+  static constexpr WireMessage wire{Command::buffer_free, Direction::request};
   uint64_t handle = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u64("handle", handle);
+  }
 };
 struct BufferClearRequest {
+  static constexpr WireMessage wire{Command::buffer_clear, Direction::request};
   uint64_t handle = 0;
   uint8_t value = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u64("handle", handle);
+    v.u8("value", value);
+  }
 };
 // Followed on the wire by `size` bytes of data.
 struct SetTensorRequest {
+  static constexpr WireMessage wire{Command::set_tensor, Direction::request, Extent::prefix};
   uint64_t handle = 0;
   uint64_t offset = 0;
   uint64_t size = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u64("handle", handle);
+    v.u64("offset", offset);
+    v.u64("size", size);
+  }
 };
-inline constexpr size_t kSetTensorFixedSize = 24;
+inline constexpr size_t kSetTensorFixedSize = minimum_size_of<SetTensorRequest>();
+static_assert(kSetTensorFixedSize == 24, "the wire layout of SET_TENSOR changed");
+// Also each entry of SET_TENSOR_HASHES.
 struct SetTensorHashRequest {
+  static constexpr WireMessage wire{Command::set_tensor_hash, Direction::request};
   uint64_t handle = 0;
   uint64_t offset = 0;
   uint64_t size = 0;
   std::array<uint8_t, 32> sha256{};
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u64("handle", handle);
+    v.u64("offset", offset);
+    v.u64("size", size);
+    v.bytes("sha256", sha256);
+  }
 };
 struct SetTensorHashReply {
+  static constexpr WireMessage wire{Command::set_tensor_hash, Direction::reply};
   bool found = false;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.boolean("found", found);
+  }
 };
 // Its reply is the status followed by `size` bytes of data.
 struct GetTensorRequest {
+  static constexpr WireMessage wire{Command::get_tensor, Direction::request};
   uint64_t handle = 0;
   uint64_t offset = 0;
   uint64_t size = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u64("handle", handle);
+    v.u64("offset", offset);
+    v.u64("size", size);
+  }
 };
 struct CopyTensorRequest {
+  static constexpr WireMessage wire{Command::copy_tensor, Direction::request};
   uint64_t src_handle = 0;
   uint64_t src_offset = 0;
   uint64_t dst_handle = 0;
   uint64_t dst_offset = 0;
   uint64_t size = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u64("src_handle", src_handle);
+    v.u64("src_offset", src_offset);
+    v.u64("dst_handle", dst_handle);
+    v.u64("dst_offset", dst_offset);
+    v.u64("size", size);
+  }
 };
 // The graph itself follows the fixed fields; see graph_codec.h.
 struct GraphComputeRequest {
+  static constexpr WireMessage wire{Command::graph_compute, Direction::request, Extent::prefix};
   uint32_t device = 0;
   uint64_t graph_id = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u32("device", device);
+    v.u64("graph_id", graph_id);
+  }
 };
 struct GraphRecomputeRequest {
+  static constexpr WireMessage wire{Command::graph_recompute, Direction::request};
   uint32_t device = 0;
   uint64_t graph_id = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u32("device", device);
+    v.u64("graph_id", graph_id);
+  }
 };
 
 // ---- server-to-server copies (1.1) -----------------------------------------
@@ -189,46 +330,104 @@ struct GraphRecomputeRequest {
 // the granting connection's buffers, usable once.
 using GrantToken = std::array<uint8_t, 16>;
 struct GrantWriteRequest {
+  static constexpr WireMessage wire{Command::grant_write, Direction::request};
   uint64_t handle = 0;
   uint64_t offset = 0;
   uint64_t size = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u64("handle", handle);
+    v.u64("offset", offset);
+    v.u64("size", size);
+  }
 };
 struct GrantWriteReply {
+  static constexpr WireMessage wire{Command::grant_write, Direction::reply};
   GrantToken token{};
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.bytes("token", token);
+  }
 };
 // Sent to the source server: write [src_offset, +size) of src_handle into the
 // range `token` grants on the server at `endpoint`.
 struct CopyToPeerRequest {
+  static constexpr WireMessage wire{Command::copy_to_peer, Direction::request};
   uint64_t src_handle = 0;
   uint64_t src_offset = 0;
   uint64_t size = 0;
   std::string endpoint;
   GrantToken token{};
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u64("src_handle", src_handle);
+    v.u64("src_offset", src_offset);
+    v.u64("size", size);
+    v.str("endpoint", endpoint);
+    v.bytes("token", token);
+  }
 };
 // Sent by a source server to the destination; followed by `size` bytes.
 struct WriteGrantedRequest {
+  static constexpr WireMessage wire{Command::write_granted, Direction::request, Extent::prefix};
   GrantToken token{};
   uint64_t size = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.bytes("token", token);
+    v.u64("size", size);
+  }
 };
-inline constexpr size_t kWriteGrantedFixedSize = 24;
+inline constexpr size_t kWriteGrantedFixedSize = minimum_size_of<WriteGrantedRequest>();
+static_assert(kWriteGrantedFixedSize == 24, "the wire layout of WRITE_GRANTED changed");
 
 // ---- execution plans (1.2) ----------------------------------------------------
 // A standing grant: like GRANT_WRITE's, but reusable until the granting
 // connection ends; each write under it counts as one arrival (WAIT_FOR).
 struct GrantStandingRequest {
+  static constexpr WireMessage wire{Command::grant_standing, Direction::request};
   uint64_t handle = 0;
   uint64_t offset = 0;
   uint64_t size = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u64("handle", handle);
+    v.u64("offset", offset);
+    v.u64("size", size);
+  }
 };
 struct GrantStandingReply {
+  static constexpr WireMessage wire{Command::grant_standing, Direction::reply};
   GrantToken token{};
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.bytes("token", token);
+  }
 };
 // The steps follow the fixed fields; see plan_codec.h.
 struct PlanStoreRequest {
+  static constexpr WireMessage wire{Command::plan_store, Direction::request, Extent::prefix};
   uint64_t plan_id = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u64("plan_id", plan_id);
+  }
 };
 struct PlanRunRequest {
+  static constexpr WireMessage wire{Command::plan_run, Direction::request};
   uint64_t plan_id = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u64("plan_id", plan_id);
+  }
 };
 
 // ---- batched weights-cache lookups (1.5) --------------------------------------
@@ -238,62 +437,90 @@ struct PlanRunRequest {
 inline constexpr uint32_t kMaxHashEntries = 4096;
 // The first minor version (of major 1) whose servers take SET_TENSOR_HASHES.
 inline constexpr uint32_t kSetTensorHashesMinor = 5;
-inline constexpr size_t kHashEntrySize = 3 * 8 + 32;
+inline constexpr size_t kHashEntrySize = minimum_size_of<SetTensorHashRequest>();
+static_assert(kHashEntrySize == 3 * 8 + 32, "the wire layout of SET_TENSOR_HASH changed");
 struct SetTensorHashesRequest {
+  static constexpr WireMessage wire{Command::set_tensor_hashes, Direction::request};
   std::vector<SetTensorHashRequest> entries;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.array("count", entries, {.max = kMaxHashEntries, .element = "entry"});
+  }
 };
-// found[i]: entry i's bytes were in the cache and have been written. On the
-// wire: u32 count, then a bitmap of (count + 7) / 8 bytes, entry i in bit
-// i % 8 of byte i / 8, the unused high bits of the last byte 0.
+// found[i]: entry i's bytes were in the cache and have been written.
 struct SetTensorHashesReply {
+  static constexpr WireMessage wire{Command::set_tensor_hashes, Direction::reply};
   std::vector<bool> found;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.bitmap("count", "found", found, {.max = kMaxHashEntries, .element = "entry"});
+  }
 };
 
 // ---- keys (1.3) ---------------------------------------------------------------
 // The client's half of the handshake, after a HELLO reply with kFeatureKey.
 struct AuthRequest {
+  static constexpr WireMessage wire{Command::auth, Direction::request};
   AuthNonce client_nonce{};
   AuthProof client_proof{};
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.bytes("client_nonce", client_nonce);
+    v.bytes("client_proof", client_proof);
+  }
 };
 // Sent only when the client's proof was right.
 struct AuthReply {
+  static constexpr WireMessage wire{Command::auth, Direction::reply};
   AuthProof server_proof{};
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.bytes("server_proof", server_proof);
+  }
 };
 
-// encode_X writes the message's fields; decode_X reads exactly them from a
-// whole payload (or, for SET_TENSOR, GRAPH_COMPUTE and WRITE_GRANTED, its leading
-// fixed part)
-#define TENSORPC_RPC_MESSAGE(Type)           \
+// Every message, for code that treats them all alike: X(Type) for each.
+#define TENSORPC_RPC_MESSAGES(X) \
+  X(HelloRequest)                \
+  X(HelloReply)                  \
+  X(ListDevicesReply)            \
+  X(DeviceMemoryRequest)         \
+  X(DeviceMemoryReply)           \
+  X(BufferAllocRequest)          \
+  X(BufferAllocReply)            \
+  X(BufferFreeRequest)           \
+  X(BufferClearRequest)          \
+  X(SetTensorRequest)            \
+  X(SetTensorHashRequest)        \
+  X(SetTensorHashReply)          \
+  X(GetTensorRequest)            \
+  X(CopyTensorRequest)           \
+  X(GraphComputeRequest)         \
+  X(GraphRecomputeRequest)       \
+  X(GrantWriteRequest)           \
+  X(GrantWriteReply)             \
+  X(CopyToPeerRequest)           \
+  X(WriteGrantedRequest)         \
+  X(GrantStandingRequest)        \
+  X(GrantStandingReply)          \
+  X(PlanStoreRequest)            \
+  X(PlanRunRequest)              \
+  X(AuthRequest)                 \
+  X(AuthReply)                   \
+  X(SetTensorHashesRequest)      \
+  X(SetTensorHashesReply)
+
+// encode writes the message's fields; decode reads exactly them from a whole
+// payload (or, for a message whose wire.extent is prefix, its leading fixed
+// part), failing with a Status that names the message and the first bad field.
+#define TENSORPC_RPC_DECLARE_CODEC(Type)     \
   void encode(WireWriter& w, const Type& m); \
   Status decode(WireReader& r, Type& m);
-TENSORPC_RPC_MESSAGE(HelloRequest)
-TENSORPC_RPC_MESSAGE(HelloReply)
-TENSORPC_RPC_MESSAGE(ListDevicesReply)
-TENSORPC_RPC_MESSAGE(DeviceMemoryRequest)
-TENSORPC_RPC_MESSAGE(DeviceMemoryReply)
-TENSORPC_RPC_MESSAGE(BufferAllocRequest)
-TENSORPC_RPC_MESSAGE(BufferAllocReply)
-TENSORPC_RPC_MESSAGE(BufferFreeRequest)
-TENSORPC_RPC_MESSAGE(BufferClearRequest)
-TENSORPC_RPC_MESSAGE(SetTensorRequest)
-TENSORPC_RPC_MESSAGE(SetTensorHashRequest)
-TENSORPC_RPC_MESSAGE(SetTensorHashReply)
-TENSORPC_RPC_MESSAGE(GetTensorRequest)
-TENSORPC_RPC_MESSAGE(CopyTensorRequest)
-TENSORPC_RPC_MESSAGE(GraphComputeRequest)
-TENSORPC_RPC_MESSAGE(GraphRecomputeRequest)
-TENSORPC_RPC_MESSAGE(GrantWriteRequest)
-TENSORPC_RPC_MESSAGE(GrantWriteReply)
-TENSORPC_RPC_MESSAGE(CopyToPeerRequest)
-TENSORPC_RPC_MESSAGE(WriteGrantedRequest)
-TENSORPC_RPC_MESSAGE(GrantStandingRequest)
-TENSORPC_RPC_MESSAGE(GrantStandingReply)
-TENSORPC_RPC_MESSAGE(PlanStoreRequest)
-TENSORPC_RPC_MESSAGE(PlanRunRequest)
-TENSORPC_RPC_MESSAGE(AuthRequest)
-TENSORPC_RPC_MESSAGE(AuthReply)
-TENSORPC_RPC_MESSAGE(SetTensorHashesRequest)
-TENSORPC_RPC_MESSAGE(SetTensorHashesReply)
-#undef TENSORPC_RPC_MESSAGE
+TENSORPC_RPC_MESSAGES(TENSORPC_RPC_DECLARE_CODEC)
+#undef TENSORPC_RPC_DECLARE_CODEC
 
 }  // namespace tensorpc::rpc

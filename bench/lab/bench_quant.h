@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "tensorpc/bench_model.h"
-#include "tensorpc/bench_report.h"
+#include "lab/bench_model.h"
+#include "lab/bench_report.h"
 
 namespace tensorpc::tools {
 

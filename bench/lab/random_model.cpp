@@ -1,7 +1,7 @@
 // Random models of every architecture (random_model.h). The weights are scaled like an
 // initialised network (std 1/sqrt(fan_in)) so activations stay in range and
 // greedy decoding does not collapse to one token at once.
-#include "tensorpc/random_model.h"
+#include "lab/random_model.h"
 
 #include <cmath>
 #include <random>

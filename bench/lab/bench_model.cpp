@@ -1,5 +1,5 @@
 // Model figures of `tensorpc bench` (bench_model.h).
-#include "tensorpc/bench_model.h"
+#include "lab/bench_model.h"
 
 #include <stdlib.h>
 
@@ -10,10 +10,10 @@
 #include <optional>
 #include <utility>
 
-#include "tensorpc/bench_measure.h"
+#include "lab/bench_measure.h"
+#include "lab/random_model.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/generation.h"
-#include "tensorpc/random_model.h"
 #include "tensorpc/rpc_client.h"
 
 namespace tensorpc::tools {

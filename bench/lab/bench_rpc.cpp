@@ -1,14 +1,14 @@
 // RPC figures of `tensorpc bench` (bench_rpc.h).
-#include "tensorpc/bench_rpc.h"
+#include "lab/bench_rpc.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 
-#include "rpc/transport/connection.h"
+#include "lab/bench_measure.h"
 #include "rpc/client/remote_buffer.h"
-#include "tensorpc/bench_measure.h"
+#include "rpc/transport/connection.h"
 #include "tensorpc/certs.h"
 #include "tensorpc/context.h"
 #include "tensorpc/rpc_client.h"

@@ -1,6 +1,6 @@
 // Timing, loopback servers and raw TCP baselines of `tensorpc bench`
 // (bench_measure.h).
-#include "tensorpc/bench_measure.h"
+#include "lab/bench_measure.h"
 
 #include <sys/socket.h>
 

@@ -1,5 +1,5 @@
 // Table, JSON and SVG of `tensorpc bench` figures (bench_report.h).
-#include "tensorpc/bench_report.h"
+#include "lab/bench_report.h"
 
 #include <algorithm>
 #include <cmath>

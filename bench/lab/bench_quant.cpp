@@ -1,5 +1,5 @@
 // Quantized-model figures of `tensorpc bench` (bench_quant.h).
-#include "tensorpc/bench_quant.h"
+#include "lab/bench_quant.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -7,11 +7,10 @@
 #include <optional>
 #include <thread>
 
+#include "lab/bench_measure.h"
+#include "lab/random_model.h"
 #include "model/gguf.h"
 #include "model/quantize_model.h"
-
-#include "tensorpc/bench_measure.h"
-#include "tensorpc/random_model.h"
 
 namespace tensorpc::tools {
 namespace {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tensorpc/bench_report.h"
+#include "lab/bench_report.h"
 #include "tensorpc/status.h"
 
 namespace tensorpc::tools {

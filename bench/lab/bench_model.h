@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "lab/bench_report.h"
+#include "lab/link_proxy.h"
 #include "model/llama_model.h"
-#include "tensorpc/bench_report.h"
 #include "tensorpc/dtype.h"
-#include "tensorpc/link_proxy.h"
 #include "tensorpc/server.h"
 #include "tensorpc/status.h"
 

@@ -1,7 +1,7 @@
 // LinkProxy (link_proxy.h): accept loop, and per connection and direction a
 // reader that stamps chunks with their arrival time across the link and a
 // writer that delivers them at that time.
-#include "tensorpc/link_proxy.h"
+#include "lab/link_proxy.h"
 
 #include <sys/prctl.h>
 #include <sys/socket.h>

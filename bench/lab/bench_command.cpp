@@ -1,6 +1,6 @@
-// `tensorpc bench` (bench.h): the defaults of a full and a quick run, the
+// `tensorpc bench` (bench_command.h): the defaults of a full and a quick run, the
 // sections in order, and the outputs.
-#include "tensorpc/bench.h"
+#include "lab/bench_command.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -11,11 +11,11 @@
 
 #include "awake_cores.h"
 #include "cli_checks.h"
-#include "device_spec.h"
 #include "core/log.h"
+#include "device_spec.h"
+#include "lab/bench_quant.h"
+#include "lab/bench_rpc.h"
 #include "model/quantize_mix.h"
-#include "tensorpc/bench_quant.h"
-#include "tensorpc/bench_rpc.h"
 #include "tensorpc/demo.h"
 
 namespace tensorpc::tools {

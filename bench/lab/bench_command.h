@@ -3,6 +3,10 @@
 // local CPU, the path relayed through the client, the cold load), as the
 // median of several repetitions; see docs/performance.md for what each one
 // means and its target.
+//
+// The command lives with the rest of the bench lab (tensorpc_bench_lab):
+// tools/tensorpc/main.cpp only registers it, and no other command of the
+// `tensorpc` tool links the lab.
 #pragma once
 
 #include <chrono>
@@ -11,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "tensorpc/bench_model.h"
-#include "tensorpc/bench_report.h"
-#include "tensorpc/link_proxy.h"
+#include "lab/bench_model.h"
+#include "lab/bench_report.h"
+#include "lab/link_proxy.h"
 
 namespace CLI {
 class App;
@@ -30,7 +34,7 @@ struct BenchOptions {
   std::string json_path{};                            // --json: every figure as JSON
   std::string plot_path{};                            // --plot: an SVG chart of the figures against their targets
   std::string awake_cores{};                          // --awake-cores: the CPU latency file to hold (awake_cores.h)
-  // Empty: the defaults of the mode (see bench.cpp). Tests give small ones.
+  // Empty: the defaults of the mode (see bench_command.cpp). Tests give small ones.
   std::vector<uint64_t> sizes{};          // set/get sizes, bytes
   uint64_t handover_bytes = 0;            // 0: 64 MiB (quick: 16 MiB)
   int round_trips = 0;                    // per repetition; 0: 5000 (quick: 2000)

@@ -1,0 +1,151 @@
+// tensorpc::Model: a GGUF language model (llama, qwen2, qwen3, phi3, gemma,
+// gemma2) opened for inference on the local CPU, on the devices of
+// tensorpc servers, or spread over both — what a program needs to run a model
+// without reaching into the library's parts.
+//
+//   tensorpc::ModelOptions options;
+//   options.path = "models/kjv-tiny.gguf";
+//   options.servers = {"10.0.0.2:50052"};  // optional: every device of each
+//   auto model = tensorpc::Model::open(options);
+//   if (!model.ok()) { /* model.status().to_string() names the file and why */ }
+//   auto text = model.value().generate("In the beginning", {}, [](std::string_view piece, int32_t) {
+//     std::fwrite(piece.data(), 1, piece.size(), stdout);
+//     return true;  // false stops after this token
+//   });
+//
+// open() reads the file, connects to the servers, gives each device a
+// contiguous run of layers (in proportion to `split`, else to free memory)
+// and uploads the weights — the same steps, with the same options, as
+// `tensorpc run -m PATH --rpc … -t … -c …`.
+//
+// Ownership: a Model owns the opened file, the connections to its servers
+// and the buffers on every device; destroying it frees them (and the servers
+// free what its connections allocated). It is move-only; a moved-from Model
+// may only be destroyed or assigned to. One thread at a time
+// may tokenize, detokenize and generate; cancel() may be called from any
+// thread while another generates.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensorpc/rpc_client.h"
+#include "tensorpc/status.h"
+
+namespace tensorpc {
+
+// What Model::open takes: the file, and where the model runs.
+struct ModelOptions {
+  std::string path;                  // the GGUF file
+  std::vector<std::string> servers;  // "host:port" of tensorpc servers; all their devices are used, in order
+  RemoteOptions remote;              // the servers' key and TLS CA; default: TENSORPC_KEY_FILE, TENSORPC_TLS_CA
+  bool use_local_cpu = true;         // the local CPU first in the device list; false needs servers
+  int threads = 0;                   // threads of the local CPU; 0: every core
+  std::vector<double> split;         // layers per device in proportion, one ratio per device; empty: by free memory
+  int64_t context_size = 0;          // positions of the KV cache; 0: the model's context, at most 2048
+  // Called as the weights are uploaded: bytes done, bytes in all, and the
+  // device they went to. May be empty.
+  std::function<void(uint64_t done, uint64_t total, const std::string& device)> on_progress;
+};
+
+// How the next token is picked (the defaults of `tensorpc run`). The chain:
+// repeat penalty over the last repeat_last_n tokens, then greedy when
+// temperature is 0, else top-k, temperature, top-p, min-p and a draw.
+struct SamplingOptions {
+  float temperature = 0.8f;     // >= 0; 0: greedy (the most likely token)
+  int top_k = 40;               // >= 0; 0: off
+  float top_p = 0.95f;          // in (0, 1]; 1: off
+  float min_p = 0.05f;          // in [0, 1]; 0: off
+  float repeat_penalty = 1.0f;  // > 0; 1: off
+  int repeat_last_n = 64;       // >= 0; 0: off
+  uint64_t seed = 0;            // the same seed gives the same tokens
+};
+
+struct GenerationOptions {
+  int max_tokens = 64;  // tokens to generate at most (>= 1)
+  SamplingOptions sampling;
+  bool stop_at_end = true;  // stop at the end of the text (EOS, or an end-of-turn token)
+  bool special = false;     // the prompt may spell control tokens ("<s>"), and generated ones print
+};
+
+// Why a generation ended.
+enum class FinishReason {
+  max_tokens,    // GenerationOptions::max_tokens were generated
+  end_of_text,   // the model ended the text (that token is in `tokens`, not in `text`)
+  context_full,  // the next token would not fit in the context
+  stopped,       // the token callback returned false
+  cancelled,     // Model::cancel() was called
+};
+
+struct Generation {
+  std::string text;             // the generated text (the prompt not included)
+  std::vector<int32_t> tokens;  // the generated token ids
+  FinishReason finish = FinishReason::max_tokens;
+  int64_t prompt_tokens = 0;  // tokens of the prompt, BOS included
+  double prompt_seconds = 0;  // evaluating the prompt, through the first token
+  double decode_seconds = 0;  // the rest
+};
+
+// Called once for each generated token that does not end the text, with its
+// id and the text it completes — empty while a character is incomplete, so
+// the pieces join to valid UTF-8. Returning false stops after that token.
+// A last call with token -1 may follow, carrying bytes still held back at
+// the end (an incomplete character); its return value is ignored.
+using TokenCallback = std::function<bool(std::string_view piece, int32_t token)>;
+
+// What the model is and where it runs.
+struct ModelInfo {
+  std::string architecture;  // "llama", "qwen2", …
+  int64_t layers = 0;
+  int64_t embedding_size = 0;
+  int64_t vocabulary_size = 0;
+  int64_t context_size = 0;     // positions of the KV cache (ModelOptions::context_size, resolved)
+  int64_t trained_context = 0;  // the context the model was trained for; 0: not given
+  uint64_t parameters = 0;
+  std::vector<std::string> devices;  // device names, in placement order
+  std::string placement;             // a table: device, layers, weight bytes, KV-cache bytes
+};
+
+class Model {
+ public:
+  // Opens options.path and places it on the devices. Errors name the file
+  // and what is wrong with it, the server that could not be reached, or the
+  // device that lacked room.
+  static StatusOr<Model> open(const ModelOptions& options);
+
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
+
+  // The tokens of `text`; add_special puts BOS (and whatever the model adds)
+  // around it; parse_special reads text that spells a control token as that
+  // token (otherwise it is ordinary text).
+  std::vector<int32_t> tokenize(std::string_view text, bool add_special = true, bool parse_special = false) const;
+  // The text of `tokens` as one sequence (a leading BOS and the space the
+  // tokenizer prefixed are dropped); control tokens show only with `special`.
+  // An id outside the vocabulary is invalid_argument.
+  StatusOr<std::string> detokenize(std::span<const int32_t> tokens, bool special = false) const;
+
+  // Continues `prompt`, handing each token to `on_token` (may be empty) as
+  // it is generated. Each call starts a new sequence. A cancelled or stopped
+  // generation is not an error: its result says so and holds what came.
+  StatusOr<Generation> generate(std::string_view prompt, const GenerationOptions& options = {},
+                                const TokenCallback& on_token = {});
+  // Ends the generation in progress, if any, before its next token; the one
+  // after it runs normally. Safe from any thread.
+  void cancel();
+
+  ModelInfo info() const;
+
+ private:
+  struct State;
+  explicit Model(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tensorpc

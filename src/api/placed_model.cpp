@@ -1,0 +1,29 @@
+// Connecting and placing a model (placed_model.h).
+#include "api/placed_model.h"
+
+namespace tensorpc {
+
+StatusOr<PlacedModel> place_model(std::unique_ptr<LlamaModel> model, const PlaceOptions& options,
+                                  const PlaceFunction& place) {
+  PlacedModel p;
+  p.model = std::move(model);
+  auto devices = DeviceSet::connect(options.use_local, options.threads, options.endpoints, options.remote);
+  if (!devices.ok()) return devices.status();
+  p.devices = std::move(devices).value();
+  const std::vector<Device*> list = p.devices.devices();
+  if (!options.split.empty() && options.split.size() != list.size()) {
+    std::string names;
+    for (Device* d : list) {
+      names += ' ';
+      names += d->name();
+    }
+    return invalid_argument("--split gives " + std::to_string(options.split.size()) + " ratios for " +
+                            std::to_string(list.size()) + " devices (in order:" + names + ")");
+  }
+  auto placement = place(*p.model, p.devices);
+  if (!placement.ok()) return placement.status();
+  p.placement = std::move(placement).value();
+  return p;
+}
+
+}  // namespace tensorpc

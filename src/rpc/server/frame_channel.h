@@ -1,0 +1,102 @@
+// FrameChannel: the server's end of one client connection, as frames.
+//
+// It owns the socket and everything about the frame being served: its
+// header, its payload (read whole, or streamed by the handler that asked for
+// it), draining what must be skipped so the next frame is found, and the
+// reply. It also keeps whether the connection is to close after this frame,
+// and why it ended, for the session's last log line.
+//
+// Only the session's own thread uses it, except shutdown(), which another
+// thread may call to wake a blocked read (Server::stop); the socket's mutex
+// orders that against the close at the end of the session.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/thread_annotations.h"
+#include "rpc/transport/socket.h"
+#include "rpc/transport/tls.h"
+#include "rpc/wire/digest.h"
+#include "rpc/wire/messages.h"
+
+namespace tensorpc::rpc {
+
+// A protocol violation: the refusal of a malformed or misplaced request.
+Status protocol_error(std::string msg);
+
+// What a handler returns besides its status: reply fields, and bulk bytes
+// sent after them without copying (GET_TENSOR).
+struct FrameReply {
+  WireWriter fields;
+  std::span<const uint8_t> bulk;
+  std::vector<uint8_t> bulk_storage;  // when the bytes are not host-addressable
+};
+
+class FrameChannel {
+ public:
+  // `who` names the session in log lines ("session 7").
+  FrameChannel(Socket socket, std::string who, std::chrono::milliseconds io_timeout);
+  FrameChannel(const FrameChannel&) = delete;
+  FrameChannel& operator=(const FrameChannel&) = delete;
+
+  const std::string& peer() const { return peer_; }  // the client's address
+  // The TLS handshake that starts every connection of a TLS server, bounded
+  // by `timeout`; on failure the connection is closed after a short drain.
+  Status start_tls(const TlsContext& ctx, std::chrono::milliseconds timeout);
+  // From another thread: wakes a blocked read, so the session ends soon.
+  void shutdown();
+  // At the session's end.
+  void close();
+
+  // Reads the next frame's header; false when the connection has ended (its
+  // reason recorded). `may_idle`: the wait for the frame's first byte is not
+  // bounded by the I/O timeout (an admitted client may idle).
+  bool next_frame(bool may_idle);
+  const FrameHeader& current() const { return current_; }
+  // Reads the current frame's whole payload (payload()).
+  Status read_payload();
+  std::span<const uint8_t> payload() const { return payload_; }
+  // Reads and discards `length` payload bytes.
+  Status drain(uint64_t length);
+  // Reads and discards `n` payload bytes, then returns `why`; a failure to
+  // read ends the connection.
+  Status fail_draining(uint64_t n, Status why);
+  // Reads the fixed fields that lead a streamed payload (SET_TENSOR,
+  // WRITE_GRANTED) and checks exactly req.size bytes of data follow; on a
+  // mismatch the rest of the payload is drained so the next frame is found.
+  template <typename Request>
+  Status read_streamed_fields(const char* command, size_t fixed_size, Request& req);
+  // Receives `size` payload bytes into dst, hashing them as they come when
+  // `hasher` is set.
+  Status receive(uint8_t* dst, uint64_t size, Sha256Hasher* hasher);
+  // The reply to the current frame: the status, then (when ok) the reply's
+  // fields and bulk bytes.
+  Status send_reply(const Status& status, const FrameReply& reply);
+  // Done with the current frame: a huge payload's memory is given back.
+  void end_frame();
+
+  // The connection closes after this frame's reply.
+  void close_after_reply() { closing_ = true; }
+  // The connection closes after this frame, for `reason`.
+  void end(std::string reason);
+  // When the connection is closing and its end has no reason yet, `reason`.
+  void explain_end(const std::string& reason);
+  bool closing() const { return closing_; }
+  const std::string& end_reason() const { return end_reason_; }
+
+ private:
+  Socket socket_;
+  Mutex socket_mutex_;  // shutdown() from another thread vs. the close at the session's end
+  const std::string who_;
+  const std::string peer_;
+  FrameHeader current_;  // the frame being served
+  std::vector<uint8_t> payload_;
+  bool closing_ = false;  // end the connection after this frame's reply
+  std::string end_reason_ = "connection closed by peer";
+};
+
+}  // namespace tensorpc::rpc

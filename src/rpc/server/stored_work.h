@@ -1,0 +1,73 @@
+// StoredWork: the graphs and execution plans one session keeps to run again.
+//
+// GRAPH_COMPUTE stores its graph under the client's graph_id, so that
+// GRAPH_RECOMPUTE sends only the id; PLAN_STORE stores a plan's steps, which
+// PLAN_RUN runs by id. Each kind keeps its 16 most recently used; storing one
+// more evicts the one unused the longest. Both point into the session's
+// buffers, so freeing a buffer forgets every graph and plan that uses it: a
+// stale one could never run safely again. What is stored here was checked
+// when it was stored; only the session's own thread uses it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "rpc/wire/graph_codec.h"
+#include "rpc/wire/plan_codec.h"
+
+namespace tensorpc::rpc {
+
+inline constexpr size_t kMaxStoredGraphs = 16;
+inline constexpr size_t kMaxStoredPlans = 16;
+
+struct StoredGraph {
+  uint64_t id = 0;
+  uint32_t device = 0;
+  DecodedGraph graph;
+  std::vector<uint64_t> handles;  // buffers it uses: freeing one forgets the graph
+};
+
+struct PlanStep {
+  PlanStepFields fields;
+  DecodedGraph graph;  // COMPUTE only
+  // COMPUTE only: the plan's last; after it, no device needs its threads
+  // kept awake for the plan (Device::expect_idle).
+  bool last_compute = false;
+  // SEND_TO_PEER only: the next step sends to the same peer and this send
+  // is small (16 KiB at most), so its frame is held and goes out in front
+  // of the next, in one write: the receiver wakes once for the lot
+  // (Connection::send_one_way_later).
+  bool ride_with_next = false;
+};
+
+struct StoredPlan {
+  uint64_t id = 0;
+  std::vector<PlanStep> steps;
+  std::vector<uint64_t> handles;          // buffers it uses: freeing one forgets the plan
+  std::vector<uint32_t> compute_devices;  // each device a step computes on, once
+};
+
+class StoredWork {
+ public:
+  // Keeps `graph` (replacing one of the same id) as the most recently used;
+  // the graph now stored.
+  StoredGraph& store_graph(StoredGraph graph);
+  // The graph stored under `id` for `device`, now the most recently used.
+  StatusOr<StoredGraph*> use_graph(uint64_t id, uint32_t device);
+  // Keeps `plan` (its steps checked; replacing one of the same id) as the
+  // most recently used, after working out what its steps' checks left open:
+  // its last compute, its devices, the sends that ride with the next.
+  void store_plan(StoredPlan plan);
+  // The plan stored under `id`, now the most recently used.
+  StatusOr<StoredPlan*> use_plan(uint64_t id);
+  // Drops the graphs and plans that name `handle` (being freed).
+  void forget_users_of(uint64_t handle);
+  void clear();
+
+ private:
+  std::deque<StoredGraph> graphs_;  // most recently used first
+  std::deque<StoredPlan> plans_;    // most recently used first
+};
+
+}  // namespace tensorpc::rpc
