@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
               "of mem", "RT/token", "bytes/token");
   for (const Row& r : rows) {
     std::printf("%-28s %-40s %9.1f %8.2f %12.2f %8.0f%% %10.1f %12s\n", r.model.c_str(), r.config.c_str(), r.tps,
-                r.ratio, r.weight_gbs, 100.0 * r.weight_gbs / mem, r.round_trips, human_bytes(r.client_bytes).c_str());
+                r.ratio, r.weight_gbs, 100.0 * r.weight_gbs / mem, r.round_trips, format_bytes(r.client_bytes).c_str());
   }
   return 0;
 }

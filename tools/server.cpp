@@ -19,24 +19,15 @@
 #include "awake_cores.h"
 #include "cli_checks.h"
 #include "device_spec.h"
+#include "core/format.h"
 #include "rpc/transport/socket.h"
 #include "tensorpc/key.h"
 #include "tensorpc/version.h"
 
 namespace {
 
+using tensorpc::format_bytes;
 using tensorpc::tools::parse_byte_count;
-
-std::string format_bytes(uint64_t b) {
-  char s[32];
-  const double gib = 1024.0 * 1024 * 1024;
-  if (b >= gib) {
-    std::snprintf(s, sizeof s, "%.1f GiB", static_cast<double>(b) / gib);
-  } else {
-    std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(b) / (1024.0 * 1024));
-  }
-  return s;
-}
 
 std::string format_seconds(std::chrono::milliseconds t) {
   char s[32];

@@ -79,8 +79,8 @@ std::string Figure::target_text() const {
 }
 
 std::string format_value(double value, const std::string& unit) {
-  if (unit == "B") return human_bytes(value);
-  if (unit == "B/token") return human_bytes(value) + "/token";
+  if (unit == "B") return format_bytes(value);
+  if (unit == "B/token") return format_bytes(value) + "/token";
   const char* format = std::fabs(value) >= 100 ? "%.1f" : std::fabs(value) >= 10 ? "%.2f" : "%.3g";
   return printf_string(format, value) + " " + unit;
 }

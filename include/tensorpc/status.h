@@ -53,6 +53,7 @@ inline Status out_of_memory(std::string msg) { return {StatusCode::out_of_memory
 inline Status not_found(std::string msg) { return {StatusCode::not_found, std::move(msg)}; }
 inline Status unsupported(std::string msg) { return {StatusCode::unsupported, std::move(msg)}; }
 inline Status io_error(std::string msg) { return {StatusCode::io_error, std::move(msg)}; }
+inline Status protocol_error(std::string msg) { return {StatusCode::protocol_error, std::move(msg)}; }
 inline Status internal_error(std::string msg) { return {StatusCode::internal, std::move(msg)}; }
 
 // The exception form of a failed Status, thrown by graph building and by

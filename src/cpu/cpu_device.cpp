@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "core/format.h"
 #include "cpu/barrier.h"
 #include "cpu/barrier_plan.h"
 #include "cpu/host_memory.h"
@@ -39,19 +40,6 @@ MemoryInfo host_memory() {
     }
   }
   return info;
-}
-
-std::string format_bytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
 }
 
 // The Status for a kernel that threw while computing node.

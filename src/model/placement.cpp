@@ -6,20 +6,11 @@
 #include <cstdio>
 #include <numeric>
 
+#include "core/format.h"
 #include "model/gguf_tensors.h"
 
 namespace tensorpc {
 namespace {
-
-std::string human(uint64_t bytes) {
-  char buf[32];
-  if (bytes >= (uint64_t{1} << 30)) {
-    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  }
-  return buf;
-}
 
 uint64_t aligned(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
@@ -156,8 +147,8 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
     }
     const uint64_t free = memory.value().free;
     if (need > free) {
-      return out_of_memory("placement: " + devices[d]->name() + " needs " + human(need) + " for its " +
-                           std::to_string(counts[d]) + " layers, and has " + human(free) + " free");
+      return out_of_memory("placement: " + devices[d]->name() + " needs " + format_bytes(need) + " for its " +
+                           std::to_string(counts[d]) + " layers, and has " + format_bytes(free) + " free");
     }
   }
   p->weight_buffers_.resize(nd);
@@ -222,7 +213,7 @@ std::string ModelPlacement::table() const {
     }
     const std::string layers = first < 0 ? "-" : std::to_string(first) + "-" + std::to_string(last);
     std::snprintf(line, sizeof line, "%-32s %-10s %12s %12s\n", devices_[d]->name().c_str(), layers.c_str(),
-                  human(device_weights_[d]).c_str(), human(device_cache_[d]).c_str());
+                  format_bytes(device_weights_[d]).c_str(), format_bytes(device_cache_[d]).c_str());
     out += line;
   }
   return out;

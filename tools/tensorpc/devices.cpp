@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "core/format.h"
 #include "rpc/client/remote_device.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/key.h"
@@ -17,17 +18,6 @@ namespace {
 struct Row {
   std::string name, kind, free, total, endpoint;
 };
-
-std::string human_bytes(uint64_t b) {
-  const double gib = static_cast<double>(b) / (1024.0 * 1024 * 1024);
-  char s[32];
-  if (gib >= 1) {
-    std::snprintf(s, sizeof s, "%.1f GiB", gib);
-  } else {
-    std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(b) / (1024.0 * 1024));
-  }
-  return s;
-}
 
 const char* kind_name(uint32_t kind) {
   return kind <= static_cast<uint32_t>(DeviceKind::remote) ? to_string(static_cast<DeviceKind>(kind)) : "?";
@@ -81,7 +71,7 @@ int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* o
     CpuDevice cpu(CpuDeviceOptions{.threads = 1});  // one thread: only its memory is read
     const MemoryInfo mem = cpu.memory().value();  // a CPU device always knows
     rows.push_back(
-        {"cpu", kind_name(static_cast<uint32_t>(cpu.kind())), human_bytes(mem.free), human_bytes(mem.total), "local"});
+        {"cpu", kind_name(static_cast<uint32_t>(cpu.kind())), format_bytes(mem.free), format_bytes(mem.total), "local"});
   }
   int exit_code = 0;
   for (const std::string& endpoint : split_endpoints(endpoints)) {
@@ -93,7 +83,7 @@ int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* o
       continue;
     }
     for (const rpc::DeviceInfo& d : devices.value()) {
-      rows.push_back({endpoint + "/" + d.name, kind_name(d.kind), human_bytes(d.free), human_bytes(d.total), endpoint});
+      rows.push_back({endpoint + "/" + d.name, kind_name(d.kind), format_bytes(d.free), format_bytes(d.total), endpoint});
     }
   }
   size_t width[4] = {0, 0, 0, 0};

@@ -23,20 +23,6 @@ uint64_t bytes_sent_to(const std::vector<std::string>& endpoints) {
 
 }  // namespace
 
-std::string human_bytes(double bytes) {
-  char s[32];
-  if (bytes >= 1024.0 * 1024 * 1024) {
-    std::snprintf(s, sizeof s, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-  } else if (bytes >= 1024.0 * 1024) {
-    std::snprintf(s, sizeof s, "%.1f MiB", bytes / (1024.0 * 1024));
-  } else if (bytes >= 1024.0) {
-    std::snprintf(s, sizeof s, "%.1f KiB", bytes / 1024.0);
-  } else {
-    std::snprintf(s, sizeof s, "%.0f B", bytes);
-  }
-  return s;
-}
-
 StatusOr<std::vector<double>> parse_split(std::string_view text) {
   auto bad = [&](const std::string& why) {
     return invalid_argument("--split '" + std::string(text) + "': " + why + " (expected ratios such as 1,1,2)");
@@ -86,9 +72,9 @@ StatusOr<std::unique_ptr<ModelPlacement>> load_model(const LlamaModel& model, co
     last_print = Clock::now();
     const double secs = std::max(seconds_since(start), 1e-9);
     std::fprintf(err, "\rloading weights: %s / %s (%3.0f%%), %s/s, %-28s",
-                 human_bytes(static_cast<double>(done)).c_str(), human_bytes(static_cast<double>(total)).c_str(),
+                 format_bytes(static_cast<double>(done)).c_str(), format_bytes(static_cast<double>(total)).c_str(),
                  total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
-                 human_bytes(static_cast<double>(done) / secs).c_str(), device.c_str());
+                 format_bytes(static_cast<double>(done) / secs).c_str(), device.c_str());
     std::fflush(err);
   };
   auto placement = ModelPlacement::create(model, devices, options);
@@ -102,8 +88,8 @@ StatusOr<std::unique_ptr<ModelPlacement>> load_model(const LlamaModel& model, co
     const uint64_t sent = bytes_sent_to(endpoints) - sent_before;
     const double spared = remote_weights > sent ? static_cast<double>(remote_weights - sent) : 0.0;
     std::fprintf(err, "sent %s to the servers for %s of weights on them: their weights caches spared %s (%.0f%%)\n",
-                 human_bytes(static_cast<double>(sent)).c_str(),
-                 human_bytes(static_cast<double>(remote_weights)).c_str(), human_bytes(spared).c_str(),
+                 format_bytes(static_cast<double>(sent)).c_str(),
+                 format_bytes(static_cast<double>(remote_weights)).c_str(), format_bytes(spared).c_str(),
                  100.0 * spared / static_cast<double>(remote_weights));
   }
   return placement;
@@ -133,9 +119,9 @@ void print_speed(const GenerateResult& r, std::FILE* out) {
   if (r.decode_steps > 0 && r.decode.bytes_sent + r.decode.bytes_received > 0) {
     const double steps = r.decode_steps;
     std::fprintf(out, "client traffic per generated token: %s (%s out, %s in), %.1f round trips\n",
-                 human_bytes(static_cast<double>(r.decode.bytes_sent + r.decode.bytes_received) / steps).c_str(),
-                 human_bytes(static_cast<double>(r.decode.bytes_sent) / steps).c_str(),
-                 human_bytes(static_cast<double>(r.decode.bytes_received) / steps).c_str(),
+                 format_bytes(static_cast<double>(r.decode.bytes_sent + r.decode.bytes_received) / steps).c_str(),
+                 format_bytes(static_cast<double>(r.decode.bytes_sent) / steps).c_str(),
+                 format_bytes(static_cast<double>(r.decode.bytes_received) / steps).c_str(),
                  static_cast<double>(r.decode.round_trips) / steps);
   }
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "api/device_set.h"
+#include "core/format.h"
 #include "model/generate.h"
 #include "model/generator.h"
 #include "model/llama_model.h"
@@ -66,7 +67,5 @@ StatusOr<GenerateResult> generate(Generator& gen, std::string_view prompt, const
 // Prompt and generation speed, and the client traffic per generated token.
 void print_speed(const GenerateResult& r, std::FILE* out);
 
-// "12.3 MiB" and friends.
-std::string human_bytes(double bytes);
 
 }  // namespace tensorpc::tools

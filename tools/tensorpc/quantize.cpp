@@ -50,8 +50,8 @@ class QuantizeProgress {
     if (!tty_) {
       std::fprintf(err_, "[%*zu/%zu] %-28s %-14s %6s -> %-6s %9s -> %s\n", width(), index + 1, count_, t.name.c_str(),
                    shape_of(t).c_str(), name_of(t.from), name_of(t.to.type),
-                   human_bytes(static_cast<double>(t.bytes_in)).c_str(),
-                   human_bytes(static_cast<double>(t.bytes_out)).c_str());
+                   format_bytes(static_cast<double>(t.bytes_in)).c_str(),
+                   format_bytes(static_cast<double>(t.bytes_out)).c_str());
       return;
     }
     constexpr int kBar = 30;
@@ -126,8 +126,8 @@ int quantize_command(const QuantizeCommandOptions& o, std::FILE* out, std::FILE*
   std::fprintf(out, "%s: %s (general.file_type %u), %zu tensors, %zu fallback%s, %d thread%s\n", o.output.c_str(),
                info.name, info.file_type, s.tensors.size(), fallbacks, fallbacks == 1 ? "" : "s", options.threads,
                options.threads == 1 ? "" : "s");
-  std::fprintf(out, "size: %s -> %s (%.3f of the input)\n", human_bytes(static_cast<double>(s.file_bytes_in)).c_str(),
-               human_bytes(static_cast<double>(s.file_bytes_out)).c_str(), ratio);
+  std::fprintf(out, "size: %s -> %s (%.3f of the input)\n", format_bytes(static_cast<double>(s.file_bytes_in)).c_str(),
+               format_bytes(static_cast<double>(s.file_bytes_out)).c_str(), ratio);
   return 0;
 }
 

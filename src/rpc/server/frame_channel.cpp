@@ -7,7 +7,6 @@
 
 namespace tensorpc::rpc {
 
-Status protocol_error(std::string msg) { return {StatusCode::protocol_error, std::move(msg)}; }
 
 namespace {
 constexpr uint64_t kChunk = uint64_t{8} << 20;  // bytes received (and hashed) per step

@@ -25,9 +25,6 @@
 
 namespace tensorpc::rpc {
 
-// A protocol violation: the refusal of a malformed or misplaced request.
-Status protocol_error(std::string msg);
-
 // What a handler returns besides its status: reply fields, and bulk bytes
 // sent after them without copying (GET_TENSOR).
 struct FrameReply {

@@ -15,7 +15,6 @@
 namespace tensorpc::rpc {
 namespace {
 
-Status protocol_error(std::string msg) { return {StatusCode::protocol_error, std::move(msg)}; }
 
 // The fixed fields of a reply are small (LIST_DEVICES is the largest); a
 // length beyond this is a peer gone wrong, not a reason to allocate.

@@ -15,7 +15,6 @@
 namespace tensorpc::rpc {
 namespace {
 
-Status protocol_error(std::string msg) { return {StatusCode::protocol_error, std::move(msg)}; }
 
 // Writes each field as the visitor vocabulary of message_fields.h describes it.
 class FieldEncoder {
