@@ -30,10 +30,9 @@ Server& server() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Server& s = server();
   tensorpc::rpc::WireReader r(std::span<const uint8_t>(data, size));
-  auto decoded = tensorpc::rpc::decode_graph(r, [&s](uint64_t handle, std::string* why) -> tensorpc::Buffer* {
+  auto decoded = tensorpc::rpc::decode_graph(r, [&s](uint64_t handle) -> tensorpc::StatusOr<tensorpc::Buffer*> {
     if (handle == 1) return s.buffer.get();
-    *why = "unknown handle";
-    return nullptr;
+    return tensorpc::not_found("unknown handle");
   });
   if (!decoded.ok()) return 0;
   // A fixed pattern, so runs are reproducible: 0x3c bytes read as finite,

@@ -33,9 +33,8 @@ StatusOr<AwakeCores> AwakeCores::request(const std::string& path) {
 
 StatusOr<std::optional<AwakeCores>> AwakeCores::request_if(const std::string& path) {
   if (path.empty()) return std::optional<AwakeCores>();
-  auto held = request(path);
-  if (!held.ok()) return held.status();
-  return std::optional<AwakeCores>(std::move(held).value());
+  TENSORPC_ASSIGN_OR_RETURN(AwakeCores held, request(path));
+  return std::optional<AwakeCores>(std::move(held));
 }
 
 AwakeCores::AwakeCores(AwakeCores&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}

@@ -80,6 +80,11 @@ int main(int argc, char** argv) {
                  "live buffer handles one client connection may hold (0: no limit)")
       ->check(tensorpc::tools::whole_number(0, UINT32_MAX))
       ->capture_default_str();
+  app.add_option("--stored-graphs", options.stored_graphs,
+                 "graphs, and as many plans, one client connection keeps to run again by id; past it the least "
+                 "recently used is dropped and its client sends it again")
+      ->check(tensorpc::tools::whole_number(1, 1 << 20))
+      ->capture_default_str();
   app.add_option("--io-timeout", io_timeout_s,
                  "seconds a started frame, an unread reply or a copy to another server may stall before the "
                  "connection is closed (0: never)")
@@ -157,9 +162,10 @@ int main(int argc, char** argv) {
                 options.devices[i]->description().c_str(), format_bytes(mem.free).c_str(),
                 format_bytes(mem.total).c_str());
   }
-  std::printf("per session: %s in buffers, %s buffers; I/O timeout %s\n",
+  std::printf("per session: %s in buffers, %s buffers, %zu stored graphs and plans; I/O timeout %s\n",
               options.max_session_memory ? format_bytes(options.max_session_memory).c_str() : "no limit",
               options.max_session_buffers ? std::to_string(options.max_session_buffers).c_str() : "no limit",
+              options.stored_graphs,
               options.io_timeout.count() ? format_seconds(options.io_timeout).c_str() : "none");
   std::printf("weights cache: %s in memory%s%s\n", format_bytes(options.cache_memory_limit).c_str(),
               options.cache_dir.empty() ? "" : ", on disk in ", options.cache_dir.c_str());

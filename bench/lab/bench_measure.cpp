@@ -86,7 +86,7 @@ double memory_read_gbs(int threads) {
 StatusOr<double> median_of(int repetitions, const std::function<StatusOr<double>()>& once) {
   std::vector<double> values;
   for (int i = 0; i < std::max(1, repetitions); ++i) {
-    TENSORPC_BENCH_TAKE(v, once());
+    TENSORPC_ASSIGN_OR_RETURN(auto v, once());
     values.push_back(v);
   }
   std::sort(values.begin(), values.end());
@@ -112,9 +112,9 @@ StatusOr<std::unique_ptr<Server>> start_loopback_server(int devices, int threads
 std::string loopback_endpoint(const Server& server) { return "127.0.0.1:" + std::to_string(server.port()); }
 
 StatusOr<std::unique_ptr<RawLoopback>> RawLoopback::start(uint64_t max_size) {
-  TENSORPC_BENCH_TAKE(listener, rpc::Socket::listen("127.0.0.1", 0));
-  TENSORPC_BENCH_TAKE(client, rpc::Socket::connect("127.0.0.1", listener.local_port()));
-  TENSORPC_BENCH_TAKE(server, listener.accept());
+  TENSORPC_ASSIGN_OR_RETURN(auto listener, rpc::Socket::listen("127.0.0.1", 0));
+  TENSORPC_ASSIGN_OR_RETURN(auto client, rpc::Socket::connect("127.0.0.1", listener.local_port()));
+  TENSORPC_ASSIGN_OR_RETURN(auto server, listener.accept());
   return std::unique_ptr<RawLoopback>(new RawLoopback(std::move(client), std::move(server), max_size));
 }
 

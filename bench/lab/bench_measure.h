@@ -14,12 +14,6 @@
 #include "tensorpc/server.h"
 #include "tensorpc/status.h"
 
-// Declares `name` as the value of the StatusOr `expr`, or returns its error.
-#define TENSORPC_BENCH_TAKE(name, expr)             \
-  auto name##_or_ = (expr);                         \
-  if (!name##_or_.ok()) return name##_or_.status(); \
-  auto name = std::move(name##_or_).value()
-
 namespace tensorpc::tools {
 
 using BenchClock = std::chrono::steady_clock;

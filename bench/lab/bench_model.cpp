@@ -78,12 +78,12 @@ StatusOr<std::unique_ptr<GenerationLayout>> GenerationLayout::prepare(const Llam
     p.local = std::make_unique<CpuDevice>(CpuDeviceOptions{.threads = o.threads, .pin_threads = o.pin_threads});
     list = {p.local.get()};
   } else {
-    TENSORPC_BENCH_TAKE(devices, DeviceSet::connect(false, 0, endpoints));
+    TENSORPC_ASSIGN_OR_RETURN(auto devices, DeviceSet::connect(false, 0, endpoints));
     p.remote.emplace(std::move(devices));
     list = p.remote->devices();
   }
-  TENSORPC_BENCH_TAKE(placement,
-                      load_model(model, list, endpoints, std::vector<double>(list.size(), 1.0), kContext, nullptr));
+  TENSORPC_ASSIGN_OR_RETURN(
+      auto placement, load_model(model, list, endpoints, std::vector<double>(list.size(), 1.0), kContext, nullptr));
   p.placement = std::move(placement);
   p.prompt = o.prompt.empty() ? kPrompt : o.prompt;
   p.generate.n_predict = o.n_predict;
@@ -95,7 +95,7 @@ StatusOr<std::unique_ptr<GenerationLayout>> GenerationLayout::prepare(const Llam
   // for standing grants, the allocators' buffers growing into fresh memory —
   // is load time, not decode speed.
   p.generator = std::make_unique<Generator>(model, *p.placement, p.generate.generator);
-  TENSORPC_BENCH_TAKE(warm_up, generate(*p.generator, p.prompt, p.generate));
+  TENSORPC_ASSIGN_OR_RETURN(auto warm_up, generate(*p.generator, p.prompt, p.generate));
   (void)warm_up;
   return layout;
 }
@@ -105,7 +105,7 @@ Status GenerationLayout::measure() {
   std::pair<uint64_t, uint64_t> at_decode{0, 0};
   GenerateOptions g = p.generate;
   g.on_decode_start = [&] { at_decode = p.server_times(); };
-  TENSORPC_BENCH_TAKE(r, generate(*p.generator, p.prompt, g));
+  TENSORPC_ASSIGN_OR_RETURN(auto r, generate(*p.generator, p.prompt, g));
   if (r.decode_steps == 0) return internal_error("no decode step ran");
   const auto after = p.server_times();
   p.last.server_compute_ms = (after.first - at_decode.first) / 1e6 / r.decode_steps;
@@ -128,7 +128,7 @@ GenerationSpeed GenerationLayout::speed() const {
 
 StatusOr<GenerationSpeed> measure_generation(const LlamaModel& model, const std::vector<std::string>& endpoints,
                                              const ModelBenchOptions& o, const std::vector<const Server*>& profiled) {
-  TENSORPC_BENCH_TAKE(layout, GenerationLayout::prepare(model, endpoints, o, profiled));
+  TENSORPC_ASSIGN_OR_RETURN(auto layout, GenerationLayout::prepare(model, endpoints, o, profiled));
   for (int i = 0; i < std::max(1, o.repetitions); ++i) TENSORPC_RETURN_IF_ERROR(layout->measure());
   return layout->speed();
 }
@@ -153,7 +153,7 @@ struct Servers {
   StatusOr<std::vector<std::string>> linked_endpoints(const LinkShape& link) {
     std::vector<std::string> out;
     for (const auto& s : servers) {
-      TENSORPC_BENCH_TAKE(proxy, LinkProxy::start("127.0.0.1", s->port(), link));
+      TENSORPC_ASSIGN_OR_RETURN(auto proxy, LinkProxy::start("127.0.0.1", s->port(), link));
       out.push_back(proxy->endpoint());
       proxies.push_back(std::move(proxy));
     }
@@ -164,7 +164,7 @@ struct Servers {
 StatusOr<Servers> start_servers(int count, int devices, int threads_per_device, bool pin_threads) {
   Servers s;
   for (int i = 0; i < count; ++i) {
-    TENSORPC_BENCH_TAKE(server, start_loopback_server(devices, threads_per_device, {}, pin_threads));
+    TENSORPC_ASSIGN_OR_RETURN(auto server, start_loopback_server(devices, threads_per_device, {}, pin_threads));
     s.servers.push_back(std::move(server));
   }
   return s;
@@ -177,10 +177,10 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
   // A model's weights are placed on one set of devices at a time, so each
   // layout has the file opened for itself.
   const auto open = [&] { return LlamaModel::open(m.path, {.digest_dir = "off"}); };
-  TENSORPC_BENCH_TAKE(model, open());
-  TENSORPC_BENCH_TAKE(model_1x1, open());
-  TENSORPC_BENCH_TAKE(model_2x2, open());
-  TENSORPC_BENCH_TAKE(model_link, open());
+  TENSORPC_ASSIGN_OR_RETURN(auto model, open());
+  TENSORPC_ASSIGN_OR_RETURN(auto model_1x1, open());
+  TENSORPC_ASSIGN_OR_RETURN(auto model_2x2, open());
+  TENSORPC_ASSIGN_OR_RETURN(auto model_link, open());
   const std::string id = "model." + m.key + ".";
   const std::string name = m.label + ", ";
 
@@ -192,19 +192,19 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
   // Every layout is loaded first and then measured in turns, repetition by
   // repetition, so that a machine that slows down or speeds up meanwhile
   // (a shared one does) moves each layout's median alike.
-  TENSORPC_BENCH_TAKE(one, start_servers(1, 1, o.threads, o.pin_threads));
-  TENSORPC_BENCH_TAKE(two, start_servers(2, 2, o.threads, o.pin_threads));
-  TENSORPC_BENCH_TAKE(on_local, GenerationLayout::prepare(*model, {}, o));
-  TENSORPC_BENCH_TAKE(on_one, GenerationLayout::prepare(*model_1x1, one.endpoints(), o));
-  TENSORPC_BENCH_TAKE(on_two, GenerationLayout::prepare(*model_2x2, two.endpoints(), o, two.profiled()));
+  TENSORPC_ASSIGN_OR_RETURN(auto one, start_servers(1, 1, o.threads, o.pin_threads));
+  TENSORPC_ASSIGN_OR_RETURN(auto two, start_servers(2, 2, o.threads, o.pin_threads));
+  TENSORPC_ASSIGN_OR_RETURN(auto on_local, GenerationLayout::prepare(*model, {}, o));
+  TENSORPC_ASSIGN_OR_RETURN(auto on_one, GenerationLayout::prepare(*model_1x1, one.endpoints(), o));
+  TENSORPC_ASSIGN_OR_RETURN(auto on_two, GenerationLayout::prepare(*model_2x2, two.endpoints(), o, two.profiled()));
   // The same servers behind the emulated link: their weights caches have the
   // model, so only hashes cross the link while it loads.
-  TENSORPC_BENCH_TAKE(linked_endpoints, two.linked_endpoints(o.link));
-  TENSORPC_BENCH_TAKE(on_link, GenerationLayout::prepare(*model_link, linked_endpoints, o, two.profiled()));
+  TENSORPC_ASSIGN_OR_RETURN(auto linked_endpoints, two.linked_endpoints(o.link));
+  TENSORPC_ASSIGN_OR_RETURN(auto on_link, GenerationLayout::prepare(*model_link, linked_endpoints, o, two.profiled()));
   // In the same turns, the pipeline of the ceilings below: this repetition's
   // local step, spun in two halves by two threads that hand a token over
   // loopback TCP to each other.
-  TENSORPC_BENCH_TAKE(raw, RawLoopback::start(64));
+  TENSORPC_ASSIGN_OR_RETURN(auto raw, RawLoopback::start(64));
   std::vector<double> raw_sleeping, raw_polling;
   for (int i = 0; i < std::max(1, o.repetitions); ++i) {
     for (GenerationLayout* layout : {on_local.get(), on_one.get(), on_two.get(), on_link.get()}) {
@@ -214,8 +214,8 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
     const auto half =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(local_step / 2));
     const int steps = std::max(kMinPipelineSteps, static_cast<int>(kPipelineSeconds / local_step));
-    TENSORPC_BENCH_TAKE(sleeping, raw->pipeline_step(half, half, steps));
-    TENSORPC_BENCH_TAKE(polling, raw->pipeline_step(half, half, steps, /*polling=*/true));
+    TENSORPC_ASSIGN_OR_RETURN(auto sleeping, raw->pipeline_step(half, half, steps));
+    TENSORPC_ASSIGN_OR_RETURN(auto polling, raw->pipeline_step(half, half, steps, /*polling=*/true));
     raw_sleeping.push_back(1 / sleeping);
     raw_polling.push_back(1 / polling);
   }
@@ -368,9 +368,9 @@ struct TempDir {
 }  // namespace
 
 StatusOr<std::vector<Figure>> bench_model_load(const BenchModel& m, const ModelBenchOptions& o) {
-  TENSORPC_BENCH_TAKE(digest_dir, TempDir::create("tensorpc_bench_digests_"));
-  TENSORPC_BENCH_TAKE(servers, start_servers(1, 1, o.threads, o.pin_threads));
-  TENSORPC_BENCH_TAKE(endpoints, servers.linked_endpoints(o.link));
+  TENSORPC_ASSIGN_OR_RETURN(auto digest_dir, TempDir::create("tensorpc_bench_digests_"));
+  TENSORPC_ASSIGN_OR_RETURN(auto servers, start_servers(1, 1, o.threads, o.pin_threads));
+  TENSORPC_ASSIGN_OR_RETURN(auto endpoints, servers.linked_endpoints(o.link));
   struct Load {
     double seconds = 0;
     double bytes_sent = 0;
@@ -380,20 +380,20 @@ StatusOr<std::vector<Figure>> bench_model_load(const BenchModel& m, const ModelB
   // connection closes, and the server frees the buffers but keeps its
   // weights cache.
   auto load = [&]() -> StatusOr<Load> {
-    TENSORPC_BENCH_TAKE(model, LlamaModel::open(m.path, {.digest_dir = digest_dir.path}));
-    TENSORPC_BENCH_TAKE(devices, DeviceSet::connect(false, 0, endpoints));
+    TENSORPC_ASSIGN_OR_RETURN(auto model, LlamaModel::open(m.path, {.digest_dir = digest_dir.path}));
+    TENSORPC_ASSIGN_OR_RETURN(auto devices, DeviceSet::connect(false, 0, endpoints));
     const uint64_t before = connection_stats(endpoints[0]).bytes_sent;
     const auto start = BenchClock::now();
-    TENSORPC_BENCH_TAKE(placement, load_model(*model, devices.devices(), endpoints, {}, kContext, nullptr));
+    TENSORPC_ASSIGN_OR_RETURN(auto placement, load_model(*model, devices.devices(), endpoints, {}, kContext, nullptr));
     return Load{seconds_since(start), static_cast<double>(connection_stats(endpoints[0]).bytes_sent - before)};
   };
   // One cold load (the server's cache is empty only once), then warm ones:
   // their median, as a single one can meet a stall of the machine.
-  TENSORPC_BENCH_TAKE(cold, load());
+  TENSORPC_ASSIGN_OR_RETURN(auto cold, load());
   std::vector<double> warm_ms;
   Load warm;
   for (int i = 0; i < std::max(1, o.repetitions); ++i) {
-    TENSORPC_BENCH_TAKE(again, load());
+    TENSORPC_ASSIGN_OR_RETURN(auto again, load());
     warm_ms.push_back(again.seconds * 1e3);
     warm = again;
   }

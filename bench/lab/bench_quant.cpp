@@ -32,14 +32,14 @@ Status quantize_for_bench(const std::string& source, const std::string& path, co
                           std::FILE* progress) {
   const std::optional<QuantMix> m = parse_quant_mix(mix);
   if (!m) return invalid_argument("unknown quantization mix " + mix + " (" + quant_mix_names() + ")");
-  TENSORPC_BENCH_TAKE(file, GgufFile::open(source));
+  TENSORPC_ASSIGN_OR_RETURN(auto file, GgufFile::open(source));
   if (progress != nullptr) {
     std::fprintf(progress, "tensorpc bench: quantizing the random 250M model to %s (once; kept in %s)\n",
                  mix.c_str(), path.c_str());
     std::fflush(progress);
   }
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  TENSORPC_BENCH_TAKE(summary, quantize_gguf(*file, path, *m, {.threads = threads}));
+  TENSORPC_ASSIGN_OR_RETURN(auto summary, quantize_gguf(*file, path, *m, {.threads = threads}));
   (void)summary;
   return Status();
 }
@@ -75,17 +75,17 @@ StatusOr<std::vector<Figure>> bench_quantized_models(const std::vector<std::stri
                                                      const ModelBenchOptions& options, std::FILE* progress) {
   ModelBenchOptions o = options;
   o.n_predict = std::max(o.n_predict, 17);  // decode long enough to time
-  TENSORPC_BENCH_TAKE(base_path, random_250m_model("Q8_0", progress));
-  TENSORPC_BENCH_TAKE(base, LlamaModel::open(base_path, {.digest_dir = "off"}));
+  TENSORPC_ASSIGN_OR_RETURN(auto base_path, random_250m_model("Q8_0", progress));
+  TENSORPC_ASSIGN_OR_RETURN(auto base, LlamaModel::open(base_path, {.digest_dir = "off"}));
   o.prompt = prefill_prompt(*base);
-  TENSORPC_BENCH_TAKE(on_base, GenerationLayout::prepare(*base, {}, o));
+  TENSORPC_ASSIGN_OR_RETURN(auto on_base, GenerationLayout::prepare(*base, {}, o));
   const double mem = memory_read_gbs(o.threads);
 
   std::vector<Figure> figures;
   for (const std::string& mix : mixes) {
-    TENSORPC_BENCH_TAKE(path, random_250m_model(mix, progress));
-    TENSORPC_BENCH_TAKE(model, LlamaModel::open(path, {.digest_dir = "off"}));
-    TENSORPC_BENCH_TAKE(layout, GenerationLayout::prepare(*model, {}, o));
+    TENSORPC_ASSIGN_OR_RETURN(auto path, random_250m_model(mix, progress));
+    TENSORPC_ASSIGN_OR_RETURN(auto model, LlamaModel::open(path, {.digest_dir = "off"}));
+    TENSORPC_ASSIGN_OR_RETURN(auto layout, GenerationLayout::prepare(*model, {}, o));
     // In turns with q8_0, so a machine that changes speed meanwhile moves both.
     for (int i = 0; i < std::max(1, o.repetitions); ++i) {
       TENSORPC_RETURN_IF_ERROR(on_base->measure());

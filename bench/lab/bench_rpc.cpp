@@ -71,28 +71,29 @@ struct SetGet {
 StatusOr<SetGet> set_get_seconds(Buffer& buffer, const Tensor& t, uint64_t size, std::vector<uint8_t>& data,
                                  std::vector<uint8_t>& back, int repetitions) {
   SetGet out;
-  TENSORPC_BENCH_TAKE(set, median_of(repetitions, [&]() -> StatusOr<double> {
-                        const auto start = BenchClock::now();
-                        TENSORPC_RETURN_IF_ERROR(buffer.set(t, data.data(), 0, size));
-                        TENSORPC_RETURN_IF_ERROR(synchronize(buffer));
-                        return seconds_since(start);
-                      }));
-  TENSORPC_BENCH_TAKE(get, median_of(repetitions, [&]() -> StatusOr<double> {
-                        const auto start = BenchClock::now();
-                        TENSORPC_RETURN_IF_ERROR(buffer.get(t, back.data(), 0, size));
-                        return seconds_since(start);
-                      }));
+  TENSORPC_ASSIGN_OR_RETURN(auto set, median_of(repetitions, [&]() -> StatusOr<double> {
+                              const auto start = BenchClock::now();
+                              TENSORPC_RETURN_IF_ERROR(buffer.set(t, data.data(), 0, size));
+                              TENSORPC_RETURN_IF_ERROR(synchronize(buffer));
+                              return seconds_since(start);
+                            }));
+  TENSORPC_ASSIGN_OR_RETURN(auto get, median_of(repetitions, [&]() -> StatusOr<double> {
+                              const auto start = BenchClock::now();
+                              TENSORPC_RETURN_IF_ERROR(buffer.get(t, back.data(), 0, size));
+                              return seconds_since(start);
+                            }));
   out.set = set;
   out.get = get;
   return out;
 }
 
 StatusOr<std::vector<Figure>> bench_round_trip(const RpcBenchOptions& o) {
-  TENSORPC_BENCH_TAKE(server, start_loopback_server(0, 0));
-  TENSORPC_BENCH_TAKE(connection, rpc::get_connection(loopback_endpoint(*server)));
-  TENSORPC_BENCH_TAKE(raw_link, RawLoopback::start(kPingBytes));
-  TENSORPC_BENCH_TAKE(raw, median_of(o.repetitions, [&] { return raw_link->round_trip(kPingBytes, o.round_trips); }));
-  TENSORPC_BENCH_TAKE(ours, ping_seconds(*connection, o));
+  TENSORPC_ASSIGN_OR_RETURN(auto server, start_loopback_server(0, 0));
+  TENSORPC_ASSIGN_OR_RETURN(auto connection, rpc::get_connection(loopback_endpoint(*server)));
+  TENSORPC_ASSIGN_OR_RETURN(auto raw_link, RawLoopback::start(kPingBytes));
+  TENSORPC_ASSIGN_OR_RETURN(auto raw,
+                            median_of(o.repetitions, [&] { return raw_link->round_trip(kPingBytes, o.round_trips); }));
+  TENSORPC_ASSIGN_OR_RETURN(auto ours, ping_seconds(*connection, o));
   Figure f{.id = "rpc.round_trip",
            .name = "round trip of a tiny command (PING)",
            .value = ours * 1e6,
@@ -105,21 +106,21 @@ StatusOr<std::vector<Figure>> bench_round_trip(const RpcBenchOptions& o) {
 
 StatusOr<std::vector<Figure>> bench_set_get(const RpcBenchOptions& o) {
   const uint64_t max_size = o.sizes.empty() ? 0 : *std::max_element(o.sizes.begin(), o.sizes.end());
-  TENSORPC_BENCH_TAKE(server, start_loopback_server(0, 0));
+  TENSORPC_ASSIGN_OR_RETURN(auto server, start_loopback_server(0, 0));
   // The weights cache off: these figures measure moving bytes, not skipping them.
-  TENSORPC_BENCH_TAKE(
-      devices, connect_devices(loopback_endpoint(*server), RemoteOptions{.weights_cache_threshold = UINT64_MAX}));
-  TENSORPC_BENCH_TAKE(buffer, devices[0]->allocate(max_size));
-  TENSORPC_BENCH_TAKE(raw_link, RawLoopback::start(max_size));
+  TENSORPC_ASSIGN_OR_RETURN(
+      auto devices, connect_devices(loopback_endpoint(*server), RemoteOptions{.weights_cache_threshold = UINT64_MAX}));
+  TENSORPC_ASSIGN_OR_RETURN(auto buffer, devices[0]->allocate(max_size));
+  TENSORPC_ASSIGN_OR_RETURN(auto raw_link, RawLoopback::start(max_size));
   std::vector<uint8_t> data = pattern(max_size), back(max_size);
 
   std::vector<Figure> out;
   for (const uint64_t size : o.sizes) {
-    TENSORPC_BENCH_TAKE(t, whole(*buffer, size));
-    TENSORPC_BENCH_TAKE(ours, set_get_seconds(*buffer, t, size, data, back, o.repetitions));
+    TENSORPC_ASSIGN_OR_RETURN(auto t, whole(*buffer, size));
+    TENSORPC_ASSIGN_OR_RETURN(auto ours, set_get_seconds(*buffer, t, size, data, back, o.repetitions));
     const double set = ours.set, get = ours.get;
-    TENSORPC_BENCH_TAKE(push, median_of(o.repetitions, [&] { return raw_link->push(data.data(), size); }));
-    TENSORPC_BENCH_TAKE(pull, median_of(o.repetitions, [&] { return raw_link->pull(back.data(), size); }));
+    TENSORPC_ASSIGN_OR_RETURN(auto push, median_of(o.repetitions, [&] { return raw_link->push(data.data(), size); }));
+    TENSORPC_ASSIGN_OR_RETURN(auto pull, median_of(o.repetitions, [&] { return raw_link->pull(back.data(), size); }));
     std::optional<Target> target;
     if (size >= 64 * kMiB) target = Target{.bound = Target::Bound::at_least, .limit = 0.8};
     const double gb = static_cast<double>(size) / 1e9;
@@ -151,7 +152,7 @@ StatusOr<std::vector<Figure>> bench_tls(const RpcBenchOptions& o) {
     ~RemoveDir() { std::filesystem::remove_all(path); }
   } remove_dir{dir};
   TENSORPC_RETURN_IF_ERROR(ensure_ca(dir).status());
-  TENSORPC_BENCH_TAKE(files, issue_certificate(dir, "server", {"127.0.0.1"}));
+  TENSORPC_ASSIGN_OR_RETURN(auto files, issue_certificate(dir, "server", {"127.0.0.1"}));
   std::vector<uint8_t> data = pattern(size), back(size);
 
   // The same measurements on a plain server and on a TLS one.
@@ -160,22 +161,23 @@ StatusOr<std::vector<Figure>> bench_tls(const RpcBenchOptions& o) {
     SetGet set_get;
   };
   auto measure = [&](const TlsOptions& server_tls, const TlsOptions& client_tls) -> StatusOr<Side> {
-    TENSORPC_BENCH_TAKE(server, start_loopback_server(1, 1, server_tls));
+    TENSORPC_ASSIGN_OR_RETURN(auto server, start_loopback_server(1, 1, server_tls));
     const std::string endpoint = loopback_endpoint(*server);
     const RemoteOptions options{.weights_cache_threshold = UINT64_MAX, .tls = client_tls};
-    TENSORPC_BENCH_TAKE(devices, connect_devices(endpoint, options));
-    TENSORPC_BENCH_TAKE(buffer, devices[0]->allocate(size));
-    TENSORPC_BENCH_TAKE(t, whole(*buffer, size));
-    TENSORPC_BENCH_TAKE(connection, rpc::get_connection(endpoint, rpc::credentials_of(options)));
+    TENSORPC_ASSIGN_OR_RETURN(auto devices, connect_devices(endpoint, options));
+    TENSORPC_ASSIGN_OR_RETURN(auto buffer, devices[0]->allocate(size));
+    TENSORPC_ASSIGN_OR_RETURN(auto t, whole(*buffer, size));
+    TENSORPC_ASSIGN_OR_RETURN(auto connection, rpc::get_connection(endpoint, rpc::credentials_of(options)));
     Side side;
-    TENSORPC_BENCH_TAKE(ping, ping_seconds(*connection, o));
+    TENSORPC_ASSIGN_OR_RETURN(auto ping, ping_seconds(*connection, o));
     side.ping = ping;
-    TENSORPC_BENCH_TAKE(set_get, set_get_seconds(*buffer, t, size, data, back, o.repetitions));
+    TENSORPC_ASSIGN_OR_RETURN(auto set_get, set_get_seconds(*buffer, t, size, data, back, o.repetitions));
     side.set_get = set_get;
     return side;
   };
-  TENSORPC_BENCH_TAKE(plain, measure({}, {}));
-  TENSORPC_BENCH_TAKE(tls, measure({.cert_file = files.cert_file, .key_file = files.key_file}, {.ca_file = files.ca_file}));
+  TENSORPC_ASSIGN_OR_RETURN(auto plain, measure({}, {}));
+  TENSORPC_ASSIGN_OR_RETURN(
+      auto tls, measure({.cert_file = files.cert_file, .key_file = files.key_file}, {.ca_file = files.ca_file}));
   const double gb = static_cast<double>(size) / 1e9;
   return std::vector<Figure>{
       {.id = "rpc.tls.round_trip",
@@ -201,14 +203,15 @@ StatusOr<std::vector<Figure>> bench_tls(const RpcBenchOptions& o) {
 StatusOr<std::vector<Figure>> bench_cache_hit(const RpcBenchOptions& o) {
   const uint64_t largest = o.sizes.empty() ? kMiB : *std::max_element(o.sizes.begin(), o.sizes.end());
   const uint64_t size = std::min(largest, 256 * kMiB);
-  TENSORPC_BENCH_TAKE(server, start_loopback_server(0, 0));
+  TENSORPC_ASSIGN_OR_RETURN(auto server, start_loopback_server(0, 0));
   const std::string endpoint = loopback_endpoint(*server);
-  TENSORPC_BENCH_TAKE(plain, connect_devices(endpoint, RemoteOptions{.weights_cache_threshold = UINT64_MAX}));
-  TENSORPC_BENCH_TAKE(cached, connect_devices(endpoint, RemoteOptions{.weights_cache_threshold = size}));
-  TENSORPC_BENCH_TAKE(plain_buffer, plain[0]->allocate(size));
-  TENSORPC_BENCH_TAKE(cached_buffer, cached[0]->allocate(size));
-  TENSORPC_BENCH_TAKE(t, whole(*plain_buffer, size));
-  TENSORPC_BENCH_TAKE(w, whole(*cached_buffer, size));
+  TENSORPC_ASSIGN_OR_RETURN(auto plain,
+                            connect_devices(endpoint, RemoteOptions{.weights_cache_threshold = UINT64_MAX}));
+  TENSORPC_ASSIGN_OR_RETURN(auto cached, connect_devices(endpoint, RemoteOptions{.weights_cache_threshold = size}));
+  TENSORPC_ASSIGN_OR_RETURN(auto plain_buffer, plain[0]->allocate(size));
+  TENSORPC_ASSIGN_OR_RETURN(auto cached_buffer, cached[0]->allocate(size));
+  TENSORPC_ASSIGN_OR_RETURN(auto t, whole(*plain_buffer, size));
+  TENSORPC_ASSIGN_OR_RETURN(auto w, whole(*cached_buffer, size));
   w.flags = 0;  // a weight, not an input: its sets go through the cache
   const std::vector<uint8_t> data = pattern(size);
   auto set_seconds = [&](Buffer& b, const Tensor& tensor) -> StatusOr<double> {
@@ -218,8 +221,8 @@ StatusOr<std::vector<Figure>> bench_cache_hit(const RpcBenchOptions& o) {
     return seconds_since(start);
   };
   TENSORPC_RETURN_IF_ERROR(set_seconds(*cached_buffer, w).status());  // the miss: hash and bytes
-  TENSORPC_BENCH_TAKE(hit, median_of(o.repetitions, [&] { return set_seconds(*cached_buffer, w); }));
-  TENSORPC_BENCH_TAKE(sent, median_of(o.repetitions, [&] { return set_seconds(*plain_buffer, t); }));
+  TENSORPC_ASSIGN_OR_RETURN(auto hit, median_of(o.repetitions, [&] { return set_seconds(*cached_buffer, w); }));
+  TENSORPC_ASSIGN_OR_RETURN(auto sent, median_of(o.repetitions, [&] { return set_seconds(*plain_buffer, t); }));
   const double gb = static_cast<double>(size) / 1e9;
   return std::vector<Figure>{{.id = "rpc.set_cache_hit." + mib_id(size),
                               .name = "set-tensor " + mib_text(size) + ", weights cache hit",
@@ -231,16 +234,16 @@ StatusOr<std::vector<Figure>> bench_cache_hit(const RpcBenchOptions& o) {
 
 StatusOr<std::vector<Figure>> bench_handover(const RpcBenchOptions& o) {
   const uint64_t n = o.handover_bytes;
-  TENSORPC_BENCH_TAKE(a, start_loopback_server(2, 1));
-  TENSORPC_BENCH_TAKE(b, start_loopback_server(1, 1));
+  TENSORPC_ASSIGN_OR_RETURN(auto a, start_loopback_server(2, 1));
+  TENSORPC_ASSIGN_OR_RETURN(auto b, start_loopback_server(1, 1));
   const std::string ea = loopback_endpoint(*a), eb = loopback_endpoint(*b);
   auto a0 = remote_device(ea, 0), a1 = remote_device(ea, 1), b0 = remote_device(eb, 0);
-  TENSORPC_BENCH_TAKE(src, a0->allocate(n));
-  TENSORPC_BENCH_TAKE(same, a1->allocate(n));
-  TENSORPC_BENCH_TAKE(other, b0->allocate(n));
-  TENSORPC_BENCH_TAKE(ts, whole(*src, n));
-  TENSORPC_BENCH_TAKE(tsame, whole(*same, n));
-  TENSORPC_BENCH_TAKE(tother, whole(*other, n));
+  TENSORPC_ASSIGN_OR_RETURN(auto src, a0->allocate(n));
+  TENSORPC_ASSIGN_OR_RETURN(auto same, a1->allocate(n));
+  TENSORPC_ASSIGN_OR_RETURN(auto other, b0->allocate(n));
+  TENSORPC_ASSIGN_OR_RETURN(auto ts, whole(*src, n));
+  TENSORPC_ASSIGN_OR_RETURN(auto tsame, whole(*same, n));
+  TENSORPC_ASSIGN_OR_RETURN(auto tother, whole(*other, n));
   std::vector<uint8_t> host = pattern(n);
   TENSORPC_RETURN_IF_ERROR(src->set(ts, host.data(), 0, n));
   TENSORPC_RETURN_IF_ERROR(synchronize(*src));
@@ -252,14 +255,14 @@ StatusOr<std::vector<Figure>> bench_handover(const RpcBenchOptions& o) {
   };
   auto measure = [&](const std::vector<std::string>& endpoints, const std::function<Status()>& once) -> StatusOr<Path> {
     Path p;
-    TENSORPC_BENCH_TAKE(s, median_of(o.repetitions, [&]() -> StatusOr<double> {
-                          const uint64_t before = client_bytes(endpoints);
-                          const auto start = BenchClock::now();
-                          TENSORPC_RETURN_IF_ERROR(once());
-                          const double t = seconds_since(start);
-                          p.bytes = client_bytes(endpoints) - before;
-                          return t;
-                        }));
+    TENSORPC_ASSIGN_OR_RETURN(auto s, median_of(o.repetitions, [&]() -> StatusOr<double> {
+                                const uint64_t before = client_bytes(endpoints);
+                                const auto start = BenchClock::now();
+                                TENSORPC_RETURN_IF_ERROR(once());
+                                const double t = seconds_since(start);
+                                p.bytes = client_bytes(endpoints) - before;
+                                return t;
+                              }));
     p.seconds = s;
     return p;
   };
@@ -268,13 +271,13 @@ StatusOr<std::vector<Figure>> bench_handover(const RpcBenchOptions& o) {
     TENSORPC_RETURN_IF_ERROR(to.set(dst, host.data(), 0, n));
     return synchronize(to);
   };
-  TENSORPC_BENCH_TAKE(one, measure({ea}, [&]() -> Status {
-                        TENSORPC_RETURN_IF_ERROR(same->copy(ts, tsame));
-                        return synchronize(*same);
-                      }));
-  TENSORPC_BENCH_TAKE(one_relay, measure({ea}, [&] { return relay(*same, tsame); }));
-  TENSORPC_BENCH_TAKE(two, measure({ea, eb}, [&] { return other->copy(ts, tother); }));
-  TENSORPC_BENCH_TAKE(two_relay, measure({ea, eb}, [&] { return relay(*other, tother); }));
+  TENSORPC_ASSIGN_OR_RETURN(auto one, measure({ea}, [&]() -> Status {
+                              TENSORPC_RETURN_IF_ERROR(same->copy(ts, tsame));
+                              return synchronize(*same);
+                            }));
+  TENSORPC_ASSIGN_OR_RETURN(auto one_relay, measure({ea}, [&] { return relay(*same, tsame); }));
+  TENSORPC_ASSIGN_OR_RETURN(auto two, measure({ea, eb}, [&] { return other->copy(ts, tother); }));
+  TENSORPC_ASSIGN_OR_RETURN(auto two_relay, measure({ea, eb}, [&] { return relay(*other, tother); }));
 
   // The bytes arrived: a hand-over to the other server leaves it the source's bytes.
   std::vector<uint8_t> back(n);

@@ -73,6 +73,7 @@ struct ConnectionStats {
   uint64_t bytes_received = 0;  // all frames received
   uint64_t requests = 0;        // frames sent, with or without a reply
   uint64_t round_trips = 0;     // requests that waited for a reply
+  uint64_t resent = 0;          // graphs and plans stored again: the server had dropped them
 };
 
 }  // namespace tensorpc

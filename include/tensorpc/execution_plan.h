@@ -67,9 +67,14 @@ class PlanRunner {
   virtual Status run_async(const ExecutionPlanSpec& spec) = 0;
   // Waits for every plan started so far; returns the first error among them.
   virtual Status synchronize() = 0;
+  // Makes sure every plan started so far is under way: one the server had
+  // to be sent again is sent now. Call it before waiting on another server
+  // whose plan needs this one's bytes. An error when a plan could not be
+  // started; by default nothing to do.
+  virtual Status settle() { return Status(); }
   // synchronize(), then reads all of t — a tensor in a buffer of this
   // runner's server — into dst; in one round trip where the server can. On
-  // an error nothing is read.
+  // an error dst holds nothing of use.
   virtual Status synchronize_and_read(const Tensor& t, void* dst);
 
  protected:

@@ -44,6 +44,10 @@ struct ServerOptions {
   // naming the limit; the connection stays usable.
   uint64_t max_session_memory = 0;       // bytes in buffers across all devices; 0: none
   uint64_t max_session_buffers = 65536;  // live buffer handles; 0: none
+  // Graphs, and as many plans, one session keeps to run again by id; past
+  // it the least recently used is dropped, and its client stores it again
+  // when it next runs it (a resend, not an error). At least 1.
+  size_t stored_graphs = 64;
   // Once a frame has begun, its remaining bytes must keep coming: a wait of
   // more than this for the next ones ends the connection (a client that
   // stalled mid-frame). The same bounds a reply the client does not read, and

@@ -102,4 +102,18 @@ class [[nodiscard]] StatusOr {
     if (!status_.ok()) return status_;          \
   } while (0)
 
+// TENSORPC_ASSIGN_OR_RETURN(lhs, expr): evaluates the StatusOr `expr` once and
+// returns its Status early when it failed, else moves the value into `lhs`
+// (`auto x`, `const Foo& y`, or an existing variable). Several statements, so
+// never the body of an unbraced if or loop.
+#define TENSORPC_ASSIGN_OR_RETURN(lhs, ...) \
+  TENSORPC_ASSIGN_OR_RETURN_IMPL_(TENSORPC_STATUS_CONCAT_(tensorpc_statusor_, __COUNTER__), lhs, __VA_ARGS__)
+
+#define TENSORPC_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, ...) \
+  auto statusor = (__VA_ARGS__);                            \
+  if (!statusor.ok()) return statusor.status();             \
+  lhs = std::move(statusor).value()
+#define TENSORPC_STATUS_CONCAT_(a, b) TENSORPC_STATUS_CONCAT_INNER_(a, b)
+#define TENSORPC_STATUS_CONCAT_INNER_(a, b) a##b
+
 }  // namespace tensorpc

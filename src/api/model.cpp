@@ -51,8 +51,7 @@ Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
 StatusOr<Model> Model::open(const ModelOptions& options) {
-  auto model = LlamaModel::open(options.path);
-  if (!model.ok()) return model.status();  // its message names the file
+  TENSORPC_ASSIGN_OR_RETURN(auto model, LlamaModel::open(options.path));  // its message names the file
   PlaceOptions where;
   where.endpoints = options.servers;
   where.remote = options.remote;
@@ -60,7 +59,7 @@ StatusOr<Model> Model::open(const ModelOptions& options) {
   where.threads = options.threads;
   where.n_ctx = options.context_size;
   where.use_local = options.use_local_cpu;
-  auto placed = place_model(std::move(model).value(), where, [&](const LlamaModel& m, const DeviceSet& devices) {
+  auto placed = place_model(std::move(model), where, [&](const LlamaModel& m, const DeviceSet& devices) {
     PlacementOptions p;
     p.ratios = options.split;
     p.n_ctx = options.context_size;
@@ -98,15 +97,14 @@ StatusOr<Generation> Model::generate(std::string_view prompt, const GenerationOp
   g.special = options.special;
   g.sampler = sampler_options(options.sampling);
   state_->cancel.store(false);
-  auto r = generate_text(*state_->generator, prompt, g, on_token, &state_->cancel);
-  if (!r.ok()) return r.status();
+  TENSORPC_ASSIGN_OR_RETURN(GenerateResult r, generate_text(*state_->generator, prompt, g, on_token, &state_->cancel));
   Generation out;
-  out.text = std::move(r.value().text);
-  out.tokens = std::move(r.value().generated);
-  out.finish = finish_reason(r.value().stop);
-  out.prompt_tokens = static_cast<int64_t>(r.value().prompt.size());
-  out.prompt_seconds = r.value().prompt_seconds;
-  out.decode_seconds = r.value().decode_seconds;
+  out.text = std::move(r.text);
+  out.tokens = std::move(r.generated);
+  out.finish = finish_reason(r.stop);
+  out.prompt_tokens = static_cast<int64_t>(r.prompt.size());
+  out.prompt_seconds = r.prompt_seconds;
+  out.decode_seconds = r.decode_seconds;
   return out;
 }
 

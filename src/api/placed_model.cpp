@@ -7,9 +7,8 @@ StatusOr<PlacedModel> place_model(std::unique_ptr<LlamaModel> model, const Place
                                   const PlaceFunction& place) {
   PlacedModel p;
   p.model = std::move(model);
-  auto devices = DeviceSet::connect(options.use_local, options.threads, options.endpoints, options.remote);
-  if (!devices.ok()) return devices.status();
-  p.devices = std::move(devices).value();
+  TENSORPC_ASSIGN_OR_RETURN(p.devices,
+                            DeviceSet::connect(options.use_local, options.threads, options.endpoints, options.remote));
   const std::vector<Device*> list = p.devices.devices();
   if (!options.split.empty() && options.split.size() != list.size()) {
     std::string names;
@@ -20,9 +19,7 @@ StatusOr<PlacedModel> place_model(std::unique_ptr<LlamaModel> model, const Place
     return invalid_argument("--split gives " + std::to_string(options.split.size()) + " ratios for " +
                             std::to_string(list.size()) + " devices (in order:" + names + ")");
   }
-  auto placement = place(*p.model, p.devices);
-  if (!placement.ok()) return placement.status();
-  p.placement = std::move(placement).value();
+  TENSORPC_ASSIGN_OR_RETURN(p.placement, place(*p.model, p.devices));
   return p;
 }
 

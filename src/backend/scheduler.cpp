@@ -99,19 +99,17 @@ StatusOr<sched::Plan*> Scheduler::plan_for(Graph& g) {
     break;
   }
   if (plan == nullptr) {
-    auto assignment = sched::assign_devices(ix, devices_, owns);
-    if (!assignment.ok()) return assignment.status();
-    auto built = sched::build_plan(ix, assignment.value(), executors_, owns);
-    if (!built.ok()) return built.status();
-    built.value()->signature = std::move(words);
-    built.value()->info.hash = hash;
+    TENSORPC_ASSIGN_OR_RETURN(const sched::Assignment assignment, sched::assign_devices(ix, devices_, owns));
+    TENSORPC_ASSIGN_OR_RETURN(std::unique_ptr<sched::Plan> built, sched::build_plan(ix, assignment, executors_, owns));
+    built->signature = std::move(words);
+    built->info.hash = hash;
     if (plans_.size() >= options_.max_cached_plans) {
       for (auto& slot : slots_) {
         if (slot->placed == plans_.front().get()) slot->placed = nullptr;
       }
       plans_.erase(plans_.begin());
     }
-    plans_.push_back(std::move(built).value());
+    plans_.push_back(std::move(built));
     plan = plans_.back().get();
     ++plans_made_;
     made = true;
@@ -165,8 +163,7 @@ Status Scheduler::place(sched::Plan& plan) {
 }
 
 Status Scheduler::allocate(Graph& g) {
-  auto plan = plan_for(g);
-  if (!plan.ok()) return plan.status();
+  TENSORPC_RETURN_IF_ERROR(plan_for(g).status());
   allocated_ = true;
   return Status();
 }
@@ -191,9 +188,8 @@ Status Scheduler::compute_and_read(Graph& g, const Tensor* t, void* dst) {
     allocated_ = false;
     return run(*last_, t, dst);
   }
-  auto plan = plan_for(g);
-  if (!plan.ok()) return plan.status();
-  return run(*plan.value(), t, dst);
+  TENSORPC_ASSIGN_OR_RETURN(auto* plan, plan_for(g));
+  return run(*plan, t, dst);
 }
 
 }  // namespace tensorpc

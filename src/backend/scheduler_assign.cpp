@@ -96,9 +96,7 @@ class Assigner {
     for (size_t id = 0; id < ix_.size(); ++id) {
       const Tensor& t = *ix_.at(static_cast<int>(id));
       if (t.view_src == nullptr && caller_placed(t, owns_)) {
-        auto d = index_of(t.buffer->device(), t);
-        if (!d.ok()) return d.status();
-        device_[id] = d.value();
+        TENSORPC_ASSIGN_OR_RETURN(device_[id], index_of(t.buffer->device(), t));
       }
     }
     for (size_t id = ix_.n_leafs(); id < ix_.size(); ++id) TENSORPC_RETURN_IF_ERROR(assign_node(static_cast<int>(id)));
@@ -163,14 +161,13 @@ class Assigner {
       }
     }
     if (d < 0) d = 0;
-    auto chosen = fallback(d, t, id);
-    if (!chosen.ok()) return chosen.status();
-    device_[static_cast<size_t>(id)] = chosen.value();
+    TENSORPC_ASSIGN_OR_RETURN(const int chosen, fallback(d, t, id));
+    device_[static_cast<size_t>(id)] = chosen;
     // Inputs go to their first consumer (reading them directly or through a view).
     for (const Tensor* s : t.src) {
-      if (s != nullptr && device_of(s) < 0) device_[static_cast<size_t>(ix_.root(ix_.of(s)))] = chosen.value();
+      if (s != nullptr && device_of(s) < 0) device_[static_cast<size_t>(ix_.root(ix_.of(s)))] = chosen;
     }
-    if (writes_in_place(t)) device_[static_cast<size_t>(root)] = chosen.value();
+    if (writes_in_place(t)) device_[static_cast<size_t>(root)] = chosen;
     return Status();
   }
 

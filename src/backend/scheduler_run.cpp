@@ -303,6 +303,14 @@ Status Scheduler::Execution::wait(size_t device) {
 // server so finished) are done too: the bytes they sent were waited for and
 // used.
 Status Scheduler::Execution::read_through_plan(const ExecutorId& server, const Tensor& t, void* dst) {
+  // The other servers' plans are under way first (settle), in the order they
+  // run: one a server had dropped is sent again now, not after this read
+  // has waited for its bytes in vain.
+  for (const ServerRun& run : server_runs_) {
+    if (run.runner == nullptr || run.server == server || plans_pending_.count(run.server) == 0) continue;
+    Status s = run.runner->settle();
+    if (!s.ok()) return s.with_context("scheduler: execution plan on " + run.server.name());
+  }
   Status s = s_.runners_.at(server)->synchronize_and_read(t, dst);
   if (!s.ok()) {
     plans_pending_.erase(server);

@@ -105,28 +105,24 @@ std::string number(double v) {
 
 // rope.scaling.*: none, linear or YaRN, each exactly; anything else refused.
 Status read_rope_scaling(const ArchKeys& keys, LlamaHparams& hp) {
-  auto factor = keys.has("rope.scaling.factor") ? keys.real("rope.scaling.factor", 1.0f)
-                                                : keys.real("rope.scale_linear", 1.0f);
-  if (!factor.ok()) return factor.status();
   const std::string factor_key = keys.has("rope.scaling.factor") ? "rope.scaling.factor" : "rope.scale_linear";
+  TENSORPC_ASSIGN_OR_RETURN(const float factor, keys.real(factor_key, 1.0f));
   // A factor without a type is linear (what older files mean by it).
-  auto type = keys.text("rope.scaling.type", factor.value() != 1.0f ? "linear" : "none");
-  if (!type.ok()) return type.status();
-  const std::string& t = type.value();
+  TENSORPC_ASSIGN_OR_RETURN(const std::string t, keys.text("rope.scaling.type", factor != 1.0f ? "linear" : "none"));
   if (t != "none" && t != "linear" && t != "yarn") {
     return keys.refuse("rope.scaling.type", "'" + t + "'",
                        "tensorpc implements the RoPE scalings none, linear and yarn only");
   }
-  if (!(factor.value() > 0.0f) || !std::isfinite(factor.value())) {
-    return keys.refuse(factor_key, number(factor.value()), "a RoPE scaling factor must be positive");
+  if (!(factor > 0.0f) || !std::isfinite(factor)) {
+    return keys.refuse(factor_key, number(factor), "a RoPE scaling factor must be positive");
   }
   if (t == "none") {
-    if (factor.value() != 1.0f) {
-      return keys.refuse(factor_key, number(factor.value()), "rope.scaling.type is none, so the factor must be 1");
+    if (factor != 1.0f) {
+      return keys.refuse(factor_key, number(factor), "rope.scaling.type is none, so the factor must be 1");
     }
     return Status();
   }
-  hp.rope_freq_scale = 1.0f / factor.value();
+  hp.rope_freq_scale = 1.0f / factor;
   if (t == "linear") return Status();
 
   // YaRN: ramp between interpolation and extrapolation over the wavelengths
@@ -157,16 +153,14 @@ Status read_rope_scaling(const ArchKeys& keys, LlamaHparams& hp) {
 
 // Keys that are harmless at their neutral value and change the math otherwise.
 Status check_neutral_keys(const ArchKeys& keys) {
-  auto attn_factor = keys.real("rope.scaling.attn_factor", 1.0f);
-  if (!attn_factor.ok()) return attn_factor.status();
-  if (attn_factor.value() != 1.0f) {
-    return keys.refuse("rope.scaling.attn_factor", number(attn_factor.value()),
+  TENSORPC_ASSIGN_OR_RETURN(const float attn_factor, keys.real("rope.scaling.attn_factor", 1.0f));
+  if (attn_factor != 1.0f) {
+    return keys.refuse("rope.scaling.attn_factor", number(attn_factor),
                        "a RoPE magnitude outside YaRN is not implemented");
   }
-  auto experts = keys.integer("expert_count", 0);
-  if (!experts.ok()) return experts.status();
-  if (experts.value() > 0) {
-    return keys.refuse("expert_count", std::to_string(experts.value()), "mixture-of-experts models are not implemented");
+  TENSORPC_ASSIGN_OR_RETURN(const int64_t experts, keys.integer("expert_count", 0));
+  if (experts > 0) {
+    return keys.refuse("expert_count", std::to_string(experts), "mixture-of-experts models are not implemented");
   }
   return Status();
 }
@@ -194,16 +188,14 @@ Status read_arch_hparams(const GgufFile& f, const ArchDescription& arch, LlamaHp
   // The head dim: key_length where the file gives it (gemma, qwen3: it need
   // not be n_embd / n_head); keys and values of one size.
   const int64_t plain_head = hp.n_head > 0 ? hp.n_embd / hp.n_head : 0;
-  auto key_length = keys.integer("attention.key_length", plain_head);
-  auto value_length = keys.integer("attention.value_length", plain_head);
-  if (!key_length.ok()) return key_length.status();
-  if (!value_length.ok()) return value_length.status();
-  if (key_length.value() != value_length.value()) {
-    return keys.refuse("attention.value_length", std::to_string(value_length.value()),
+  TENSORPC_ASSIGN_OR_RETURN(const int64_t key_length, keys.integer("attention.key_length", plain_head));
+  TENSORPC_ASSIGN_OR_RETURN(const int64_t value_length, keys.integer("attention.value_length", plain_head));
+  if (key_length != value_length) {
+    return keys.refuse("attention.value_length", std::to_string(value_length),
                        "values of another size than the keys (" + keys.key("attention.key_length") + " " +
-                           std::to_string(key_length.value()) + ") are not implemented");
+                           std::to_string(key_length) + ") are not implemented");
   }
-  if (keys.has("attention.key_length") && key_length.value() != plain_head) hp.n_head_dim = key_length.value();
+  if (keys.has("attention.key_length") && key_length != plain_head) hp.n_head_dim = key_length;
 
   auto heads_kv = keys.integer("attention.head_count_kv", hp.n_head);
   auto ctx = keys.integer("context_length", 2048);
@@ -222,22 +214,18 @@ Status read_arch_hparams(const GgufFile& f, const ArchDescription& arch, LlamaHp
 
   // Sliding window: the layers the description names attend to the last
   // n_swa positions (gemma2 trained with 4096 when the file does not say).
-  auto window = keys.integer("attention.sliding_window", arch.sliding == SlidingLayers::even ? 4096 : 0);
-  if (!window.ok()) return window.status();
-  if (window.value() > 0 && arch.sliding == SlidingLayers::refused) {
-    return keys.refuse("attention.sliding_window", std::to_string(window.value()),
+  TENSORPC_ASSIGN_OR_RETURN(const int64_t window,
+                            keys.integer("attention.sliding_window", arch.sliding == SlidingLayers::even ? 4096 : 0));
+  if (window > 0 && arch.sliding == SlidingLayers::refused) {
+    return keys.refuse("attention.sliding_window", std::to_string(window),
                        std::string("tensorpc runs ") + std::string(arch.name) + " without a sliding window");
   }
-  hp.n_swa = window.value();
+  hp.n_swa = window;
 
   // Soft-caps (gemma2: 50 and 30 unless the file says otherwise).
   if (arch.logit_softcaps) {
-    auto attn_cap = keys.real("attn_logit_softcapping", 50.0f);
-    auto final_cap = keys.real("final_logit_softcapping", 30.0f);
-    if (!attn_cap.ok()) return attn_cap.status();
-    if (!final_cap.ok()) return final_cap.status();
-    hp.attn_softcap = attn_cap.value();
-    hp.final_softcap = final_cap.value();
+    TENSORPC_ASSIGN_OR_RETURN(hp.attn_softcap, keys.real("attn_logit_softcapping", 50.0f));
+    TENSORPC_ASSIGN_OR_RETURN(hp.final_softcap, keys.real("final_logit_softcapping", 30.0f));
   } else {
     for (const char* name : {"attn_logit_softcapping", "final_logit_softcapping"}) {
       if (keys.has(name)) {

@@ -20,10 +20,9 @@ StatusOr<ChatSession> ChatSession::create(Generator& gen, ChatTemplate chat_temp
   if (options.reply_room < 0 || options.reply_room >= gen.placement().n_ctx()) {
     return invalid_argument("chat: the room kept for a reply must be smaller than the context");
   }
-  auto sampler = Sampler::create(options.sampler);
-  if (!sampler.ok()) return sampler.status();
+  TENSORPC_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(options.sampler));
   TENSORPC_RETURN_IF_ERROR(gen.reset());
-  return ChatSession(gen, std::move(chat_template), std::move(options), std::move(sampler).value());
+  return ChatSession(gen, std::move(chat_template), std::move(options), std::move(sampler));
 }
 
 ChatSession::ChatSession(Generator& gen, ChatTemplate chat_template, ChatSessionOptions options, Sampler sampler)
@@ -45,16 +44,15 @@ StatusOr<std::vector<int32_t>> ChatSession::tokens_for_turn(ChatTurn& turn) {
   const int64_t n_ctx = gen_->placement().n_ctx();
   const int64_t room = options_.reply_room > 0 ? options_.reply_room : std::max<int64_t>(1, n_ctx / 4);
 
-  auto rendered = template_.render(messages_, /*add_generation_prompt=*/true);
-  if (!rendered.ok()) return rendered.status();
+  TENSORPC_ASSIGN_OR_RETURN(std::string rendered, template_.render(messages_, /*add_generation_prompt=*/true));
   std::vector<int32_t> fresh;
   size_t keep = 0;
-  if (!evaluated_text_.empty() && rendered.value().starts_with(evaluated_text_)) {
+  if (!evaluated_text_.empty() && rendered.starts_with(evaluated_text_)) {
     // The conversation goes on where the cache ends: only the new text.
     keep = evaluated_.size();
-    fresh = tok.encode(std::string_view(rendered.value()).substr(evaluated_text_.size()), false, true);
+    fresh = tok.encode(std::string_view(rendered).substr(evaluated_text_.size()), false, true);
   } else {
-    std::vector<int32_t> all = tokenize_all(rendered.value());
+    std::vector<int32_t> all = tokenize_all(rendered);
     const size_t limit = std::min(all.size(), evaluated_.size());
     while (keep < limit && all[keep] == evaluated_[keep]) ++keep;
     if (keep == all.size() && keep > 0) --keep;  // a step needs a token to give logits
@@ -65,16 +63,15 @@ StatusOr<std::vector<int32_t>> ChatSession::tokens_for_turn(ChatTurn& turn) {
     // Drop the oldest turns (never the system prompt or the new message)
     // until the whole conversation leaves room for a reply.
     const size_t first = !messages_.empty() && messages_.front().role == "system" ? 1 : 0;
-    std::vector<int32_t> all = tokenize_all(rendered.value());
+    std::vector<int32_t> all = tokenize_all(rendered);
     while (static_cast<int64_t>(all.size()) + room > n_ctx && messages_.size() > first + 1) {
       // A user message and the reply to it go together, so roles keep alternating.
       const size_t n = messages_.size() - first >= 3 ? 2 : 1;
       messages_.erase(messages_.begin() + static_cast<ptrdiff_t>(first),
                       messages_.begin() + static_cast<ptrdiff_t>(first + n));
       turn.dropped_messages += static_cast<int64_t>(n);
-      rendered = template_.render(messages_, true);
-      if (!rendered.ok()) return rendered.status();
-      all = tokenize_all(rendered.value());
+      TENSORPC_ASSIGN_OR_RETURN(rendered, template_.render(messages_, true));
+      all = tokenize_all(rendered);
     }
     if (static_cast<int64_t>(all.size()) >= n_ctx) {
       return out_of_memory("chat: the conversation is " + std::to_string(all.size()) +
@@ -89,7 +86,7 @@ StatusOr<std::vector<int32_t>> ChatSession::tokens_for_turn(ChatTurn& turn) {
     TENSORPC_RETURN_IF_ERROR(gen_->rewind(static_cast<int64_t>(keep)));
     evaluated_.resize(keep);
   }
-  evaluated_text_ = std::move(rendered).value();
+  evaluated_text_ = std::move(rendered);
   return fresh;
 }
 

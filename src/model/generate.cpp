@@ -32,18 +32,17 @@ StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, 
                                        const TokenSink& on_token, const std::atomic<bool>* cancel) {
   const LlamaModel& model = gen.model();
   ModelPlacement& placement = gen.placement();
-  auto sampler = Sampler::create(options.sampler);
-  if (!sampler.ok()) return sampler.status();
+  TENSORPC_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(options.sampler));
   const Tokenizer& tok = model.tokenizer();
   GenerateResult r;
   r.prompt = tok.encode(prompt, /*add_special=*/true, options.special);
   if (r.prompt.empty()) return invalid_argument("the prompt has no tokens");
-  for (int32_t t : r.prompt) sampler.value().accept(t);
+  for (int32_t t : r.prompt) sampler.accept(t);
 
   if (gen.position() > 0) TENSORPC_RETURN_IF_ERROR(gen.reset());
   DetokenizeStream stream(tok, /*sequence_start=*/false, options.special);
   auto cancelled = [cancel] { return cancel != nullptr && cancel->load(std::memory_order_relaxed); };
-  auto step = [&](std::span<const int32_t> tokens) { return next_token(gen, sampler.value(), tokens); };
+  auto step = [&](std::span<const int32_t> tokens) { return next_token(gen, sampler, tokens); };
 
   Clock::time_point t0 = Clock::now();
   Clock::time_point decode_start;
@@ -66,7 +65,7 @@ StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, 
       next = sampled.value();
       ++r.decode_steps;
     }
-    sampler.value().accept(next);
+    sampler.accept(next);
     r.generated.push_back(next);
     if (i == 0) {
       r.prompt_seconds = seconds_since(t0);

@@ -162,13 +162,11 @@ class GgufParser {
     if (k->type != GgufType::u32) {
       return invalid_argument(quoted(gguf_format::kAlignmentKey) + " is " + to_string(k->type) + ", not uint32");
     }
-    StatusOr<uint32_t> a = f_.get_u32(gguf_format::kAlignmentKey);
-    if (!a.ok()) return a.status();
-    if (*a == 0 || (*a & (*a - 1)) != 0) {
-      return invalid_argument(quoted(gguf_format::kAlignmentKey) + " is " + std::to_string(*a) +
-                              ", not a power of two");
+    TENSORPC_ASSIGN_OR_RETURN(uint32_t a, f_.get_u32(gguf_format::kAlignmentKey));
+    if (a == 0 || (a & (a - 1)) != 0) {
+      return invalid_argument(quoted(gguf_format::kAlignmentKey) + " is " + std::to_string(a) + ", not a power of two");
     }
-    f_.alignment_ = *a;
+    f_.alignment_ = a;
     return Status();
   }
 
@@ -326,11 +324,10 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::open_owned(std::vector<uint8_t> by
 }
 
 StatusOr<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
-  StatusOr<std::unique_ptr<MappedFile>> m = MappedFile::open(path);
-  if (!m.ok()) return m.status();
-  StatusOr<std::unique_ptr<GgufFile>> f = open_memory((*m)->bytes());
+  TENSORPC_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> m, MappedFile::open(path));
+  StatusOr<std::unique_ptr<GgufFile>> f = open_memory(m->bytes());
   if (!f.ok()) return f.status().with_context(path);
-  (*f)->mapping_ = std::move(*m);
+  (*f)->mapping_ = std::move(m);
   return f;
 }
 

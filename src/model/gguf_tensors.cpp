@@ -22,9 +22,8 @@ StatusOr<std::vector<Tensor*>> new_gguf_tensors(Context& ctx, const GgufFile& fi
   std::vector<Tensor*> out;
   out.reserve(file.tensors().size());
   for (const GgufTensorInfo& info : file.tensors()) {
-    StatusOr<Tensor*> t = new_gguf_tensor(ctx, info);
-    if (!t.ok()) return t.status();
-    out.push_back(*t);
+    TENSORPC_ASSIGN_OR_RETURN(auto* t, new_gguf_tensor(ctx, info));
+    out.push_back(t);
   }
   return out;
 }
@@ -46,8 +45,7 @@ StatusOr<TensorBytes> gguf_tensor_bytes(const GgufTensorInfo& info, const Tensor
 }
 
 Status upload_gguf_tensor(const GgufTensorInfo& info, const Tensor& t) {
-  auto bytes = gguf_tensor_bytes(info, t);
-  if (!bytes.ok()) return bytes.status();
+  TENSORPC_RETURN_IF_ERROR(gguf_tensor_bytes(info, t).status());
   if (info.bytes.empty()) return Status();
   return t.buffer->set(t, info.bytes.data(), 0, info.bytes.size());
 }

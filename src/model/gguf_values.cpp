@@ -165,11 +165,10 @@ Status wrong_type(const GgufKeyInfo& k, const char* wanted) {
 }  // namespace
 
 StatusOr<GgufValue> GgufFile::value(std::string_view key) const {
-  StatusOr<const GgufKeyInfo*> k = lookup(*this, key);
-  if (!k.ok()) return k.status();
-  ByteReader r(bytes_, (*k)->value_offset);
+  TENSORPC_ASSIGN_OR_RETURN(const GgufKeyInfo* k, lookup(*this, key));
+  ByteReader r(bytes_, k->value_offset);
   GgufValue out;
-  TENSORPC_RETURN_IF_ERROR(decode(r, (*k)->type, 0, out, "metadata key " + quoted(key)));
+  TENSORPC_RETURN_IF_ERROR(decode(r, k->type, 0, out, "metadata key " + quoted(key)));
   return out;
 }
 
@@ -179,26 +178,24 @@ namespace {
 
 template <typename T>
 StatusOr<T> get_integer(const GgufFile& f, std::string_view key, std::span<const uint8_t> bytes, const char* name) {
-  StatusOr<const GgufKeyInfo*> k = lookup(f, key);
-  if (!k.ok()) return k.status();
-  if (!is_integer((*k)->type)) return wrong_type(**k, name);
+  TENSORPC_ASSIGN_OR_RETURN(const GgufKeyInfo* k, lookup(f, key));
+  if (!is_integer(k->type)) return wrong_type(*k, name);
   const std::string what = "metadata key " + quoted(key);
-  ByteReader r(bytes, (*k)->value_offset);
+  ByteReader r(bytes, k->value_offset);
   __int128 wide = 0;
-  TENSORPC_RETURN_IF_ERROR(read_integer(r, (*k)->type, wide, what));
+  TENSORPC_RETURN_IF_ERROR(read_integer(r, k->type, wide, what));
   T v{};
-  TENSORPC_RETURN_IF_ERROR(narrow_integer(wide, v, what + " (" + to_string((*k)->type) + " read as " + name + ")"));
+  TENSORPC_RETURN_IF_ERROR(narrow_integer(wide, v, what + " (" + to_string(k->type) + " read as " + name + ")"));
   return v;
 }
 
 template <typename T>
 StatusOr<T> get_floating(const GgufFile& f, std::string_view key, std::span<const uint8_t> bytes, const char* name) {
-  StatusOr<const GgufKeyInfo*> k = lookup(f, key);
-  if (!k.ok()) return k.status();
-  if (!is_float((*k)->type)) return wrong_type(**k, name);
-  ByteReader r(bytes, (*k)->value_offset);
+  TENSORPC_ASSIGN_OR_RETURN(const GgufKeyInfo* k, lookup(f, key));
+  if (!is_float(k->type)) return wrong_type(*k, name);
+  ByteReader r(bytes, k->value_offset);
   T v{};
-  TENSORPC_RETURN_IF_ERROR(read_float(r, (*k)->type, v, "metadata key " + quoted(key)));
+  TENSORPC_RETURN_IF_ERROR(read_float(r, k->type, v, "metadata key " + quoted(key)));
   return v;
 }
 
@@ -224,20 +221,18 @@ StatusOr<double> GgufFile::get_f64(std::string_view key) const {
 }
 
 StatusOr<bool> GgufFile::get_bool(std::string_view key) const {
-  StatusOr<const GgufKeyInfo*> k = lookup(*this, key);
-  if (!k.ok()) return k.status();
-  if ((*k)->type != GgufType::boolean) return wrong_type(**k, "bool");
-  ByteReader r(bytes_, (*k)->value_offset);
+  TENSORPC_ASSIGN_OR_RETURN(const GgufKeyInfo* k, lookup(*this, key));
+  if (k->type != GgufType::boolean) return wrong_type(*k, "bool");
+  ByteReader r(bytes_, k->value_offset);
   uint8_t b = 0;
   TENSORPC_RETURN_IF_ERROR(r.read(b, "metadata key " + quoted(key)));
   return b != 0;
 }
 
 StatusOr<std::string> GgufFile::get_string(std::string_view key) const {
-  StatusOr<const GgufKeyInfo*> k = lookup(*this, key);
-  if (!k.ok()) return k.status();
-  if ((*k)->type != GgufType::string) return wrong_type(**k, "string");
-  ByteReader r(bytes_, (*k)->value_offset);
+  TENSORPC_ASSIGN_OR_RETURN(const GgufKeyInfo* k, lookup(*this, key));
+  if (k->type != GgufType::string) return wrong_type(*k, "string");
+  ByteReader r(bytes_, k->value_offset);
   std::string_view s;
   TENSORPC_RETURN_IF_ERROR(r.read_string(s, "metadata key " + quoted(key)));
   return std::string(s);
@@ -271,10 +266,9 @@ namespace {
 template <typename Accepts>
 StatusOr<const GgufKeyInfo*> open_array(const GgufFile& f, std::string_view key, Accepts accepts, const char* name,
                                         std::span<const uint8_t> bytes, ByteReader& r) {
-  StatusOr<const GgufKeyInfo*> k = lookup(f, key);
-  if (!k.ok()) return k.status();
-  if ((*k)->type != GgufType::array || !accepts((*k)->array_type)) return wrong_type(**k, name);
-  r = ByteReader(bytes, (*k)->value_offset + 4 + 8);
+  TENSORPC_ASSIGN_OR_RETURN(const GgufKeyInfo* k, lookup(f, key));
+  if (k->type != GgufType::array || !accepts(k->array_type)) return wrong_type(*k, name);
+  r = ByteReader(bytes, k->value_offset + 4 + 8);
   return k;
 }
 
@@ -282,13 +276,12 @@ StatusOr<const GgufKeyInfo*> open_array(const GgufFile& f, std::string_view key,
 
 StatusOr<std::vector<std::string>> GgufFile::get_string_array(std::string_view key) const {
   ByteReader r(bytes_);
-  auto k = open_array(
-      *this, key, [](GgufType t) { return t == GgufType::string; }, "array of string", bytes_, r);
-  if (!k.ok()) return k.status();
+  const auto is_string = [](GgufType t) { return t == GgufType::string; };
+  TENSORPC_ASSIGN_OR_RETURN(const GgufKeyInfo* k, open_array(*this, key, is_string, "array of string", bytes_, r));
   const std::string what = "metadata key " + quoted(key);
   std::vector<std::string> out;
-  out.reserve((*k)->array_count);  // bounded by the file: each string takes >= 8 bytes
-  for (uint64_t i = 0; i < (*k)->array_count; ++i) {
+  out.reserve(k->array_count);  // bounded by the file: each string takes >= 8 bytes
+  for (uint64_t i = 0; i < k->array_count; ++i) {
     std::string_view s;
     TENSORPC_RETURN_IF_ERROR(r.read_string(s, what));
     out.emplace_back(s);
@@ -298,23 +291,21 @@ StatusOr<std::vector<std::string>> GgufFile::get_string_array(std::string_view k
 
 StatusOr<std::vector<float>> GgufFile::get_f32_array(std::string_view key) const {
   ByteReader r(bytes_);
-  auto k = open_array(*this, key, is_float, "array of float32", bytes_, r);
-  if (!k.ok()) return k.status();
+  TENSORPC_ASSIGN_OR_RETURN(const GgufKeyInfo* k, open_array(*this, key, is_float, "array of float32", bytes_, r));
   const std::string what = "metadata key " + quoted(key);
-  std::vector<float> out((*k)->array_count);
-  for (float& v : out) TENSORPC_RETURN_IF_ERROR(read_float(r, (*k)->array_type, v, what));
+  std::vector<float> out(k->array_count);
+  for (float& v : out) TENSORPC_RETURN_IF_ERROR(read_float(r, k->array_type, v, what));
   return out;
 }
 
 StatusOr<std::vector<int32_t>> GgufFile::get_i32_array(std::string_view key) const {
   ByteReader r(bytes_);
-  auto k = open_array(*this, key, is_integer, "array of int32", bytes_, r);
-  if (!k.ok()) return k.status();
+  TENSORPC_ASSIGN_OR_RETURN(const GgufKeyInfo* k, open_array(*this, key, is_integer, "array of int32", bytes_, r));
   const std::string what = "metadata key " + quoted(key);
-  std::vector<int32_t> out((*k)->array_count);
+  std::vector<int32_t> out(k->array_count);
   for (int32_t& v : out) {
     __int128 wide = 0;
-    TENSORPC_RETURN_IF_ERROR(read_integer(r, (*k)->array_type, wide, what));
+    TENSORPC_RETURN_IF_ERROR(read_integer(r, k->array_type, wide, what));
     TENSORPC_RETURN_IF_ERROR(narrow_integer(wide, v, what));
   }
   return out;

@@ -194,11 +194,10 @@ Status GgufWriter::add_entry(TensorEntry entry) {
 
 Status GgufWriter::add_tensor_ref(std::string name, DType type, std::span<const int64_t> ne,
                                   std::span<const uint8_t> bytes) {
-  StatusOr<uint64_t> expected = check_tensor(name, type, ne);
-  if (!expected.ok()) return expected.status();
-  if (bytes.size() != expected.value()) {
+  TENSORPC_ASSIGN_OR_RETURN(const uint64_t expected, check_tensor(name, type, ne));
+  if (bytes.size() != expected) {
     return invalid_argument("tensor " + quoted(name) + ": " + std::to_string(bytes.size()) +
-                            " bytes given, its shape needs " + std::to_string(expected.value()));
+                            " bytes given, its shape needs " + std::to_string(expected));
   }
   return add_entry({std::move(name), type, std::vector<int64_t>(ne.begin(), ne.end()), {}, bytes, 0, bytes.size()});
 }
@@ -214,17 +213,10 @@ Status GgufWriter::add_tensor(std::string name, DType type, std::span<const int6
 
 Status GgufWriter::add_tensor_producer(std::string name, DType type, std::span<const int64_t> ne,
                                        TensorProducer produce) {
-  StatusOr<uint64_t> expected = check_tensor(name, type, ne);
-  if (!expected.ok()) return expected.status();
+  TENSORPC_ASSIGN_OR_RETURN(const uint64_t expected, check_tensor(name, type, ne));
   if (!produce) return invalid_argument("tensor " + quoted(name) + ": no producer of its bytes");
-  return add_entry({std::move(name),
-                    type,
-                    std::vector<int64_t>(ne.begin(), ne.end()),
-                    {},
-                    {},
-                    0,
-                    expected.value(),
-                    std::move(produce)});
+  return add_entry(
+      {std::move(name), type, std::vector<int64_t>(ne.begin(), ne.end()), {}, {}, 0, expected, std::move(produce)});
 }
 
 Status GgufWriter::emit(GgufByteSink& s) const {
@@ -295,12 +287,11 @@ StatusOr<std::vector<uint8_t>> GgufWriter::encode() const {
 }
 
 Status GgufWriter::write(const std::string& path) const {
-  StatusOr<std::unique_ptr<AtomicFileWriter>> file = AtomicFileWriter::create(path);
-  if (!file.ok()) return file.status();
-  FileSink sink(**file);
+  TENSORPC_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file, AtomicFileWriter::create(path));
+  FileSink sink(*file);
   TENSORPC_RETURN_IF_ERROR(emit(sink));
   TENSORPC_RETURN_IF_ERROR(sink.flush());
-  return (*file)->commit();
+  return file->commit();
 }
 
 }  // namespace tensorpc

@@ -11,9 +11,8 @@
 namespace tensorpc {
 
 StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::open(const std::string& path, ModelOpenOptions options) {
-  auto file = GgufFile::open(path);
-  if (!file.ok()) return file.status();  // it names the path already
-  auto model = from_file(std::move(file).value(), path);
+  TENSORPC_ASSIGN_OR_RETURN(auto file, GgufFile::open(path));  // it names the path already
+  auto model = from_file(std::move(file), path);
   if (!model.ok()) return model.status().with_context(path);
   const std::string dir = options.digest_dir ? *options.digest_dir : WeightDigests::default_dir();
   model.value()->digest_dir_ = dir == "off" ? std::string() : dir;
@@ -73,9 +72,7 @@ Status LlamaModel::read_weights() {
       if (optional) return Status();
       return not_found(arch + " model: tensor " + name + " is missing");
     }
-    auto t = new_gguf_tensor(ctx_, *info);
-    if (!t.ok()) return t.status();
-    *out = t.value();
+    TENSORPC_ASSIGN_OR_RETURN(*out, new_gguf_tensor(ctx_, *info));
     infos_.emplace_back(*out, info);
     return Status();
   };

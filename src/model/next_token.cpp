@@ -8,18 +8,16 @@ StatusOr<int32_t> next_token(Generator& gen, Sampler& sampler, std::span<const i
   const int64_t candidates = sampler.candidates_needed(n_vocab);
   StatusOr<int32_t> token = -1;
   if (candidates > 0 && gen.can_select_on_device()) {
-    auto top = gen.eval_top(tokens, candidates);
-    if (!top.ok()) return top.status();
-    token = sampler.sample_candidates(top.value(), n_vocab);
+    TENSORPC_ASSIGN_OR_RETURN(const std::vector<float> top, gen.eval_top(tokens, candidates));
+    token = sampler.sample_candidates(top, n_vocab);
     if (token.ok() && token.value() == Sampler::kUndecided) {
-      auto logits = gen.read_logits();  // every candidate +inf: rare enough for one more read
-      if (!logits.ok()) return logits.status();
-      token = sampler.sample(logits.value());
+      // Every candidate +inf: rare enough for one more read.
+      TENSORPC_ASSIGN_OR_RETURN(const std::vector<float> logits, gen.read_logits());
+      token = sampler.sample(logits);
     }
   } else {
-    auto logits = gen.eval(tokens);
-    if (!logits.ok()) return logits.status();
-    token = sampler.sample(logits.value());
+    TENSORPC_ASSIGN_OR_RETURN(const std::vector<float> logits, gen.eval(tokens));
+    token = sampler.sample(logits);
   }
   if (token.ok() && token.value() < 0) return internal_error("no token can be sampled: every logit is NaN or -inf");
   return token;

@@ -33,9 +33,8 @@ Status upload_weights(const LlamaModel& model, Buffer& buffer, const std::vector
     const Tensor* t = tensors[i];
     const GgufTensorInfo* info = model.info_of(t);
     if (info == nullptr) return internal_error("placement: no file record for " + describe(*t));
-    auto bytes = gguf_tensor_bytes(*info, *t);
-    if (!bytes.ok()) return bytes.status();
-    batch.push_back(bytes.value());
+    TENSORPC_ASSIGN_OR_RETURN(const TensorBytes bytes, gguf_tensor_bytes(*info, *t));
+    batch.push_back(bytes);
     batch.back().digest = &model.digests().slot(model.file().data_offset() + info->offset, info->bytes.size());
     batch_bytes += aligned(t->nbytes(), alignment);
     if (batch_bytes >= kUploadBatch || i + 1 == tensors.size()) {

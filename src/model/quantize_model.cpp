@@ -94,9 +94,8 @@ StatusOr<QuantizeSummary> quantize_gguf(const GgufFile& file, const std::string&
       TENSORPC_RETURN_IF_ERROR(w.add_u32(k.name, kQuantizationVersion));
       has_version = true;
     } else {
-      StatusOr<GgufValue> v = file.value(k.name);
-      if (!v.ok()) return v.status();
-      TENSORPC_RETURN_IF_ERROR(w.add(k.name, std::move(v).value()));
+      TENSORPC_ASSIGN_OR_RETURN(GgufValue v, file.value(k.name));
+      TENSORPC_RETURN_IF_ERROR(w.add(k.name, std::move(v)));
     }
   }
   if (!has_file_type) TENSORPC_RETURN_IF_ERROR(w.add_u32("general.file_type", file_type));

@@ -147,9 +147,7 @@ StatusOr<Tokenizer> Tokenizer::create(Vocabulary vocab) {
     }
   }
   if (bpe) {
-    auto encoder = BpeEncoder::create(tok.vocab_);
-    if (!encoder.ok()) return encoder.status();
-    tok.bpe_ = std::move(encoder).value();
+    TENSORPC_ASSIGN_OR_RETURN(tok.bpe_, BpeEncoder::create(tok.vocab_));
     // A byte's token is its character's: <0xXX> tokens, should a BPE
     // vocabulary have any, are not what its encoder falls back to.
     tok.has_byte_tokens_ = false;

@@ -65,9 +65,8 @@ void bpe_text_to_bytes(std::string_view text, std::string& out) {
 }
 
 StatusOr<std::shared_ptr<const BpeEncoder>> BpeEncoder::create(const Vocabulary& vocab) {
-  auto pre = PreTokenizer::create(vocab.pre.empty() ? "default" : vocab.pre);
-  if (!pre.ok()) return pre.status();
-  std::shared_ptr<BpeEncoder> enc(new BpeEncoder(std::move(pre).value()));
+  TENSORPC_ASSIGN_OR_RETURN(auto pre, PreTokenizer::create(vocab.pre.empty() ? "default" : vocab.pre));
+  std::shared_ptr<BpeEncoder> enc(new BpeEncoder(std::move(pre)));
   const auto n = static_cast<int32_t>(vocab.tokens.size());
   enc->n_tokens_ = n;
 

@@ -7,52 +7,40 @@ namespace {
 
 // Reads an optional i32 key into *out (left as is when absent).
 Status read_id(const GgufFile& f, const char* key, int32_t* out) {
-  auto v = f.get_i32(key, *out);
-  if (!v.ok()) return v.status();
-  *out = v.value();
+  TENSORPC_ASSIGN_OR_RETURN(*out, f.get_i32(key, *out));
   return Status();
 }
 
 Status read_flag(const GgufFile& f, const char* key, bool* out) {
-  auto v = f.get_bool(key, *out);
-  if (!v.ok()) return v.status();
-  *out = v.value();
+  TENSORPC_ASSIGN_OR_RETURN(*out, f.get_bool(key, *out));
   return Status();
 }
 
 StatusOr<Vocabulary> read_vocabulary(const GgufFile& f) {
-  auto model = f.get_string("tokenizer.ggml.model", "llama");
-  if (!model.ok()) return model.status();
+  TENSORPC_ASSIGN_OR_RETURN(const std::string model, f.get_string("tokenizer.ggml.model", "llama"));
   Vocabulary v;
-  if (model.value() == "gpt2") {
+  if (model == "gpt2") {
     v.kind = VocabularyKind::bpe;
-  } else if (model.value() != "llama") {
-    return unsupported("tokenizer.ggml.model is '" + model.value() +
+  } else if (model != "llama") {
+    return unsupported("tokenizer.ggml.model is '" + model +
                        "'; tensorpc reads 'llama' (SentencePiece) and 'gpt2' (byte-level BPE)");
   }
   const bool bpe = v.kind == VocabularyKind::bpe;
 
-  auto tokens = f.get_string_array("tokenizer.ggml.tokens");
-  if (!tokens.ok()) return tokens.status();
-  v.tokens = std::move(tokens).value();
+  TENSORPC_ASSIGN_OR_RETURN(v.tokens, f.get_string_array("tokenizer.ggml.tokens"));
   if (f.has("tokenizer.ggml.scores")) {
-    auto scores = f.get_f32_array("tokenizer.ggml.scores");
-    if (!scores.ok()) return scores.status();
+    TENSORPC_ASSIGN_OR_RETURN(std::vector<float> scores, f.get_f32_array("tokenizer.ggml.scores"));
     // BPE merges by rank: scores, if a converter wrote them, mean nothing.
-    if (!bpe) v.scores = std::move(scores).value();
+    if (!bpe) v.scores = std::move(scores);
   }
   if (f.has("tokenizer.ggml.token_type")) {
-    auto types = f.get_i32_array("tokenizer.ggml.token_type");
-    if (!types.ok()) return types.status();
-    v.types = std::move(types).value();
+    TENSORPC_ASSIGN_OR_RETURN(v.types, f.get_i32_array("tokenizer.ggml.token_type"));
   }
   if (bpe) {
     auto merges = f.get_string_array("tokenizer.ggml.merges");
     if (!merges.ok()) return merges.status().with_context("a gpt2 (byte-level BPE) vocabulary needs merges");
     v.merges = std::move(merges).value();
-    auto pre = f.get_string("tokenizer.ggml.pre", "default");
-    if (!pre.ok()) return pre.status();
-    v.pre = std::move(pre).value();
+    TENSORPC_ASSIGN_OR_RETURN(v.pre, f.get_string("tokenizer.ggml.pre", "default"));
     v.bos = v.eos = v.unk = -1;
     v.add_space_prefix = false;
     // Llama 3's tokenizer adds BOS; GPT-2's and Qwen 2's do not.

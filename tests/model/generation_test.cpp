@@ -20,12 +20,14 @@
 namespace tensorpc::tools {
 namespace {
 
-// Two servers on loopback ports, two one-thread CPU devices each.
+// Two servers on loopback ports, two one-thread CPU devices each, each
+// session keeping `stored_graphs` graphs and plans.
 struct TwoServers {
-  TwoServers() {
+  explicit TwoServers(size_t stored_graphs = ServerOptions{}.stored_graphs) {
     for (int i = 0; i < 2; ++i) {
       ServerOptions o;
       o.port = 0;
+      o.stored_graphs = stored_graphs;
       o.devices = {std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu0", .threads = 1}),
                    std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu1", .threads = 1})};
       servers.push_back(Server::start(o).value());
@@ -178,6 +180,37 @@ TEST_P(RandomModelGeneration, AGeneratorUsedAgainStartsOverAndPlansNothingNew) {
 INSTANTIATE_TEST_SUITE_P(Types, RandomModelGeneration,
                          ::testing::Values(DType::f32, DType::q8_0, DType::bf16, DType::q5_1, DType::iq4_nl, DType::q4_K,
                                            DType::q6_K),
+                         [](const auto& info) { return std::string(name_of(info.param)); });
+
+// Servers that keep one graph and one plan per session drop each as soon as
+// another is stored: generation (twice on one generator) gives the local
+// CPU's tokens all the same; nothing depends on what a server keeps
+// (tests/rpc/stored_work_test.cpp shows the resends themselves).
+class OnePlanServers : public RandomModelGeneration {};
+
+TEST_P(OnePlanServers, GiveTheLocalTokens) {
+  const std::string prompt = "in the beginning was the word and the word was";
+  GenerateOptions g = greedy(20);
+  g.generator.n_batch = 4;          // prefill plans of 4 tokens, then decode plans of 1
+  g.generator.kv_granularity = 16;  // and new ones as decoding crosses KV windows
+  TwoServers servers(/*stored_graphs=*/1);
+  auto devices = DeviceSet::connect(false, 0, servers.endpoints);
+  ASSERT_TRUE(devices.ok()) << devices.status().to_string();
+  const std::vector<Device*> list = devices.value().devices();
+  auto placement = load_model(*model, list, servers.endpoints, std::vector<double>(list.size(), 1.0), 64, nullptr);
+  ASSERT_TRUE(placement.ok()) << placement.status().to_string();
+  Generator gen(*model, *placement.value(), g.generator);
+
+  auto first = generate(gen, prompt, g);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  auto again = generate(gen, prompt, g);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  ASSERT_EQ(first.value().generated.size(), 20u);
+  EXPECT_EQ(first.value().generated, generate_local(*model, prompt, g, 64));
+  EXPECT_EQ(again.value().generated, first.value().generated);
+}
+
+INSTANTIATE_TEST_SUITE_P(F32, OnePlanServers, ::testing::Values(DType::f32),
                          [](const auto& info) { return std::string(name_of(info.param)); });
 
 // Each architecture's step graph — biases, per-head norms, fused matrices,

@@ -73,10 +73,9 @@ TEST(GraphCodec, DecodedGraphComputesBitIdenticalResults) {
   const Status enc = encode_graph(wire, g, [&](const Buffer* b) -> uint64_t { return b == client_buf ? 42 : 0; });
   ASSERT_TRUE(enc.ok()) << enc.to_string();
   WireReader r(wire.bytes());
-  auto decoded = decode_graph(r, [&](uint64_t handle, std::string* why) -> Buffer* {
+  auto decoded = decode_graph(r, [&](uint64_t handle) -> StatusOr<Buffer*> {
     if (handle == 42) return server_buf.get();
-    *why = "not issued";
-    return nullptr;
+    return not_found("not issued");
   });
   ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
   EXPECT_TRUE(r.done()) << "the graph is the rest of the payload";
@@ -119,7 +118,7 @@ TEST(GraphCodec, SourcesOutsideTheGraphAreSentAsLeaves) {
   const auto handle_of = [&](const Buffer* b) -> uint64_t { return b == other.get() ? 2 : 1; };
   ASSERT_TRUE(encode_graph(wire, g, handle_of).ok());
   WireReader r(wire.bytes());
-  auto decoded = decode_graph(r, [&](uint64_t h, std::string*) { return h == 2 ? other.get() : alloc.buffer(); });
+  auto decoded = decode_graph(r, [&](uint64_t h) -> StatusOr<Buffer*> { return h == 2 ? other.get() : alloc.buffer(); });
   ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
   ASSERT_EQ(decoded->graph.leafs().size(), 2u);
   ASSERT_EQ(decoded->graph.nodes().size(), 1u);
@@ -176,10 +175,9 @@ class GraphCodecHostile : public ::testing::Test {
 
   StatusOr<DecodedGraph> decode(const std::vector<uint8_t>& bytes) {
     WireReader r(bytes);
-    return decode_graph(r, [this](uint64_t handle, std::string* why) -> Buffer* {
+    return decode_graph(r, [this](uint64_t handle) -> StatusOr<Buffer*> {
       if (handle == 1) return buf_.get();
-      *why = "no buffer of this connection has it";
-      return nullptr;
+      return not_found("no buffer of this connection has it");
     });
   }
   // Passes when decoding fails with `code` and a message naming every needle.

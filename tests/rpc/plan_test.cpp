@@ -289,8 +289,9 @@ TEST_F(PlanPair, AKeyedSpecRunsThePlanStoredForItsKeyWithoutBeingEncodedAgain) {
   EXPECT_FLOAT_EQ(out.value()[5], -values[5]);
 }
 
-// The server keeps the 16 most recent plans: a keyed spec whose plan was
-// dropped meanwhile is stored again, and computes from the new bytes.
+// Twenty keyed specs run by turns, by id after their first run: each
+// computes from the new bytes (stored_work_test.cpp shows a server that
+// drops plans meanwhile).
 TEST_F(PlanPair, AKeyedSpecWhosePlanTheServerDroppedIsStoredAgain) {
   auto on_b = runner_of(*db_);
   std::vector<Graph> graphs;

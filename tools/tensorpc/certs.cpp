@@ -135,18 +135,17 @@ StatusOr<std::string> ensure_ca(const std::string& dir, const std::string& name)
   if (ec) return io_error("cannot make the directory " + dir + ": " + ec.message());
   const std::string ca_file = dir + "/ca.pem";
   if (std::filesystem::exists(ca_file)) return ca_file;
-  auto key = new_key();
-  if (!key.ok()) return key.status();
+  TENSORPC_ASSIGN_OR_RETURN(Key key, new_key());
   Cert cert(X509_new());
   if (!cert) return internal_error(openssl_error("X509_new"));
-  TENSORPC_RETURN_IF_ERROR(fill(cert.get(), name, key.value().get(), 3650));
+  TENSORPC_RETURN_IF_ERROR(fill(cert.get(), name, key.get(), 3650));
   X509_set_issuer_name(cert.get(), X509_get_subject_name(cert.get()));
   TENSORPC_RETURN_IF_ERROR(add_extension(cert.get(), cert.get(), NID_basic_constraints, "critical,CA:TRUE"));
   TENSORPC_RETURN_IF_ERROR(add_extension(cert.get(), cert.get(), NID_key_usage, "critical,keyCertSign,cRLSign"));
   TENSORPC_RETURN_IF_ERROR(add_extension(cert.get(), cert.get(), NID_subject_key_identifier, "hash"));
-  if (X509_sign(cert.get(), key.value().get(), EVP_sha256()) == 0) return internal_error(openssl_error("X509_sign"));
+  if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0) return internal_error(openssl_error("X509_sign"));
   // The key first: a ca.pem without its key would stop the next issue.
-  TENSORPC_RETURN_IF_ERROR(write_key(key.value().get(), dir + "/ca.key"));
+  TENSORPC_RETURN_IF_ERROR(write_key(key.get(), dir + "/ca.key"));
   TENSORPC_RETURN_IF_ERROR(write_cert(cert.get(), ca_file));
   return ca_file;
 }
@@ -160,21 +159,19 @@ StatusOr<TlsOptions> issue_certificate(const std::string& dir, const std::string
   if (days < 1) return invalid_argument("a certificate must be valid for at least one day");
   std::string names;
   for (const std::string& host : hosts) {
-    auto name = alt_name(host);
-    if (!name.ok()) return name.status();
-    names += (names.empty() ? "" : ",") + name.value();
+    TENSORPC_ASSIGN_OR_RETURN(const std::string name, alt_name(host));
+    names += (names.empty() ? "" : ",") + name;
   }
   auto ca_cert = read_pem<X509, CertDeleter>(dir + "/ca.pem", PEM_read_X509);
   if (!ca_cert.ok()) return ca_cert.status().with_context("the CA's certificate");
   auto ca_key = read_pem<EVP_PKEY, KeyDeleter>(dir + "/ca.key", PEM_read_PrivateKey);
   if (!ca_key.ok()) return ca_key.status().with_context("the CA's key");
 
-  auto key = new_key();
-  if (!key.ok()) return key.status();
+  TENSORPC_ASSIGN_OR_RETURN(Key key, new_key());
   Cert cert(X509_new());
   if (!cert) return internal_error(openssl_error("X509_new"));
   X509* issuer = ca_cert.value().get();
-  TENSORPC_RETURN_IF_ERROR(fill(cert.get(), hosts.front(), key.value().get(), days));
+  TENSORPC_RETURN_IF_ERROR(fill(cert.get(), hosts.front(), key.get(), days));
   X509_set_issuer_name(cert.get(), X509_get_subject_name(issuer));
   TENSORPC_RETURN_IF_ERROR(add_extension(issuer, cert.get(), NID_subject_alt_name, names));
   TENSORPC_RETURN_IF_ERROR(add_extension(issuer, cert.get(), NID_basic_constraints, "critical,CA:FALSE"));
@@ -185,7 +182,7 @@ StatusOr<TlsOptions> issue_certificate(const std::string& dir, const std::string
     return internal_error(openssl_error("X509_sign"));
   }
   TlsOptions files{.ca_file = dir + "/ca.pem", .cert_file = dir + "/" + stem + ".pem", .key_file = dir + "/" + stem + ".key"};
-  TENSORPC_RETURN_IF_ERROR(write_key(key.value().get(), files.key_file));
+  TENSORPC_RETURN_IF_ERROR(write_key(key.get(), files.key_file));
   TENSORPC_RETURN_IF_ERROR(write_cert(cert.get(), files.cert_file));
   return files;
 }

@@ -71,9 +71,8 @@ StatusOr<ChatTemplate> choose_template(const LlamaModel& model, const std::strin
   const std::string bos = tok.bos() >= 0 ? std::string(tok.text(tok.bos())) : std::string();
   const std::string eos = tok.eos() >= 0 ? std::string(tok.text(tok.eos())) : std::string();
   if (!name.empty()) return ChatTemplate::named(name, bos, eos);
-  auto text = model.file().get_string("tokenizer.chat_template", "");
-  if (!text.ok()) return text.status();
-  return ChatTemplate::detect(text.value(), bos, eos);
+  TENSORPC_ASSIGN_OR_RETURN(const std::string text, model.file().get_string("tokenizer.chat_template", ""));
+  return ChatTemplate::detect(text, bos, eos);
 }
 
 const char* stop_notice(ChatStop stop) {

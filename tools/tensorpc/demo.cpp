@@ -36,24 +36,21 @@ namespace {
 StatusOr<std::vector<std::string>> converse(const LlamaModel& model, const std::vector<Device*>& devices,
                                             const std::vector<std::string>& endpoints, std::FILE* out) {
   const std::vector<double> ratios = endpoints.empty() ? std::vector<double>{} : std::vector<double>(devices.size(), 1.0);
-  auto placement = load_model(model, devices, endpoints, ratios, 256, nullptr);
-  if (!placement.ok()) return placement.status();
+  TENSORPC_ASSIGN_OR_RETURN(auto placement, load_model(model, devices, endpoints, ratios, 256, nullptr));
   const Tokenizer& tok = model.tokenizer();
-  auto text = model.file().get_string("tokenizer.chat_template", "");
-  if (!text.ok()) return text.status();
-  auto chat_template = ChatTemplate::detect(text.value(), tok.text(tok.bos()), tok.text(tok.eos()));
-  if (!chat_template.ok()) return chat_template.status();
-  Generator gen(model, *placement.value());
+  TENSORPC_ASSIGN_OR_RETURN(const std::string text, model.file().get_string("tokenizer.chat_template", ""));
+  TENSORPC_ASSIGN_OR_RETURN(ChatTemplate chat_template,
+                            ChatTemplate::detect(text, tok.text(tok.bos()), tok.text(tok.eos())));
+  Generator gen(model, *placement);
   ChatSessionOptions options;
   options.sampler.temperature = 0;
   options.n_predict = 48;
   options.system_prompt = "Answer with a verse.";
-  auto session = ChatSession::create(gen, std::move(chat_template).value(), options);
-  if (!session.ok()) return session.status();
+  TENSORPC_ASSIGN_OR_RETURN(ChatSession session, ChatSession::create(gen, std::move(chat_template), options));
   std::vector<std::string> replies;
   for (const char* message : {"In the beginning God created the heaven and the earth.", "And there was light."}) {
     std::fprintf(out, "> %s\n", message);
-    auto turn = session.value().reply(message, [out](std::string_view piece) {
+    auto turn = session.reply(message, [out](std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), out);
       std::fflush(out);
     });

@@ -11,17 +11,14 @@
 namespace tensorpc::tools {
 
 StatusOr<PlacedModel> place_model(const ModelSetup& setup, std::FILE* err) {
-  auto model = LlamaModel::open(setup.model);
-  if (!model.ok()) return model.status();  // its message names the file once
-  return place_model(std::move(model).value(), setup, err);
+  TENSORPC_ASSIGN_OR_RETURN(auto model, LlamaModel::open(setup.model));  // its message names the file once
+  return place_model(std::move(model), setup, err);
 }
 
 StatusOr<PlacedModel> place_model(std::unique_ptr<LlamaModel> model, const ModelSetup& setup, std::FILE* err) {
-  auto remote = remote_options(setup.client);
-  if (!remote.ok()) return remote.status();
   PlaceOptions where;
+  TENSORPC_ASSIGN_OR_RETURN(where.remote, remote_options(setup.client));
   where.endpoints = setup.endpoints;
-  where.remote = remote.value();
   where.split = setup.split;
   where.threads = setup.threads;
   where.n_ctx = setup.n_ctx;

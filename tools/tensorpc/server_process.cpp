@@ -79,9 +79,8 @@ StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start(const std::string&
   constexpr int kTries = 3;
   Status failed;
   for (int attempt = 0; attempt < kTries; ++attempt) {
-    auto port = pick_free_port();
-    if (!port.ok()) return port.status();
-    auto started = start_on(binary, args, port.value(), timeout);
+    TENSORPC_ASSIGN_OR_RETURN(const uint16_t port, pick_free_port());
+    auto started = start_on(binary, args, port, timeout);
     if (started.ok() || started.status().message().find("Address already in use") == std::string::npos) {
       return started;
     }

@@ -78,11 +78,12 @@ Status RemoteBuffer::read(const Tensor& t, void* dst, uint64_t offset, uint64_t 
   TENSORPC_RETURN_IF_ERROR(check_range(t, offset, size, "get"));
   if (size == 0 && flags == 0) return Status();
   const auto fields = encoded(GetTensorRequest{.handle = handle_, .offset = t.offset + offset, .size = size});
-  auto reply = connection_->call(
-      {.command = Command::get_tensor, .fields = fields, .flags = flags, .timeout = device_->reply_timeout()},
-                                 std::span<uint8_t>(static_cast<uint8_t*>(dst), size));
-  if (!reply.ok()) return reply.status();
-  if (!reply.value().empty()) {
+  TENSORPC_ASSIGN_OR_RETURN(
+      const std::vector<uint8_t> reply,
+      connection_->call(
+          {.command = Command::get_tensor, .fields = fields, .flags = flags, .timeout = device_->reply_timeout()},
+          std::span<uint8_t>(static_cast<uint8_t*>(dst), size)));
+  if (!reply.empty()) {
     return Status(StatusCode::protocol_error,
                   "GET_TENSOR to " + connection_->endpoint() + ": reply has unexpected bytes before the data");
   }

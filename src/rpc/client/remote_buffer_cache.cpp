@@ -131,10 +131,9 @@ Status RemoteBuffer::digest_batch(std::span<const CachedRange> batch, std::span<
 }
 
 Status RemoteBuffer::send_batch(std::span<const CachedRange> batch, std::span<const Sha256> digests) {
-  auto found = ask_cache(batch, digests);
-  if (!found.ok()) return found.status();
+  TENSORPC_ASSIGN_OR_RETURN(const std::vector<bool> found, ask_cache(batch, digests));
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (found.value()[i]) continue;
+    if (found[i]) continue;
     // One frame whatever the size, so the server can hash exactly the bytes
     // the client hashed (the server raises its frame limit for large buffers).
     TENSORPC_RETURN_IF_ERROR(send_set(batch[i].server_offset, batch[i].src, batch[i].size, kFlagCache));

@@ -28,14 +28,14 @@ std::chrono::milliseconds open_timeout_of(const RemoteOptions& options) {
 }
 
 StatusOr<std::vector<DeviceInfo>> list_devices(const std::string& endpoint, const RemoteOptions& options) {
-  auto connection = get_connection(endpoint, credentials_of(options), open_timeout_of(options));
-  if (!connection.ok()) return connection.status();
-  auto fields = connection.value()->call({.command = Command::list_devices, .timeout = options.reply_timeout});
-  if (!fields.ok()) return fields.status();
-  WireReader r(fields.value());
+  TENSORPC_ASSIGN_OR_RETURN(auto connection,
+                            get_connection(endpoint, credentials_of(options), open_timeout_of(options)));
+  TENSORPC_ASSIGN_OR_RETURN(auto fields,
+                            connection->call({.command = Command::list_devices, .timeout = options.reply_timeout}));
+  WireReader r(fields);
   ListDevicesReply reply;
   const Status s = decode(r, reply);
-  if (!s.ok()) return Status(s.code(), "LIST_DEVICES to " + connection.value()->endpoint() + ": " + s.message());
+  if (!s.ok()) return Status(s.code(), "LIST_DEVICES to " + connection->endpoint() + ": " + s.message());
   return std::move(reply.devices);
 }
 
@@ -73,13 +73,12 @@ std::chrono::milliseconds RemoteDevice::open_timeout() const { return open_timeo
 StatusOr<DeviceInfo> RemoteDevice::info() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (info_) return *info_;
-  auto devices = list_devices(endpoint_, options_);
-  if (!devices.ok()) return devices.status();
-  if (index_ >= devices.value().size()) {
+  TENSORPC_ASSIGN_OR_RETURN(const std::vector<DeviceInfo> devices, list_devices(endpoint_, options_));
+  if (index_ >= devices.size()) {
     return not_found("device " + std::to_string(index_) + " of " + endpoint_ + " does not exist (the server has " +
-                     std::to_string(devices.value().size()) + ")");
+                     std::to_string(devices.size()) + ")");
   }
-  info_ = devices.value()[index_];
+  info_ = devices[index_];
   return *info_;
 }
 
@@ -94,11 +93,10 @@ std::string RemoteDevice::description() const {
 }
 
 StatusOr<MemoryInfo> RemoteDevice::memory() const {
-  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
-  if (!connection.ok()) return connection.status();
+  TENSORPC_ASSIGN_OR_RETURN(auto connection, get_connection(endpoint_, credentials_of(options_), open_timeout()));
   DeviceMemoryReply reply;
   TENSORPC_RETURN_IF_ERROR(
-      connection.value()->call(Command::device_memory, DeviceMemoryRequest{.device = index_}, reply, reply_timeout()));
+      connection->call(Command::device_memory, DeviceMemoryRequest{.device = index_}, reply, reply_timeout()));
   return MemoryInfo{.free = reply.free, .total = reply.total};
 }
 
@@ -129,29 +127,24 @@ bool RemoteDevice::supports(const Tensor& node) const {
 }
 
 StatusOr<std::unique_ptr<Buffer>> RemoteDevice::allocate(uint64_t size) {
-  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
-  if (!connection.ok()) return connection.status();
+  TENSORPC_ASSIGN_OR_RETURN(auto connection, get_connection(endpoint_, credentials_of(options_), open_timeout()));
   BufferAllocReply reply;
-  TENSORPC_RETURN_IF_ERROR(connection.value()->call(
-      Command::buffer_alloc, BufferAllocRequest{.device = index_, .size = size}, reply, reply_timeout()));
+  TENSORPC_RETURN_IF_ERROR(connection->call(Command::buffer_alloc, BufferAllocRequest{.device = index_, .size = size},
+                                            reply, reply_timeout()));
   if (reply.handle == 0) {
     return Status(StatusCode::protocol_error, "BUFFER_ALLOC to " + endpoint_ + ": the server issued handle 0");
   }
-  return std::unique_ptr<Buffer>(
-      std::make_unique<RemoteBuffer>(link_, std::move(connection).value(), reply.handle, size));
+  return std::unique_ptr<Buffer>(std::make_unique<RemoteBuffer>(link_, std::move(connection), reply.handle, size));
 }
 
 StatusOr<std::unique_ptr<Stream>> RemoteDevice::create_stream() {
-  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
-  if (!connection.ok()) return connection.status();
-  return std::unique_ptr<Stream>(std::make_unique<RemoteStream>(link_, std::move(connection).value()));
+  TENSORPC_ASSIGN_OR_RETURN(auto connection, get_connection(endpoint_, credentials_of(options_), open_timeout()));
+  return std::unique_ptr<Stream>(std::make_unique<RemoteStream>(link_, std::move(connection)));
 }
 
 StatusOr<std::unique_ptr<PlanRunner>> RemoteDevice::create_plan_runner() {
-  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
-  if (!connection.ok()) return connection.status();
-  return std::unique_ptr<PlanRunner>(
-      std::make_unique<RemotePlanRunner>(std::move(connection).value(), options_.reply_timeout));
+  TENSORPC_ASSIGN_OR_RETURN(auto connection, get_connection(endpoint_, credentials_of(options_), open_timeout()));
+  return std::unique_ptr<PlanRunner>(std::make_unique<RemotePlanRunner>(std::move(connection), options_.reply_timeout));
 }
 
 DeviceTraffic RemoteDevice::traffic() const {

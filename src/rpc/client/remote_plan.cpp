@@ -50,14 +50,9 @@ Status RemotePlanRunner::run_async(const ExecutionPlanSpec& spec) {
   auto tokens = hold_grants(spec);
   if (!tokens.ok()) return tokens.status();
   // A spec run before under its key, with the same grants: its plan is run
-  // by id if the server still holds it, and nothing is encoded.
-  Encoded* known = nullptr;
-  if (spec.key != 0) {
-    for (Encoded& e : encoded_) {
-      if (e.key == spec.key) known = &e;
-    }
-  }
-  if (known != nullptr && known->tokens == tokens.value()) {
+  // by id, and nothing is encoded.
+  if (const Encoded* known = spec.key != 0 ? encoded_.find(spec.key) : nullptr;
+      known != nullptr && known->tokens == tokens.value()) {
     auto ran = connection_->run_stored_plan(known->plan_id, timeout_);
     if (!ran.ok()) return ran.status();
     if (ran.value()) return Status();
@@ -65,12 +60,8 @@ Status RemotePlanRunner::run_async(const ExecutionPlanSpec& spec) {
   auto plan_id = encode_and_send(spec);
   if (!plan_id.ok()) return plan_id.status();
   if (spec.key != 0) {
-    if (known == nullptr) {
-      if (encoded_.size() >= kEncodedSpecs) encoded_.pop_front();
-      encoded_.push_back({});
-      known = &encoded_.back();
-    }
-    *known = {.key = spec.key, .plan_id = plan_id.value(), .tokens = std::move(tokens).value()};
+    encoded_.put(spec.key, Encoded{.plan_id = plan_id.value(), .tokens = std::move(tokens).value()});
+    encoded_.trim_to(kEncodedSpecs);
   }
   return Status();
 }
@@ -190,13 +181,12 @@ Status RemotePlanRunner::synchronize_and_read(const Tensor& t, void* dst) {
   return s;
 }
 
-// A failed plan may not be stored on the server: store plans again, and wait
-// under new grants so that a late send of the failed run is never taken for
-// the next run's bytes.
+Status RemotePlanRunner::settle() { return connection_->settle(); }
+
+// After a failed run, wait under new grants (so plans are encoded anew), so
+// that a late send of the failed run is never taken for the next run's bytes.
 void RemotePlanRunner::start_over() {
   encoded_.clear();
-  connection_->forget_plans();
-  connection_->forget_graphs();
   connection_->forget_standing_grants();
 }
 

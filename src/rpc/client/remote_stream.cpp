@@ -58,10 +58,7 @@ Status RemoteStream::get_async(const Tensor& t, void* dst, uint64_t offset, uint
 }
 
 Status RemoteStream::synchronize() {
-  const Status s = connection_->call_status_only(Command::synchronize, {}, device_->reply_timeout());
-  // A failed graph may not be stored on the server: resend graphs from now on.
-  if (!s.ok()) connection_->forget_graphs();
-  return s;
+  return connection_->call_status_only(Command::synchronize, {}, device_->reply_timeout());
 }
 
 }  // namespace tensorpc::rpc

@@ -8,12 +8,11 @@ namespace tensorpc {
 
 StatusOr<std::vector<std::unique_ptr<Device>>> connect_devices(const std::string& endpoint,
                                                                const RemoteOptions& options) {
-  auto devices = rpc::list_devices(endpoint, options);
-  if (!devices.ok()) return devices.status();
+  TENSORPC_ASSIGN_OR_RETURN(std::vector<rpc::DeviceInfo> devices, rpc::list_devices(endpoint, options));
   std::vector<std::unique_ptr<Device>> out;
-  for (size_t i = 0; i < devices.value().size(); ++i) {
-    out.push_back(std::make_unique<rpc::RemoteDevice>(endpoint, static_cast<uint32_t>(i), options,
-                                                      std::move(devices.value()[i])));
+  for (size_t i = 0; i < devices.size(); ++i) {
+    out.push_back(
+        std::make_unique<rpc::RemoteDevice>(endpoint, static_cast<uint32_t>(i), options, std::move(devices[i])));
   }
   return out;
 }
@@ -28,9 +27,9 @@ ConnectionStats connection_stats(const std::string& endpoint) {
 }
 
 Status ping(const std::string& endpoint, const RemoteOptions& options) {
-  auto connection = rpc::get_connection(endpoint, rpc::credentials_of(options), rpc::open_timeout_of(options));
-  if (!connection.ok()) return connection.status();
-  return connection.value()->call_status_only(rpc::Command::ping, {}, options.reply_timeout);
+  TENSORPC_ASSIGN_OR_RETURN(auto connection,
+                            rpc::get_connection(endpoint, rpc::credentials_of(options), rpc::open_timeout_of(options)));
+  return connection->call_status_only(rpc::Command::ping, {}, options.reply_timeout);
 }
 
 }  // namespace tensorpc

@@ -38,6 +38,7 @@ void FrameChannel::shutdown() {
 }
 
 void FrameChannel::close() {
+  if (!held_.empty()) (void)flush_held();  // best effort: the client may still read them
   MutexLock lock(socket_mutex_);
   socket_.close();
 }
@@ -52,6 +53,7 @@ void FrameChannel::explain_end(const std::string& reason) {
 }
 
 bool FrameChannel::next_frame(bool may_idle) {
+  if (!held_.empty() && !socket_.readable_now() && !flush_held()) return false;
   uint8_t raw[kFrameHeaderSize];
   Status s = may_idle ? socket_.wait_readable() : Status();
   if (s.ok()) s = socket_.recv_all(raw, sizeof raw);
@@ -66,7 +68,23 @@ bool FrameChannel::next_frame(bool may_idle) {
     return false;
   }
   current_ = header.value();
+  // Nothing to ride with: what it does may take long.
+  if ((current_.flags & kFlagNoReply) != 0 && !held_.empty()) return flush_held();
   return true;
+}
+
+Status FrameChannel::reply_early() {
+  replied_early_ = true;
+  const Status s = send_reply(Status(), FrameReply{});
+  if (!s.ok()) end(s.message());
+  return s;
+}
+
+bool FrameChannel::flush_held() {
+  const Status s = socket_.send_all(held_.data(), held_.size());
+  held_.clear();
+  if (!s.ok()) end_reason_ = s.message();
+  return s.ok();
 }
 
 // Grows the payload as bytes arrive, so a frame that only claims to be large
@@ -84,6 +102,7 @@ Status FrameChannel::read_payload() {
 }
 
 void FrameChannel::end_frame() {
+  replied_early_ = false;
   // A huge graph frame should not pin its memory for the connection's life.
   if (payload_.capacity() > (uint64_t{16} << 20)) std::vector<uint8_t>().swap(payload_);
 }
@@ -127,13 +146,23 @@ Status FrameChannel::send_reply(const Status& status, const FrameReply& reply) {
   h.payload_length = head.size() + fields_size + bulk.size();
   uint8_t raw[kFrameHeaderSize];
   encode_header(h, raw);
-  const iovec parts[4] = {
+  const size_t size = sizeof raw + head.size() + fields_size + bulk.size();
+  if (bulk.empty() && held_.size() + size <= kMaxHeldBytes && socket_.readable_now()) {
+    held_.insert(held_.end(), raw, raw + sizeof raw);
+    held_.insert(held_.end(), head.bytes().begin(), head.bytes().end());
+    held_.insert(held_.end(), fields.begin(), fields.begin() + static_cast<ptrdiff_t>(fields_size));
+    return Status();
+  }
+  const iovec parts[5] = {
+      {held_.data(), held_.size()},
       {raw, sizeof raw},
       {head.bytes().data(), head.size()},
       {const_cast<uint8_t*>(fields.data()), fields_size},
       {const_cast<uint8_t*>(bulk.data()), bulk.size()},
   };
-  return socket_.send_all(parts);
+  const Status s = socket_.send_all(parts);
+  held_.clear();
+  return s;
 }
 
 template <typename Request>

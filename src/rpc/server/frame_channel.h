@@ -71,8 +71,17 @@ class FrameChannel {
   // `hasher` is set.
   Status receive(uint8_t* dst, uint64_t size, Sha256Hasher* hasher);
   // The reply to the current frame: the status, then (when ok) the reply's
-  // fields and bulk bytes.
+  // fields and bulk bytes. A small reply is held while the client's next
+  // frame is already here, and goes out in one write with the reply after
+  // it: a client that sent several requests at once (runs by id, then a
+  // read) wakes once for their replies. Held replies are sent before the
+  // channel waits for a frame, or serves one that has no reply.
   Status send_reply(const Status& status, const FrameReply& reply);
+  // Replies to the current frame now, before its work is done (a run by id
+  // that was found: the rest of its outcome is kept like a one-way
+  // command's). The frame gets no other reply.
+  Status reply_early();
+  bool replied_early() const { return replied_early_; }
   // Done with the current frame: a huge payload's memory is given back.
   void end_frame();
 
@@ -90,9 +99,15 @@ class FrameChannel {
   Mutex socket_mutex_;  // shutdown() from another thread vs. the close at the session's end
   const std::string who_;
   const std::string peer_;
+  // Sends the held replies; false (the connection ended) when that fails.
+  bool flush_held();
+
   FrameHeader current_;  // the frame being served
+  std::vector<uint8_t> held_;  // encoded replies not sent yet (send_reply)
+  static constexpr size_t kMaxHeldBytes = 4096;
   std::vector<uint8_t> payload_;
   bool closing_ = false;  // end the connection after this frame's reply
+  bool replied_early_ = false;  // the current frame was answered by reply_early()
   std::string end_reason_ = "connection closed by peer";
 };
 

@@ -9,9 +9,8 @@ namespace tensorpc::rpc {
 
 Status PeerLinks::check_allowed(const std::string& endpoint) const {
   if (env_.allowed_peers.empty()) return Status();
-  auto parsed = parse_endpoint(endpoint);
-  if (!parsed.ok()) return parsed.status();
-  const std::string name = parsed.value().to_string();
+  TENSORPC_ASSIGN_OR_RETURN(const Endpoint parsed, parse_endpoint(endpoint));
+  const std::string name = parsed.to_string();
   if (std::find(env_.allowed_peers.begin(), env_.allowed_peers.end(), name) == env_.allowed_peers.end()) {
     return invalid_argument(name + " is not among the peers this server may send to (its --allow-peer list)");
   }
@@ -25,9 +24,9 @@ StatusOr<std::shared_ptr<Connection>> PeerLinks::get(const std::string& endpoint
   // All servers of a cluster share one key (this server proves its own) and,
   // with TLS, one CA.
   const auto open_timeout = env_.io_timeout.count() > 0 ? std::min(env_.io_timeout, kOpenTimeout) : kOpenTimeout;
-  auto connection = env_.peers->get(endpoint, env_.peer_credentials, open_timeout);
-  if (!connection.ok()) return connection.status();
-  links_[endpoint] = connection.value();
+  TENSORPC_ASSIGN_OR_RETURN(std::shared_ptr<Connection> connection,
+                            env_.peers->get(endpoint, env_.peer_credentials, open_timeout));
+  links_[endpoint] = connection;
   return connection;
 }
 

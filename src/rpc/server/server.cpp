@@ -197,15 +197,13 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
     return invalid_argument("Server::start: a TLS CA file without a certificate and key: a server uses TLS only "
                             "with its own certificate (--tls-cert, --tls-key)");
   }
-  auto cache = rpc::WeightsCache::open(options.cache_memory_limit, options.cache_dir);
-  if (!cache.ok()) return cache.status();
-  auto listener = Socket::listen(options.host, options.port);
-  if (!listener.ok()) return listener.status();
+  TENSORPC_ASSIGN_OR_RETURN(auto cache, rpc::WeightsCache::open(options.cache_memory_limit, options.cache_dir));
+  TENSORPC_ASSIGN_OR_RETURN(Socket listener, Socket::listen(options.host, options.port));
 
   auto counters = std::make_unique<rpc::SessionCounters>();
   rpc::SessionEnv env;
   env.devices = options.devices;
-  env.cache = cache.value().get();
+  env.cache = cache.get();
   env.counters = counters.get();
   env.key = options.key;
   env.tls = tls;
@@ -213,10 +211,11 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
   env.peer_credentials = {.key = options.key, .tls = use_tls ? options.tls : TlsOptions{}};
   env.max_session_memory = options.max_session_memory;
   env.max_session_buffers = options.max_session_buffers;
+  env.stored_graphs = options.stored_graphs;
   env.io_timeout = options.io_timeout;
   env.allowed_peers = std::move(allowed_peers);
-  auto server = std::make_unique<TcpServer>(std::move(listener).value(), std::move(env), std::move(cache).value(),
-                                            std::move(counters), options.host);
+  auto server = std::make_unique<TcpServer>(std::move(listener), std::move(env), std::move(cache), std::move(counters),
+                                            options.host);
   log::info("listening on " + options.host + ":" + std::to_string(server->port()) + " with " +
             std::to_string(options.devices.size()) + " device(s)" +
             (options.key.empty() ? ", no key" : ", clients must prove the key") + (use_tls ? ", TLS" : ""));

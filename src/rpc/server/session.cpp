@@ -23,6 +23,16 @@ bool skips_after_failure(const FrameHeader& h) {
   return h.command == Command::graph_compute || h.command == Command::graph_recompute || h.command == Command::plan_run;
 }
 
+// A run of a stored graph or plan by its id.
+bool runs_by_id(Command command) { return command == Command::graph_recompute || command == Command::plan_run; }
+
+// Commands that change nothing: a client may send them before it has read
+// the replies of its runs by id (Connection's unsettled runs).
+bool only_reads(Command command) {
+  return command == Command::get_tensor || command == Command::synchronize || command == Command::ping ||
+         command == Command::list_devices || command == Command::device_memory;
+}
+
 }  // namespace
 
 Session::Session(Socket socket, const SessionEnv& env, uint64_t id)
@@ -30,6 +40,7 @@ Session::Session(Socket socket, const SessionEnv& env, uint64_t id)
       id_(id),
       channel_(std::move(socket), "session " + std::to_string(id), env.io_timeout),
       buffers_(env),
+      work_(env.stored_graphs),
       peers_(env) {}
 
 Session::~Session() { release_all(); }
@@ -84,6 +95,8 @@ bool Session::serve_frame() {
     return false;
   }
   const CommandSpec& spec = kCommands[static_cast<uint16_t>(command)];
+  // Anything else comes from a client that has read its runs' replies.
+  if (!runs_by_id(command) && !only_reads(command)) skipping_runs_ = false;
   Status s;
   if (!spec.streams_payload) {
     s = channel_.read_payload();
@@ -143,7 +156,11 @@ bool Session::serve_frame() {
     log::debug("session " + std::to_string(id_) + ": " + result.to_string());
     channel_.explain_end(result.message());
   }
-  if ((current.flags & kFlagNoReply) != 0 && !channel_.closing()) {
+  if (channel_.replied_early()) {
+    // Answered when its work was found; the work's own failure waits like
+    // a one-way command's.
+    if (!result.ok() && pending_.ok()) pending_ = result;
+  } else if ((current.flags & kFlagNoReply) != 0 && !channel_.closing()) {
     if (!result.ok() && pending_.ok()) pending_ = result;
   } else {
     // A reply that carries a buffer's bytes must be ordered before a granted
@@ -181,6 +198,32 @@ uint64_t Session::payload_limit(Command command) const {
   }
   return env_.max_frame;
 }
+
+// ---- runs by id -------------------------------------------------------------------
+
+// A run by id flagged SYNC that wants a reply is answered as soon as its
+// graph or plan is found (from 1.9): its client learns at once that nothing
+// needs sending again, and the run's own outcome waits like a one-way
+// command's.
+StatusOr<StoredGraph*> Session::graph_to_run(uint64_t id, uint32_t device) {
+  const bool sync = (channel_.current().flags & kFlagSync) != 0;
+  if (sync && skipping_runs_) return not_found("graph " + std::to_string(id) + " " + kSkippedRun);
+  auto g = work_.use_graph(id, device);
+  if (!g.ok() && g.status().code() == StatusCode::not_found) skipping_runs_ = sync;
+  if (g.ok() && sync && answers_early()) TENSORPC_RETURN_IF_ERROR(channel_.reply_early());
+  return g;
+}
+
+StatusOr<StoredPlan*> Session::plan_to_run(uint64_t id) {
+  const bool sync = (channel_.current().flags & kFlagSync) != 0;
+  if (sync && skipping_runs_) return not_found("plan " + std::to_string(id) + " " + kSkippedRun);
+  auto p = work_.use_plan(id);
+  if (!p.ok()) skipping_runs_ = sync;
+  if (p.ok() && sync && answers_early()) TENSORPC_RETURN_IF_ERROR(channel_.reply_early());
+  return p;
+}
+
+bool Session::answers_early() const { return (channel_.current().flags & kFlagNoReply) == 0; }
 
 // ---- steps that need more than one part -------------------------------------------
 

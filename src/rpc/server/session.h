@@ -35,6 +35,7 @@
 // reply left unread, for longer than io_timeout ends the connection.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -66,11 +67,14 @@ class Session {
  private:
   using Reply = FrameReply;
   using Handler = Status (Session::*)(WireReader& in, Reply& out);
+  // A command's handler, in the table the frame loop dispatches through
+  // (session_commands.cpp fills it by Command).
   struct CommandSpec {
-    Handler handler;
-    bool streams_payload;  // reads its own payload from the socket (SET_TENSOR)
+    Handler handler = nullptr;
+    bool streams_payload = false;  // reads its own payload from the socket (SET_TENSOR)
   };
-  static const CommandSpec kCommands[kCommandCount];
+  static constexpr std::array<CommandSpec, kCommandCount> command_table();
+  static const std::array<CommandSpec, kCommandCount> kCommands;
 
   // One frame: false when the connection must end.
   bool serve_frame();
@@ -128,6 +132,11 @@ class Session {
   StatusOr<GrantToken> issue_grant(uint64_t handle, uint64_t offset, uint64_t size, const char* what,
                                    std::shared_ptr<GrantArrivals> arrivals);
   void release_all();
+  // The graph or plan a run by id names, or why it does not run: dropped
+  // (not found), or skipped after a dropped one (skipping_runs_).
+  StatusOr<StoredGraph*> graph_to_run(uint64_t id, uint32_t device);
+  StatusOr<StoredPlan*> plan_to_run(uint64_t id);
+  bool answers_early() const;  // the current frame wants a reply
 
   const SessionEnv& env_;
   const uint64_t id_;
@@ -142,6 +151,10 @@ class Session {
   Phase phase_ = Phase::awaiting_hello;
   AuthNonce server_nonce_{};           // sent in the HELLO reply; both proofs cover it
   Status pending_;                     // first error of a NO_REPLY command, until SYNCHRONIZE
+  // A run by id flagged SYNC named a graph or plan that work_ no longer
+  // holds: later such runs are skipped (kSkippedRun) until another command,
+  // so none runs ahead of the one its client will store and run again.
+  bool skipping_runs_ = false;
   std::atomic<bool> stopping_{false};  // shutdown() was called: waits end
 };
 

@@ -71,11 +71,10 @@ StatusOr<uint64_t> SessionBuffers::allocate(uint32_t device, uint64_t size) {
     return out_of_memory(dev.name() + ": " + std::to_string(size) + " bytes exceed the largest allocation of " +
                          std::to_string(dev.max_allocation()));
   }
-  auto buffer = dev.allocate(size);
-  if (!buffer.ok()) return buffer.status();
+  TENSORPC_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer, dev.allocate(size));
   const uint64_t handle = next_handle_++;
-  const uint64_t allocated = buffer.value()->size();
-  auto entry = std::make_shared<BufferEntry>(BufferEntry{std::move(buffer).value(), device});
+  const uint64_t allocated = buffer->size();
+  auto entry = std::make_shared<BufferEntry>(BufferEntry{std::move(buffer), device});
   {
     MutexLock lock(table_->mutex);
     table_->entries.emplace(handle, std::move(entry));
@@ -110,9 +109,8 @@ StatusOr<BufferEntry*> SessionBuffers::find(uint64_t handle) {
 }
 
 StatusOr<BufferEntry*> SessionBuffers::find_range(uint64_t handle, uint64_t offset, uint64_t size, const char* what) {
-  auto entry = find(handle);
-  if (!entry.ok()) return entry.status();
-  const uint64_t buffer_size = entry.value()->buffer->size();
+  TENSORPC_ASSIGN_OR_RETURN(auto* entry, find(handle));
+  const uint64_t buffer_size = entry->buffer->size();
   // Written so that nothing overflows: offset + size is never computed.
   if (offset > buffer_size || size > buffer_size - offset) {
     return invalid_argument(std::string(what) + " bytes [" + std::to_string(offset) + ", +" + std::to_string(size) +
@@ -132,13 +130,11 @@ SessionBuffers::Held SessionBuffers::held() const {
 
 Status SessionBuffers::copy_range(uint64_t src_handle, uint64_t src_offset, uint64_t dst_handle, uint64_t dst_offset,
                                   uint64_t size) {
-  auto src = find_range(src_handle, src_offset, size, "COPY_TENSOR: source");
-  if (!src.ok()) return src.status();
-  auto dst = find_range(dst_handle, dst_offset, size, "COPY_TENSOR: destination");
-  if (!dst.ok()) return dst.status();
+  TENSORPC_ASSIGN_OR_RETURN(auto* src, find_range(src_handle, src_offset, size, "COPY_TENSOR: source"));
+  TENSORPC_ASSIGN_OR_RETURN(auto* dst, find_range(dst_handle, dst_offset, size, "COPY_TENSOR: destination"));
   if (size == 0) return Status();
-  Buffer& from = *src.value()->buffer;
-  Buffer& to = *dst.value()->buffer;
+  Buffer& from = *src->buffer;
+  Buffer& to = *dst->buffer;
   if (from.host_base() != nullptr && to.host_base() != nullptr) {
     // memmove: source and destination may overlap within one buffer.
     std::memmove(static_cast<uint8_t*>(to.host_base()) + dst_offset,
@@ -153,17 +149,28 @@ Status SessionBuffers::copy_range(uint64_t src_handle, uint64_t src_offset, uint
   }
   // The devices cannot reach each other: through host memory, on the server.
   std::vector<uint8_t> staging(size);
-  TENSORPC_RETURN_IF_ERROR(read_bytes(*src.value(), src_offset, staging.data(), size));
-  return write_bytes(*dst.value(), dst_offset, staging.data(), size);
+  TENSORPC_RETURN_IF_ERROR(read_bytes(*src, src_offset, staging.data(), size));
+  return write_bytes(*dst, dst_offset, staging.data(), size);
 }
 
 StatusOr<Stream*> SessionBuffers::stream_of(uint32_t device) {
   if (!streams_[device]) {
-    auto s = env_.devices[device]->create_stream();
-    if (!s.ok()) return s.status();
-    streams_[device] = std::move(s).value();
+    TENSORPC_ASSIGN_OR_RETURN(streams_[device], env_.devices[device]->create_stream());
   }
   return streams_[device].get();
+}
+
+ResolveHandle SessionBuffers::resolver(uint32_t device, std::vector<uint64_t>& used) {
+  return [this, device, &used](uint64_t handle) -> StatusOr<Buffer*> {
+    auto entry = find(handle);
+    if (!entry.ok()) return not_found("not found (never issued on this connection, or freed)");
+    if (entry.value()->device != device) {
+      return invalid_argument("lives on device " + std::to_string(entry.value()->device) + ", not on device " +
+                              std::to_string(device) + " of this graph");
+    }
+    used.push_back(handle);
+    return entry.value()->buffer.get();
+  };
 }
 
 Status SessionBuffers::compute_on(uint32_t device, Graph& graph) {
@@ -174,10 +181,9 @@ Status SessionBuffers::compute_on(uint32_t device, Graph& graph) {
                          dev.name());
     }
   }
-  auto stream = stream_of(device);
-  if (!stream.ok()) return stream.status();
+  TENSORPC_ASSIGN_OR_RETURN(auto* stream, stream_of(device));
   const ElapsedInto timed(env_.counters->compute_ns);
-  return stream.value()->compute(graph);
+  return stream->compute(graph);
 }
 
 Status SessionBuffers::synchronize() {
@@ -218,9 +224,8 @@ Status write_bytes(BufferEntry& entry, uint64_t offset, const uint8_t* src, uint
     std::memcpy(static_cast<uint8_t*>(base) + offset, src, size);
     return Status();
   }
-  auto t = byte_span(buf, offset, size);
-  if (!t.ok()) return t.status();
-  return buf.set(t.value(), src, 0, size);
+  TENSORPC_ASSIGN_OR_RETURN(const Tensor t, byte_span(buf, offset, size));
+  return buf.set(t, src, 0, size);
 }
 
 Status read_bytes(BufferEntry& entry, uint64_t offset, uint8_t* dst, uint64_t size) {
@@ -230,9 +235,8 @@ Status read_bytes(BufferEntry& entry, uint64_t offset, uint8_t* dst, uint64_t si
     std::memcpy(dst, static_cast<const uint8_t*>(base) + offset, size);
     return Status();
   }
-  auto t = byte_span(buf, offset, size);
-  if (!t.ok()) return t.status();
-  return buf.get(t.value(), dst, 0, size);
+  TENSORPC_ASSIGN_OR_RETURN(const Tensor t, byte_span(buf, offset, size));
+  return buf.get(t, dst, 0, size);
 }
 
 }  // namespace tensorpc::rpc

@@ -21,6 +21,7 @@
 
 #include "rpc/server/session_env.h"
 #include "rpc/server/write_grants.h"
+#include "rpc/wire/graph_codec.h"
 #include "tensorpc/device.h"
 #include "tensorpc/graph.h"
 
@@ -42,6 +43,10 @@ class SessionBuffers {
   // Frees the buffer of `handle`, which find() has just found.
   void free(uint64_t handle);
   StatusOr<BufferEntry*> find(uint64_t handle);
+  // How a graph to run on `device` names its buffers (decode_graph): each
+  // handle must be a buffer of this session on that device; those resolved
+  // are added to `used`.
+  ResolveHandle resolver(uint32_t device, std::vector<uint64_t>& used);
   // The buffer of handle, checked to hold bytes [offset, offset + size).
   StatusOr<BufferEntry*> find_range(uint64_t handle, uint64_t offset, uint64_t size, const char* what);
   // Copies between two of the session's buffers (COPY_TENSOR, a plan's copy).

@@ -30,11 +30,9 @@ StatusOr<bool> Session::fill_from_cache(BufferEntry& entry, const SetTensorHashR
 Status Session::on_set_tensor_hash(WireReader& in, Reply& out) {
   SetTensorHashRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
-  auto entry = buffers_.find_range(req.handle, req.offset, req.size, "SET_TENSOR_HASH:");
-  if (!entry.ok()) return entry.status();
-  auto found = fill_from_cache(*entry.value(), req);
-  if (!found.ok()) return found.status();
-  encode(out.fields, SetTensorHashReply{.found = found.value()});
+  TENSORPC_ASSIGN_OR_RETURN(auto* entry, buffers_.find_range(req.handle, req.offset, req.size, "SET_TENSOR_HASH:"));
+  TENSORPC_ASSIGN_OR_RETURN(const bool found, fill_from_cache(*entry, req));
+  encode(out.fields, SetTensorHashReply{.found = found});
   return Status();
 }
 

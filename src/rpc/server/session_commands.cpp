@@ -1,36 +1,64 @@
 // Session's command handlers, one small function per command, and the
 // table the frame loop (session.cpp) dispatches through. Here: devices,
 // buffers (SessionBuffers) and graphs (StoredWork).
+#include <array>
 #include <optional>
 
 #include "rpc/server/session.h"
 
 namespace tensorpc::rpc {
 
-const Session::CommandSpec Session::kCommands[kCommandCount] = {
-    {&Session::on_hello, false},              // HELLO (session_handshake.cpp)
-    {&Session::on_list_devices, false},       // LIST_DEVICES
-    {&Session::on_device_memory, false},      // DEVICE_MEMORY
-    {&Session::on_buffer_alloc, false},       // BUFFER_ALLOC
-    {&Session::on_buffer_free, false},        // BUFFER_FREE
-    {&Session::on_buffer_clear, false},       // BUFFER_CLEAR
-    {&Session::on_set_tensor, true},          // SET_TENSOR
-    {&Session::on_set_tensor_hash, false},    // SET_TENSOR_HASH (session_cache.cpp)
-    {&Session::on_get_tensor, false},         // GET_TENSOR
-    {&Session::on_copy_tensor, false},        // COPY_TENSOR
-    {&Session::on_graph_compute, false},      // GRAPH_COMPUTE
-    {&Session::on_graph_recompute, false},    // GRAPH_RECOMPUTE
-    {&Session::on_synchronize, false},        // SYNCHRONIZE
-    {&Session::on_ping, false},               // PING
-    {&Session::on_grant_write, false},        // GRANT_WRITE
-    {&Session::on_copy_to_peer, false},       // COPY_TO_PEER
-    {&Session::on_write_granted, true},       // WRITE_GRANTED
-    {&Session::on_plan_store, false},         // PLAN_STORE
-    {&Session::on_plan_run, false},           // PLAN_RUN
-    {&Session::on_grant_standing, false},     // GRANT_STANDING
-    {&Session::on_auth, false},               // AUTH (session_handshake.cpp)
-    {&Session::on_set_tensor_hashes, false},  // SET_TENSOR_HASHES (session_cache.cpp)
-};
+// Every command's handler, named with its command: the table is filled by
+// Command, not by position, and one left out fails to build.
+constexpr std::array<Session::CommandSpec, kCommandCount> Session::command_table() {
+  using Spec = CommandSpec;
+  std::array<Spec, kCommandCount> t{};
+  const auto at = [&t](Command c) -> Spec& { return t[static_cast<uint16_t>(c)]; };
+  at(Command::hello) = {&Session::on_hello, false};  // session_handshake.cpp
+  at(Command::auth) = {&Session::on_auth, false};    // session_handshake.cpp
+  at(Command::list_devices) = {&Session::on_list_devices, false};
+  at(Command::device_memory) = {&Session::on_device_memory, false};
+  at(Command::buffer_alloc) = {&Session::on_buffer_alloc, false};
+  at(Command::buffer_free) = {&Session::on_buffer_free, false};
+  at(Command::buffer_clear) = {&Session::on_buffer_clear, false};
+  at(Command::set_tensor) = {&Session::on_set_tensor, /*streams_payload=*/true};
+  at(Command::get_tensor) = {&Session::on_get_tensor, false};
+  at(Command::copy_tensor) = {&Session::on_copy_tensor, false};
+  at(Command::graph_compute) = {&Session::on_graph_compute, false};
+  at(Command::graph_recompute) = {&Session::on_graph_recompute, false};
+  at(Command::synchronize) = {&Session::on_synchronize, false};
+  at(Command::ping) = {&Session::on_ping, false};
+  // The weights cache (session_cache.cpp).
+  at(Command::set_tensor_hash) = {&Session::on_set_tensor_hash, false};
+  at(Command::set_tensor_hashes) = {&Session::on_set_tensor_hashes, false};
+  // Server-to-server copies (session_peer.cpp).
+  at(Command::grant_write) = {&Session::on_grant_write, false};
+  at(Command::copy_to_peer) = {&Session::on_copy_to_peer, false};
+  at(Command::write_granted) = {&Session::on_write_granted, /*streams_payload=*/true};
+  // Execution plans (session_plan.cpp).
+  at(Command::plan_store) = {&Session::on_plan_store, false};
+  at(Command::plan_run) = {&Session::on_plan_run, false};
+  at(Command::grant_standing) = {&Session::on_grant_standing, false};
+  return t;
+}
+
+namespace {
+
+template <typename Table>
+constexpr bool every_command_handled(const Table& table) {
+  for (const auto& spec : table) {
+    if (spec.handler == nullptr) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const std::array<Session::CommandSpec, kCommandCount> Session::kCommands = [] {
+  constexpr std::array<CommandSpec, kCommandCount> table = command_table();
+  static_assert(every_command_handled(table), "a command without a handler in command_table()");
+  return table;
+}();
 
 // ---- handlers -----------------------------------------------------------------------
 
@@ -140,21 +168,7 @@ Status Session::on_graph_compute(WireReader& in, Reply&) {
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
   TENSORPC_RETURN_IF_ERROR(buffers_.check_device(req.device));
   std::vector<uint64_t> used;
-  const ResolveHandle resolve = [&](uint64_t handle, std::string* why) -> Buffer* {
-    auto entry = buffers_.find(handle);
-    if (!entry.ok()) {
-      *why = "not found (never issued on this connection, or freed)";
-      return nullptr;
-    }
-    if (entry.value()->device != req.device) {
-      *why = "lives on device " + std::to_string(entry.value()->device) + ", not on device " +
-             std::to_string(req.device) + " of this graph";
-      return nullptr;
-    }
-    used.push_back(handle);
-    return entry.value()->buffer.get();
-  };
-  auto decoded = decode_graph(in, resolve);
+  auto decoded = decode_graph(in, buffers_.resolver(req.device, used));
   if (!decoded.ok()) return decoded.status();
   if (!in.done())
     return protocol_error("GRAPH_COMPUTE request: " + std::to_string(in.remaining()) +
@@ -168,7 +182,7 @@ Status Session::on_graph_recompute(WireReader& in, Reply&) {
   GraphRecomputeRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
   TENSORPC_RETURN_IF_ERROR(buffers_.check_device(req.device));
-  auto g = work_.use_graph(req.graph_id, req.device);
+  auto g = graph_to_run(req.graph_id, req.device);
   if (!g.ok()) return g.status();
   return buffers_.compute_on(g.value()->device, g.value()->graph.graph);
 }

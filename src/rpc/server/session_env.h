@@ -68,6 +68,7 @@ struct SessionEnv {
   // Limits of one session (ServerOptions); 0: none.
   uint64_t max_session_memory = 0;   // bytes in buffers across all devices
   uint64_t max_session_buffers = 0;  // live buffer handles
+  size_t stored_graphs = 64;         // graphs, and plans, kept to run again by id (StoredWork)
   // The longest a started frame, a reply or a call to another server waits
   // for progress (Socket::set_io_timeout); 0: no limit.
   std::chrono::milliseconds io_timeout{0};

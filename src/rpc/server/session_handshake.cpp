@@ -63,9 +63,7 @@ Status Session::on_hello(WireReader& in, Reply& out) {
         "this server requires a key, and the client has none: give the client the servers' key file "
         "(--key-file, or the environment variable TENSORPC_KEY_FILE)");
   }
-  auto nonce = fresh_nonce();
-  if (!nonce.ok()) return nonce.status();
-  server_nonce_ = nonce.value();
+  TENSORPC_ASSIGN_OR_RETURN(server_nonce_, fresh_nonce());
   phase_ = Phase::awaiting_auth;
   reply.features = kFeatureKey;
   reply.server_nonce = server_nonce_;
@@ -78,18 +76,18 @@ Status Session::on_auth(WireReader& in, Reply& out) {
   if (phase_ != Phase::awaiting_auth) return protocol_error("AUTH on a connection already authenticated");
   AuthRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
-  auto expected = auth_proof(env_.key, AuthRole::client, req.client_nonce, server_nonce_);
-  if (!expected.ok()) return expected.status();
-  if (!proof_matches(expected.value(), req.client_proof)) {
+  TENSORPC_ASSIGN_OR_RETURN(const AuthProof expected,
+                            auth_proof(env_.key, AuthRole::client, req.client_nonce, server_nonce_));
+  if (!proof_matches(expected, req.client_proof)) {
     log::warn("session " + std::to_string(id_) + ": " + channel_.peer() +
               ": authentication failed (the client's proof does not match this server's key); closing");
     return invalid_argument("authentication failed: the client's key is not this server's key");
   }
-  auto proof = auth_proof(env_.key, AuthRole::server, req.client_nonce, server_nonce_);
-  if (!proof.ok()) return proof.status();
+  TENSORPC_ASSIGN_OR_RETURN(const AuthProof proof,
+                            auth_proof(env_.key, AuthRole::server, req.client_nonce, server_nonce_));
   phase_ = Phase::serving;
   log::info("session " + std::to_string(id_) + ": " + channel_.peer() + ": authenticated");
-  encode(out.fields, AuthReply{proof.value()});
+  encode(out.fields, AuthReply{proof});
   return Status();
 }
 

@@ -21,8 +21,7 @@ StatusOr<GrantToken> Session::issue_grant(uint64_t handle, uint64_t offset, uint
                                           std::shared_ptr<GrantArrivals> arrivals) {
   if (env_.grants == nullptr) return unsupported("this server does not take copies from other servers");
   // Checked now, so the client learns of a bad range before any bytes move.
-  auto entry = buffers_.find_range(handle, offset, size, what);
-  if (!entry.ok()) return entry.status();
+  TENSORPC_RETURN_IF_ERROR(buffers_.find_range(handle, offset, size, what).status());
   return env_.grants->issue(WriteGrant{.session = id_,
                                        .table = buffers_.table(),
                                        .handle = handle,
@@ -34,9 +33,9 @@ StatusOr<GrantToken> Session::issue_grant(uint64_t handle, uint64_t offset, uint
 Status Session::on_grant_write(WireReader& in, Reply& out) {
   GrantWriteRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
-  auto token = issue_grant(req.handle, req.offset, req.size, "GRANT_WRITE:", nullptr);
-  if (!token.ok()) return token.status();
-  encode(out.fields, GrantWriteReply{token.value()});
+  TENSORPC_ASSIGN_OR_RETURN(const GrantToken token,
+                            issue_grant(req.handle, req.offset, req.size, "GRANT_WRITE:", nullptr));
+  encode(out.fields, GrantWriteReply{token});
   return Status();
 }
 

@@ -2,7 +2,7 @@
 //   GRANT_STANDING  a reusable write grant, the destination of a plan's
 //                   SEND_TO_PEER on another server;
 //   PLAN_STORE      decodes and validates every step once and keeps the plan
-//                   under the client's id (the 16 most recent);
+//                   under the client's id (StoredWork keeps the most recent);
 //   PLAN_RUN        runs a stored plan's steps in order on this session's
 //                   devices, so a client sends only the id per run.
 // Everything a step names is checked at store time, so a run fails only for
@@ -47,21 +47,7 @@ Status Session::on_plan_store(WireReader& in, Reply&) {
     switch (f.kind) {
       case PlanStepKind::compute: {
         if (Status s = buffers_.check_device(f.device); !s.ok()) return refuse(s);
-        const ResolveHandle resolve = [&](uint64_t handle, std::string* why) -> Buffer* {
-          auto entry = buffers_.find(handle);
-          if (!entry.ok()) {
-            *why = "not found (never issued on this connection, or freed)";
-            return nullptr;
-          }
-          if (entry.value()->device != f.device) {
-            *why = "lives on device " + std::to_string(entry.value()->device) + ", not on device " +
-                   std::to_string(f.device) + " of this graph";
-            return nullptr;
-          }
-          plan.handles.push_back(handle);
-          return entry.value()->buffer.get();
-        };
-        auto decoded = decode_graph(in, resolve);
+        auto decoded = decode_graph(in, buffers_.resolver(f.device, plan.handles));
         if (!decoded.ok()) return refuse(decoded.status());
         step.graph = std::move(decoded).value();
         break;
@@ -107,7 +93,7 @@ Status Session::on_plan_store(WireReader& in, Reply&) {
 Status Session::on_plan_run(WireReader& in, Reply&) {
   PlanRunRequest req;
   TENSORPC_RETURN_IF_ERROR(decode(in, req));
-  auto stored = work_.use_plan(req.plan_id);
+  auto stored = plan_to_run(req.plan_id);
   if (!stored.ok()) return stored.status();
   StoredPlan& plan = *stored.value();
   for (size_t i = 0; i < plan.steps.size(); ++i) {

@@ -22,30 +22,23 @@ void make_set(std::vector<uint64_t>& handles) {
 
 StoredGraph& StoredWork::store_graph(StoredGraph graph) {
   make_set(graph.handles);
-  std::erase_if(graphs_, [&](const StoredGraph& g) { return g.id == graph.id; });
-  graphs_.push_front(std::move(graph));
-  if (graphs_.size() > kMaxStoredGraphs) graphs_.pop_back();
-  return graphs_.front();
+  const uint64_t id = graph.id;
+  StoredGraph& stored = graphs_.put(id, std::move(graph));
+  graphs_.trim_to(capacity_);
+  return stored;
 }
 
 StatusOr<StoredGraph*> StoredWork::use_graph(uint64_t id, uint32_t device) {
-  auto it = std::find_if(graphs_.begin(), graphs_.end(), [&](const StoredGraph& g) { return g.id == id; });
-  if (it == graphs_.end()) {
-    return not_found("graph " + std::to_string(id) + " not found (never computed on this connection, " +
-                     "evicted — the " + std::to_string(kMaxStoredGraphs) +
-                     " most recent are kept — or one of its buffers was freed)");
+  StoredGraph* g = graphs_.find(id);
+  if (g == nullptr) {
+    return not_found("graph " + std::to_string(id) + " not found (never computed on this connection, evicted — the " +
+                     std::to_string(capacity_) + " most recently used are kept — or one of its buffers was freed)");
   }
-  if (it->device != device) {
-    return invalid_argument("graph " + std::to_string(id) + " was computed on device " + std::to_string(it->device) +
+  if (g->device != device) {
+    return invalid_argument("graph " + std::to_string(id) + " was computed on device " + std::to_string(g->device) +
                             ", not " + std::to_string(device));
   }
-  // Most recently used first, so eviction drops the graph unused the longest.
-  if (it != graphs_.begin()) {
-    StoredGraph g = std::move(*it);
-    graphs_.erase(it);
-    graphs_.push_front(std::move(g));
-  }
-  return &graphs_.front();
+  return g;
 }
 
 void StoredWork::store_plan(StoredPlan plan) {
@@ -65,31 +58,26 @@ void StoredWork::store_plan(StoredPlan plan) {
                                    next.kind == PlanStepKind::send_to_peer && next.endpoint == f.endpoint;
   }
   make_set(plan.handles);
-  std::erase_if(plans_, [&](const StoredPlan& p) { return p.id == plan.id; });
-  plans_.push_front(std::move(plan));
-  if (plans_.size() > kMaxStoredPlans) plans_.pop_back();
+  const uint64_t id = plan.id;
+  plans_.put(id, std::move(plan));
+  plans_.trim_to(capacity_);
 }
 
 StatusOr<StoredPlan*> StoredWork::use_plan(uint64_t id) {
-  auto it = std::find_if(plans_.begin(), plans_.end(), [&](const StoredPlan& p) { return p.id == id; });
-  if (it == plans_.end()) {
-    return not_found("plan " + std::to_string(id) + " not found (never stored on this connection, evicted " + "— the " +
-                     std::to_string(kMaxStoredPlans) + " most recent are kept — or one of its buffers " + "was freed)");
+  StoredPlan* p = plans_.find(id);
+  if (p == nullptr) {
+    return not_found("plan " + std::to_string(id) + " not found (never stored on this connection, evicted — the " +
+                     std::to_string(capacity_) + " most recently used are kept — or one of its buffers was freed)");
   }
-  if (it != plans_.begin()) {
-    StoredPlan p = std::move(*it);
-    plans_.erase(it);
-    plans_.push_front(std::move(p));
-  }
-  return &plans_.front();
+  return p;
 }
 
 void StoredWork::forget_users_of(uint64_t handle) {
   const auto uses = [handle](const std::vector<uint64_t>& handles) {
     return std::find(handles.begin(), handles.end(), handle) != handles.end();
   };
-  std::erase_if(graphs_, [&](const StoredGraph& g) { return uses(g.handles); });
-  std::erase_if(plans_, [&](const StoredPlan& p) { return uses(p.handles); });
+  graphs_.erase_if([&](uint64_t, const StoredGraph& g) { return uses(g.handles); });
+  plans_.erase_if([&](uint64_t, const StoredPlan& p) { return uses(p.handles); });
 }
 
 void StoredWork::clear() {

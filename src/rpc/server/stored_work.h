@@ -2,24 +2,24 @@
 //
 // GRAPH_COMPUTE stores its graph under the client's graph_id, so that
 // GRAPH_RECOMPUTE sends only the id; PLAN_STORE stores a plan's steps, which
-// PLAN_RUN runs by id. Each kind keeps its 16 most recently used; storing one
-// more evicts the one unused the longest. Both point into the session's
+// PLAN_RUN runs by id. Each kind keeps its `capacity` most recently used
+// (ServerOptions::stored_graphs); storing one more evicts the one unused the
+// longest, which the client learns when it next names it ("graph N not
+// found", "plan N not found") and answers by storing it again: the client
+// never needs to know how many are kept. Both point into the session's
 // buffers, so freeing a buffer forgets every graph and plan that uses it: a
 // stale one could never run safely again. What is stored here was checked
 // when it was stored; only the session's own thread uses it.
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <vector>
 
+#include "core/lru.h"
 #include "rpc/wire/graph_codec.h"
 #include "rpc/wire/plan_codec.h"
 
 namespace tensorpc::rpc {
-
-inline constexpr size_t kMaxStoredGraphs = 16;
-inline constexpr size_t kMaxStoredPlans = 16;
 
 struct StoredGraph {
   uint64_t id = 0;
@@ -50,6 +50,9 @@ struct StoredPlan {
 
 class StoredWork {
  public:
+  // Keeps up to `capacity` graphs and as many plans (at least one each).
+  explicit StoredWork(size_t capacity) : capacity_(capacity < 1 ? 1 : capacity) {}
+
   // Keeps `graph` (replacing one of the same id) as the most recently used;
   // the graph now stored.
   StoredGraph& store_graph(StoredGraph graph);
@@ -66,8 +69,9 @@ class StoredWork {
   void clear();
 
  private:
-  std::deque<StoredGraph> graphs_;  // most recently used first
-  std::deque<StoredPlan> plans_;    // most recently used first
+  const size_t capacity_;
+  LruStore<uint64_t, StoredGraph> graphs_;  // by id
+  LruStore<uint64_t, StoredPlan> plans_;    // by id
 };
 
 }  // namespace tensorpc::rpc

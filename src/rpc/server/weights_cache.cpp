@@ -60,11 +60,9 @@ WeightsCache::Bytes WeightsCache::find(const Sha256& digest) {
   const std::string key = to_hex(digest);
   {
     MutexLock lock(mutex_);
-    auto it = memory_.find(key);
-    if (it != memory_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second.lru);
+    if (const Bytes* held = memory_.find(key)) {
       ++hits_;
-      return it->second.bytes;
+      return *held;
     }
     if (on_disk_.count(key) == 0) return nullptr;
   }
@@ -91,21 +89,15 @@ void WeightsCache::insert(const Sha256& digest, std::vector<uint8_t> bytes) {
 }
 
 void WeightsCache::remember(const std::string& key, Bytes bytes) {
-  auto it = memory_.find(key);
-  if (it != memory_.end()) {
-    lru_.splice(lru_.begin(), lru_, it->second.lru);
-    return;
-  }
+  if (memory_.find(key) != nullptr) return;  // now the most recently used
   const uint64_t size = bytes->size();
   if (size > memory_limit_) return;
-  while (memory_bytes_ + size > memory_limit_ && !lru_.empty()) {
-    auto victim = memory_.find(lru_.back());
-    memory_bytes_ -= victim->second.bytes->size();
-    memory_.erase(victim);
-    lru_.pop_back();
+  while (memory_bytes_ + size > memory_limit_) {
+    auto victim = memory_.pop_oldest();
+    if (!victim) break;
+    memory_bytes_ -= victim->second->size();
   }
-  lru_.push_front(key);
-  memory_.emplace(key, Entry{std::move(bytes), lru_.begin()});
+  memory_.put(key, std::move(bytes));
   memory_bytes_ += size;
 }
 

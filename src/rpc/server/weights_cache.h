@@ -15,14 +15,13 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "core/lru.h"
 #include "core/thread_annotations.h"
 #include "tensorpc/status.h"
 #include "rpc/wire/digest.h"
@@ -50,10 +49,6 @@ class WeightsCache {
 
  private:
   WeightsCache(uint64_t memory_limit, std::string dir) : memory_limit_(memory_limit), dir_(std::move(dir)) {}
-  struct Entry {
-    Bytes bytes;
-    std::list<std::string>::iterator lru;
-  };
   void remember(const std::string& key, Bytes bytes) REQUIRES(mutex_);
   Bytes read_file(const Sha256& digest, const std::string& key);
   void write_file(const std::string& key, const std::vector<uint8_t>& bytes);
@@ -62,8 +57,7 @@ class WeightsCache {
   const uint64_t memory_limit_;
   const std::string dir_;
   mutable Mutex mutex_;
-  std::list<std::string> lru_ GUARDED_BY(mutex_);  // most recently used first
-  std::unordered_map<std::string, Entry> memory_ GUARDED_BY(mutex_);
+  LruStore<std::string, Bytes> memory_ GUARDED_BY(mutex_);  // by hex digest
   std::unordered_set<std::string> on_disk_ GUARDED_BY(mutex_);
   uint64_t memory_bytes_ GUARDED_BY(mutex_) = 0;
   std::atomic<uint64_t> hits_{0};

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 #include <string_view>
+#include <utility>
 
 #include "rpc/transport/auth.h"
 #include "rpc/transport/tls.h"
@@ -111,11 +112,43 @@ Status Connection::authenticate(const std::string& key, const AuthNonce& server_
 
 StatusOr<std::vector<uint8_t>> Connection::call(const Request& request, std::span<uint8_t> bulk_in) {
   MutexLock lock(mutex_);
+  return call_locked(request, bulk_in);
+}
+
+namespace {
+
+// Requests that change nothing on the server: one may go out before an
+// unsettled run's reply is read, and be asked again if that run is resent.
+bool only_reads(Command command) {
+  return command == Command::get_tensor || command == Command::synchronize || command == Command::ping ||
+         command == Command::list_devices || command == Command::device_memory;
+}
+
+}  // namespace
+
+StatusOr<std::vector<uint8_t>> Connection::call_locked(const Request& request, std::span<uint8_t> bulk_in) {
   TENSORPC_RETURN_IF_ERROR(check_usable_locked(request.command, /*expect_silence=*/false));
-  const uint64_t id = next_request_id_++;
+  const bool read_first = !unsettled_.empty() && only_reads(request.command);
+  if (!read_first) TENSORPC_RETURN_IF_ERROR(settle_locked().status());
+  uint64_t id = next_request_id_++;
   TENSORPC_RETURN_IF_ERROR(send_locked(request, request.flags, id));
   round_trips_.fetch_add(1, std::memory_order_relaxed);
-  return receive_reply_locked(request.command, id, bulk_in);
+  if (read_first) {
+    auto resent = settle_locked();
+    if (!resent.ok()) return resent.status();
+    if (resent.value()) {
+      // Served before the work resent ahead of it: read, then ask again.
+      auto stale = receive_reply_locked(request.command, id, bulk_in);
+      if (broken()) return stale.status();
+      id = next_request_id_++;
+      TENSORPC_RETURN_IF_ERROR(send_locked(request, request.flags, id));
+    }
+  }
+  auto reply = receive_reply_locked(request.command, id, bulk_in);
+  // A synchronizing call answers for the runs settled before it too.
+  const bool synchronizes = request.command == Command::synchronize || (request.flags & kFlagSync) != 0;
+  if (synchronizes && !unsettled_error_.ok() && !broken()) return std::exchange(unsettled_error_, Status());
+  return reply;
 }
 
 std::vector<StatusOr<std::vector<uint8_t>>> Connection::call_all(std::span<const Request> requests) {
@@ -124,8 +157,9 @@ std::vector<StatusOr<std::vector<uint8_t>>> Connection::call_all(std::span<const
   MutexLock lock(mutex_);
   std::vector<uint64_t> ids;
   ids.reserve(requests.size());
-  Status failed;
+  Status failed = settle_locked().status();
   for (const Request& request : requests) {
+    if (!failed.ok()) break;
     failed = check_usable_locked(request.command, /*expect_silence=*/false);
     if (failed.ok()) failed = send_locked(request, request.flags, next_request_id_);
     if (!failed.ok()) break;
@@ -152,6 +186,7 @@ Status Connection::call_status_only(Command command, std::span<const uint8_t> fi
 
 Status Connection::send_one_way(const Request& request) {
   MutexLock lock(mutex_);
+  TENSORPC_RETURN_IF_ERROR(settle_locked().status());
   TENSORPC_RETURN_IF_ERROR(check_usable_locked(request.command, /*expect_silence=*/true));
   return send_locked(request, request.flags | kFlagNoReply, next_request_id_++);
 }
@@ -167,6 +202,9 @@ FrameHeader Connection::frame_header(const Request& request, uint16_t flags, uin
 
 Status Connection::send_one_way_later(const Request& request) {
   MutexLock lock(mutex_);
+  // Held frames go out with the next exchange, which must not find a run
+  // to resend ahead of them.
+  TENSORPC_RETURN_IF_ERROR(settle_locked().status());
   const size_t frame = kFrameHeaderSize + request.fields.size() + request.bulk.size();
   if (held_.size() + frame > kMaxHeldBytes) {  // sent now, behind what is held
     TENSORPC_RETURN_IF_ERROR(check_usable_locked(request.command, /*expect_silence=*/true));
@@ -190,90 +228,125 @@ Status Connection::send_graph(uint32_t device, std::vector<uint8_t> graph, std::
   const size_t hash =
       std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(graph.data()), graph.size()));
   MutexLock lock(mutex_);
-  TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::graph_compute, /*expect_silence=*/true));
-  for (auto it = graphs_.begin(); it != graphs_.end(); ++it) {
-    if (it->device != device || it->hash != hash || it->bytes != graph) continue;
+  if (const Sent* sent = graphs_.find(hash); sent != nullptr && sent->device == device && *sent->bytes == graph) {
     WireWriter w;
-    encode(w, GraphRecomputeRequest{.device = device, .graph_id = it->id});
-    TENSORPC_RETURN_IF_ERROR(send_locked({.command = Command::graph_recompute, .fields = w.bytes(), .timeout = timeout},
-                                         kFlagNoReply, next_request_id_++));
-    // Most recently used last, as the server reorders on a recompute.
-    StoredGraph used = std::move(*it);
-    graphs_.erase(it);
-    graphs_.push_back(std::move(used));
-    return Status();
+    encode(w, GraphRecomputeRequest{.device = device, .graph_id = sent->id});
+    return run_by_id_locked(Command::graph_recompute, w.bytes(), *sent, timeout);
   }
-  // Ids are never reused, so a graph the server no longer has can only be
-  // "not found" at the next synchronize, never silently another graph.
+  TENSORPC_RETURN_IF_ERROR(settle_locked().status());
+  TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::graph_compute, /*expect_silence=*/true));
+  // Ids are never reused: a graph the server dropped is "not found", never
+  // silently another graph.
   const uint64_t graph_id = next_graph_id_++;
   WireWriter w;
   encode(w, GraphComputeRequest{.device = device, .graph_id = graph_id});
   TENSORPC_RETURN_IF_ERROR(
       send_locked({.command = Command::graph_compute, .fields = w.bytes(), .bulk = graph, .timeout = timeout},
                   kFlagNoReply, next_request_id_++));
-  graphs_.push_back({device, graph_id, hash, std::move(graph), std::move(handles)});
-  if (graphs_.size() > kStoredGraphs) graphs_.pop_front();
+  graphs_.put(hash, Sent{.store = Command::graph_compute,
+                         .device = device,
+                         .id = graph_id,
+                         .bytes = std::make_shared<const std::vector<uint8_t>>(std::move(graph)),
+                         .handles = std::move(handles)});
+  graphs_.trim_to(kSentRecords);
   return Status();
-}
-
-void Connection::forget_graphs() {
-  MutexLock lock(mutex_);
-  graphs_.clear();
 }
 
 StatusOr<uint64_t> Connection::send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> handles,
                                          std::chrono::milliseconds timeout) {
-  const size_t hash =
-      std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(steps.data()), steps.size()));
   MutexLock lock(mutex_);
-  TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::plan_run, /*expect_silence=*/true));
-  auto it = std::find_if(plans_.begin(), plans_.end(),
-                         [&](const StoredGraph& p) { return p.hash == hash && p.bytes == steps; });
-  uint64_t plan_id = 0;
-  if (it != plans_.end()) {
-    plan_id = it->id;
-  } else {
-    // Ids are never reused, so a plan the server dropped is "not found" at
-    // the next synchronize, never silently another plan.
-    plan_id = next_plan_id_++;
-    WireWriter w;
-    encode(w, PlanStoreRequest{.plan_id = plan_id});
-    TENSORPC_RETURN_IF_ERROR(
-        send_locked({.command = Command::plan_store, .fields = w.bytes(), .bulk = steps, .timeout = timeout},
-                    kFlagNoReply, next_request_id_++));
-    plans_.push_back({0, plan_id, hash, std::move(steps), std::move(handles)});
-    if (plans_.size() > kStoredPlans) plans_.pop_front();
-  }
-  TENSORPC_RETURN_IF_ERROR(run_plan_locked(plan_id, timeout));
+  TENSORPC_RETURN_IF_ERROR(settle_locked().status());
+  TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::plan_store, /*expect_silence=*/true));
+  const uint64_t plan_id = next_plan_id_++;
+  const Sent& sent = plans_.put(plan_id, Sent{.store = Command::plan_store,
+                                              .id = plan_id,
+                                              .bytes = std::make_shared<const std::vector<uint8_t>>(std::move(steps)),
+                                              .handles = std::move(handles)});
+  TENSORPC_RETURN_IF_ERROR(resend_locked({.sent = sent, .timeout = timeout}));
+  plans_.trim_to(kSentRecords);
   return plan_id;
 }
 
 StatusOr<bool> Connection::run_stored_plan(uint64_t plan_id, std::chrono::milliseconds timeout) {
   MutexLock lock(mutex_);
-  TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::plan_run, /*expect_silence=*/true));
-  if (std::none_of(plans_.begin(), plans_.end(), [&](const StoredGraph& p) { return p.id == plan_id; })) return false;
-  TENSORPC_RETURN_IF_ERROR(run_plan_locked(plan_id, timeout));
+  const Sent* sent = plans_.find(plan_id);
+  if (sent == nullptr) return false;
+  WireWriter w;
+  encode(w, PlanRunRequest{.plan_id = plan_id});
+  TENSORPC_RETURN_IF_ERROR(run_by_id_locked(Command::plan_run, w.bytes(), *sent, timeout));
   return true;
 }
 
-// PLAN_RUN of a plan in plans_, which becomes the most recently used there
-// as it does on the server.
-Status Connection::run_plan_locked(uint64_t plan_id, std::chrono::milliseconds timeout) {
-  auto it = std::find_if(plans_.begin(), plans_.end(), [&](const StoredGraph& p) { return p.id == plan_id; });
-  if (it != std::prev(plans_.end())) {
-    StoredGraph used = std::move(*it);
-    plans_.erase(it);
-    plans_.push_back(std::move(used));
-  }
-  WireWriter w;
-  encode(w, PlanRunRequest{.plan_id = plan_id});
-  return send_locked({.command = Command::plan_run, .fields = w.bytes(), .timeout = timeout}, kFlagNoReply,
-                     next_request_id_++);
+Status Connection::settle() {
+  MutexLock lock(mutex_);
+  TENSORPC_RETURN_IF_ERROR(settle_locked().status());
+  return std::exchange(unsettled_error_, Status());
 }
 
-void Connection::forget_plans() {
-  MutexLock lock(mutex_);
-  plans_.clear();
+Status Connection::run_by_id_locked(Command command, std::span<const uint8_t> fields, const Sent& sent,
+                                    std::chrono::milliseconds timeout) {
+  const bool skips = hello_.major > 1 || hello_.minor >= kSkipAfterDroppedMinor;
+  if (!skips || unsettled_.size() >= kMaxUnsettled) TENSORPC_RETURN_IF_ERROR(settle_locked().status());
+  // Not polled for a hang-up while replies are on their way.
+  TENSORPC_RETURN_IF_ERROR(check_usable_locked(command, /*expect_silence=*/unsettled_.empty()));
+  const uint64_t id = next_request_id_++;
+  // SYNC: after an earlier one-way failure the run does not happen, and
+  // that failure is its reply.
+  TENSORPC_RETURN_IF_ERROR(send_locked({.command = command, .fields = fields, .timeout = timeout}, kFlagSync, id));
+  unsettled_.push_back({.request_id = id, .command = command, .sent = sent, .timeout = timeout});
+  return Status();
+}
+
+StatusOr<bool> Connection::settle_locked() {
+  if (unsettled_.empty()) return false;
+  std::deque<Unsettled> runs;
+  runs.swap(unsettled_);
+  size_t first_dropped = runs.size();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Unsettled& run = runs[i];
+    auto reply = receive_reply_locked(run.command, run.request_id, {});
+    if (broken()) return reply.status();
+    const std::string kind = run.sent.store == Command::plan_store ? "plan " : "graph ";
+    const std::string& message = reply.status().message();
+    const bool dropped = !reply.ok() && reply.status().code() == StatusCode::not_found &&
+                         (message.find(kind + std::to_string(run.sent.id) + " not found") != std::string::npos ||
+                          message.find(kSkippedRun) != std::string::npos);
+    if (dropped) {
+      first_dropped = std::min(first_dropped, i);
+    } else if (first_dropped < i) {
+      // The server ran it ahead of one it dropped: their order is lost.
+      return break_locked(run.command, protocol_error("a run by id was served after an earlier one was dropped"));
+    } else if (reply.ok() && !reply.value().empty()) {
+      return break_locked(run.command, protocol_error("reply has unexpected bytes"));
+    } else if (!reply.ok() && unsettled_error_.ok()) {
+      unsettled_error_ = reply.status();
+    }
+  }
+  for (size_t i = first_dropped; i < runs.size(); ++i) {
+    TENSORPC_RETURN_IF_ERROR(resend_locked(runs[i]));
+    resent_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return first_dropped < runs.size();
+}
+
+Status Connection::resend_locked(const Unsettled& run) {
+  const Sent& sent = run.sent;
+  // Not polled for a hang-up: a read's reply may be on its way (call_locked).
+  TENSORPC_RETURN_IF_ERROR(check_usable_locked(sent.store, /*expect_silence=*/false));
+  WireWriter w;
+  if (sent.store == Command::graph_compute) {
+    encode(w, GraphComputeRequest{.device = sent.device, .graph_id = sent.id});
+  } else {
+    encode(w, PlanStoreRequest{.plan_id = sent.id});
+  }
+  TENSORPC_RETURN_IF_ERROR(
+      send_locked({.command = sent.store, .fields = w.bytes(), .bulk = *sent.bytes, .timeout = run.timeout},
+                  kFlagNoReply, next_request_id_++));
+  if (sent.store == Command::graph_compute) return Status();  // GRAPH_COMPUTE runs what it stores
+  WireWriter run_fields;
+  encode(run_fields, PlanRunRequest{.plan_id = sent.id});
+  return send_locked({.command = Command::plan_run, .fields = run_fields.bytes(), .timeout = run.timeout},
+                     kFlagNoReply, next_request_id_++);
 }
 
 StatusOr<GrantToken> Connection::standing_grant(uint64_t handle, uint64_t offset, uint64_t size,
@@ -336,11 +409,12 @@ Status Connection::free_buffer(uint64_t handle, std::chrono::milliseconds timeou
   WireWriter w;
   encode(w, BufferFreeRequest{.handle = handle});
   MutexLock lock(mutex_);
-  const auto uses = [handle](const StoredGraph& g) {
-    return std::find(g.handles.begin(), g.handles.end(), handle) != g.handles.end();
+  TENSORPC_RETURN_IF_ERROR(settle_locked().status());
+  const auto uses = [handle](const auto&, const Sent& sent) {
+    return std::find(sent.handles.begin(), sent.handles.end(), handle) != sent.handles.end();
   };
-  std::erase_if(graphs_, uses);
-  std::erase_if(plans_, uses);
+  graphs_.erase_if(uses);
+  plans_.erase_if(uses);
   TENSORPC_RETURN_IF_ERROR(check_usable_locked(Command::buffer_free, /*expect_silence=*/true));
   return send_locked({.command = Command::buffer_free, .fields = w.bytes(), .timeout = timeout}, kFlagNoReply,
                      next_request_id_++);
@@ -351,13 +425,15 @@ ConnectionStats Connection::stats() const {
           .bytes_sent = bytes_sent_.load(std::memory_order_relaxed),
           .bytes_received = bytes_received_.load(std::memory_order_relaxed),
           .requests = requests_.load(std::memory_order_relaxed),
-          .round_trips = round_trips_.load(std::memory_order_relaxed)};
+          .round_trips = round_trips_.load(std::memory_order_relaxed),
+          .resent = resent_.load(std::memory_order_relaxed)};
 }
 
 bool Connection::defunct() {
   if (broken()) return true;
   if (!mutex_.try_lock()) return false;
-  const bool unusable = !check_usable_locked(Command::ping, /*expect_silence=*/true).ok();
+  // A run's reply on its way is not a hang-up.
+  const bool unusable = unsettled_.empty() && !check_usable_locked(Command::ping, /*expect_silence=*/true).ok();
   mutex_.unlock();
   return unusable;
 }

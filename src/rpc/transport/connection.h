@@ -37,6 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/lru.h"
 #include "core/thread_annotations.h"
 #include "rpc/wire/messages.h"
 #include "rpc/transport/socket.h"
@@ -132,29 +133,42 @@ class Connection {
   }
   Status call_status_only(Command command, std::span<const uint8_t> fields, std::chrono::milliseconds timeout = {});
 
+  // Stored graphs and plans. The server keeps what it was sent to run again
+  // by id, as many as it likes, and drops the least recently used; this side
+  // keeps its own record of what it sent (never the server's count) and runs
+  // by id what it recorded. Such a run goes as a call whose reply is read
+  // later ("unsettled"): at settle(), or before this connection sends
+  // anything but another run by id or a read. A reply saying the server no
+  // longer holds the graph or plan ("graph N not found") — or, from a 1.9
+  // server, that the run was skipped after such a one — is answered by
+  // storing it again under the same id and running it, before anything
+  // sent later; a read that went out meanwhile is asked again. (A server
+  // before 1.9 does not skip, so it is given one unsettled run at a time.)
+  // Any other failure of a run is the error of the next synchronizing call
+  // (SYNCHRONIZE, a read flagged SYNC) or of settle().
+  //
   // Runs a graph (encoded by encode_graph; `handles`: the buffers it names)
-  // on `device`. A graph with the same encoding for the same device that the
-  // server still holds is run again by id (GRAPH_RECOMPUTE); anything else is
-  // sent whole (GRAPH_COMPUTE) under a new id. Both are one-way.
+  // on `device`: by id (GRAPH_RECOMPUTE) when this connection sent the same
+  // encoding for the same device before, else whole under a new id
+  // (GRAPH_COMPUTE, one-way).
   Status send_graph(uint32_t device, std::vector<uint8_t> graph, std::vector<uint64_t> handles,
                     std::chrono::milliseconds timeout = {});
-  // Forgets which graphs the server holds, so the next ones are sent whole
-  // (after an error, the server may not have stored one we think it has).
-  void forget_graphs();
-  // Runs an execution plan (its steps encoded by plan_codec.h, `handles`:
-  // the buffers they name): one the server still holds under the same
-  // encoding is run by id (PLAN_RUN); anything else is stored first under a
-  // new id (PLAN_STORE, then PLAN_RUN). All one-way. Returns the plan's id.
+  // Stores an execution plan (its steps encoded by plan_codec.h, `handles`:
+  // the buffers they name) under a new id and runs it (PLAN_STORE, PLAN_RUN,
+  // both one-way). Returns the plan's id.
   StatusOr<uint64_t> send_plan(std::vector<uint8_t> steps, std::vector<uint64_t> handles,
                                std::chrono::milliseconds timeout = {});
-  // Runs the plan stored under `plan_id` again (PLAN_RUN, one-way) when the
-  // server still holds it, without its steps: true. False, sending nothing,
-  // when it does not (evicted, forgotten after an error, or naming a freed
-  // buffer): the caller then sends its steps with send_plan.
+  // Runs the plan sent under `plan_id` again by id: true. False, sending
+  // nothing, when this side no longer has its record (one of its buffers
+  // was freed, or older records made room): the caller sends its steps
+  // with send_plan.
   StatusOr<bool> run_stored_plan(uint64_t plan_id, std::chrono::milliseconds timeout = {});
-  // Forgets which plans the server holds (after an error), so they are
-  // stored again.
-  void forget_plans();
+  // Reads the replies of unsettled runs, storing again what the server no
+  // longer held; then the first error among them since the last
+  // synchronizing call. A 1.9 server replies as soon as it has found the
+  // graph or plan (its run's own failure comes at the next synchronizing
+  // call); an older one when the run is done.
+  Status settle();
   // A standing grant for exactly (handle, offset, size) of this connection's
   // buffers: asked for once (GRANT_STANDING, a round trip), then remembered
   // for the life of the connection, so every plan naming that range agrees.
@@ -170,8 +184,8 @@ class Connection {
   // ones (after a failed run, bytes of that run may still arrive under the
   // old tokens; the next run must not take them for its own).
   void forget_standing_grants();
-  // BUFFER_FREE, one-way. The server then drops every stored graph that
-  // names the buffer, and so does this connection's record of them.
+  // BUFFER_FREE, one-way. The server then drops every stored graph and plan
+  // that names the buffer, and this connection its records of them.
   Status free_buffer(uint64_t handle, std::chrono::milliseconds timeout = {});
 
   const std::string& endpoint() const { return endpoint_; }
@@ -196,8 +210,6 @@ class Connection {
   // Fails when broken; for a one-way request also when the peer hung up.
   Status check_usable_locked(Command command, bool expect_silence) REQUIRES(mutex_);
   Status hello(const std::string& key, std::chrono::milliseconds timeout);
-  // PLAN_RUN of `plan_id`, which must be in plans_; caller holds mutex_.
-  Status run_plan_locked(uint64_t plan_id, std::chrono::milliseconds timeout) REQUIRES(mutex_);
   // The AUTH exchange, after a HELLO reply that carried the server's nonce.
   Status authenticate(const std::string& key, const AuthNonce& server_nonce, std::chrono::milliseconds timeout);
 
@@ -211,19 +223,41 @@ class Connection {
   // longer be trusted. Caller holds mutex_.
   Status break_locked(Command command, const Status& reason) REQUIRES(mutex_);
 
-  // The graphs this connection's server holds, with the id each was stored
-  // under. The server keeps the 16 most recently used (stored or run again)
-  // and drops those naming a freed buffer; requests reach it in the order
-  // they are sent here, under mutex_, so this record follows the same rules
-  // and stays exact. Guarded by mutex_.
-  struct StoredGraph {
-    uint32_t device;
-    uint64_t id;
-    size_t hash;
-    std::vector<uint8_t> bytes;
+  // A graph or plan this side sent to be stored, as it was sent.
+  struct Sent {
+    Command store = Command::graph_compute;  // GRAPH_COMPUTE or PLAN_STORE
+    uint32_t device = 0;                     // graphs only
+    uint64_t id = 0;
+    std::shared_ptr<const std::vector<uint8_t>> bytes;
     std::vector<uint64_t> handles;
   };
-  static constexpr size_t kStoredGraphs = 16;
+  // A run by id whose reply is not read yet.
+  struct Unsettled {
+    uint64_t request_id = 0;
+    Command command = Command::plan_run;  // GRAPH_RECOMPUTE or PLAN_RUN
+    Sent sent;
+    std::chrono::milliseconds timeout{0};
+  };
+  // Records kept of each kind: more than a server keeps by default, so what
+  // a server dropped is usually resent, not encoded anew.
+  static constexpr size_t kSentRecords = 128;
+  // Runs left unsettled at most: their replies wait in the socket's buffer.
+  static constexpr size_t kMaxUnsettled = 1024;
+
+  // Reads the unsettled runs' replies; from the first the server no longer
+  // held, each is stored and run again (one-way). Other failures are kept
+  // for the next synchronizing call. Whether it resent; an error only when
+  // the connection broke.
+  StatusOr<bool> settle_locked() REQUIRES(mutex_);
+  // Sends `sent` whole and runs it (one-way).
+  Status resend_locked(const Unsettled& run) REQUIRES(mutex_);
+  // Sends a run by id of `sent` as a call flagged SYNC, its reply unsettled
+  // (settling first when the server takes only one: see the top).
+  Status run_by_id_locked(Command command, std::span<const uint8_t> fields, const Sent& sent,
+                          std::chrono::milliseconds timeout) REQUIRES(mutex_);
+  // A call: settles first, except for a read, which is sent first and asked
+  // again when settling resent work that it must follow.
+  StatusOr<std::vector<uint8_t>> call_locked(const Request& request, std::span<uint8_t> bulk_in) REQUIRES(mutex_);
 
   Mutex mutex_;  // one exchange at a time on the socket
   Socket socket_;
@@ -233,12 +267,12 @@ class Connection {
   const std::string endpoint_;
   HelloReply hello_;
   uint64_t next_request_id_ GUARDED_BY(mutex_) = 1;
-  uint64_t next_graph_id_ GUARDED_BY(mutex_) = 1;   // never reused
-  std::deque<StoredGraph> graphs_ GUARDED_BY(mutex_);  // least recently used first
-  // Plans kept alike (the server keeps 16 too); `device` unused.
-  static constexpr size_t kStoredPlans = 16;
-  uint64_t next_plan_id_ GUARDED_BY(mutex_) = 1;     // never reused
-  std::deque<StoredGraph> plans_ GUARDED_BY(mutex_);  // least recently used first
+  uint64_t next_graph_id_ GUARDED_BY(mutex_) = 1;  // never reused
+  uint64_t next_plan_id_ GUARDED_BY(mutex_) = 1;   // never reused
+  LruStore<size_t, Sent> graphs_ GUARDED_BY(mutex_);    // by a hash of their bytes
+  LruStore<uint64_t, Sent> plans_ GUARDED_BY(mutex_);   // by id
+  std::deque<Unsettled> unsettled_ GUARDED_BY(mutex_);  // in the order sent
+  Status unsettled_error_ GUARDED_BY(mutex_);  // first failure of a settled run, until a synchronizing call
   // Standing grants by (handle, offset, size). Taken before mutex_ (never
   // the other way round), because asking for one is a call.
   Mutex grants_mutex_ ACQUIRED_BEFORE(mutex_);
@@ -250,6 +284,7 @@ class Connection {
   std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> round_trips_{0};
+  std::atomic<uint64_t> resent_{0};
 };
 
 // Live connections by endpoint. It holds only weak references (it never keeps

@@ -118,10 +118,9 @@ Socket& Socket::operator=(Socket&& other) noexcept {
 }
 
 StatusOr<Socket> Socket::connect(const std::string& host, uint16_t port, std::chrono::milliseconds timeout) {
-  auto addrs = resolve(host, port, false);
-  if (!addrs.ok()) return addrs.status();
+  TENSORPC_ASSIGN_OR_RETURN(auto addrs, resolve(host, port, false));
   Status last = io_error("connect " + endpoint_of(host, port) + ": no address");
-  for (const addrinfo* a = addrs.value().get(); a != nullptr; a = a->ai_next) {
+  for (const addrinfo* a = addrs.get(); a != nullptr; a = a->ai_next) {
     Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
     if (!s.is_open()) {
       last = os_error("socket", errno);
@@ -139,10 +138,9 @@ StatusOr<Socket> Socket::connect(const std::string& host, uint16_t port, std::ch
 }
 
 StatusOr<Socket> Socket::listen(const std::string& host, uint16_t port, int backlog) {
-  auto addrs = resolve(host, port, true);
-  if (!addrs.ok()) return addrs.status();
+  TENSORPC_ASSIGN_OR_RETURN(auto addrs, resolve(host, port, true));
   Status last = io_error("listen " + endpoint_of(host, port) + ": no address");
-  for (const addrinfo* a = addrs.value().get(); a != nullptr; a = a->ai_next) {
+  for (const addrinfo* a = addrs.get(); a != nullptr; a = a->ai_next) {
     Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
     if (!s.is_open()) {
       last = os_error("socket", errno);
@@ -244,6 +242,12 @@ Status Socket::recv_all(void* data, size_t size) {
 Status Socket::wait_readable() {
   if (tls_buffered()) return Status();  // decrypted bytes are waiting: poll would not see them
   return wait_unbounded(POLLIN, "wait for the next frame");
+}
+
+bool Socket::readable_now() const {
+  if (tls_buffered()) return true;
+  pollfd p{fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
 }
 
 Status Socket::wait_for(short events, const char* what) const {

@@ -65,6 +65,8 @@ class Socket {
   // Blocks until bytes can be read (or the peer hung up, or shutdown() was
   // called), with no timeout: the wait of a server for a client's next frame.
   Status wait_readable();
+  // Whether bytes can be read at once (or the peer hung up): never waits.
+  bool readable_now() const;
 
   // The longest send_all and recv_all wait for progress; zero: no limit (the
   // default). Not thread-safe: set it from the thread that uses the socket.

@@ -106,9 +106,8 @@ StatusOr<std::shared_ptr<const TlsContext>> TlsContext::for_server(const TlsOpti
   if (options.cert_file.empty() || options.key_file.empty()) {
     return invalid_argument("a TLS server needs a certificate file and its private key file");
   }
-  auto ctx = new_context(TLS_server_method());
-  if (!ctx.ok()) return ctx.status();
-  SSL_CTX* c = ctx.value().get();
+  TENSORPC_ASSIGN_OR_RETURN(auto ctx, new_context(TLS_server_method()));
+  SSL_CTX* c = ctx.get();
   TENSORPC_RETURN_IF_ERROR(load_own_certificate(c, options));
   if (!options.ca_file.empty()) {
     TENSORPC_RETURN_IF_ERROR(load_ca(c, options.ca_file));
@@ -116,20 +115,19 @@ StatusOr<std::shared_ptr<const TlsContext>> TlsContext::for_server(const TlsOpti
   }
   SSL_CTX_set_num_tickets(c, 0);
   SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
-  return std::shared_ptr<const TlsContext>(new TlsContext(ctx.value().release(), TlsRole::server));
+  return std::shared_ptr<const TlsContext>(new TlsContext(ctx.release(), TlsRole::server));
 }
 
 StatusOr<std::shared_ptr<const TlsContext>> TlsContext::for_client(const TlsOptions& options) {
   if (options.ca_file.empty()) {
     return invalid_argument("a TLS client needs a CA file: the certificates the server's must chain to");
   }
-  auto ctx = new_context(TLS_client_method());
-  if (!ctx.ok()) return ctx.status();
-  SSL_CTX* c = ctx.value().get();
+  TENSORPC_ASSIGN_OR_RETURN(auto ctx, new_context(TLS_client_method()));
+  SSL_CTX* c = ctx.get();
   TENSORPC_RETURN_IF_ERROR(load_ca(c, options.ca_file));
   if (!options.cert_file.empty()) TENSORPC_RETURN_IF_ERROR(load_own_certificate(c, options));
   SSL_CTX_set_verify(c, SSL_VERIFY_PEER, nullptr);
-  return std::shared_ptr<const TlsContext>(new TlsContext(ctx.value().release(), TlsRole::client));
+  return std::shared_ptr<const TlsContext>(new TlsContext(ctx.release(), TlsRole::client));
 }
 
 TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }

@@ -157,12 +157,12 @@ StatusOr<DecodedGraph> decode_graph(WireReader& r, const ResolveHandle& resolve)
       t.src[k] = tensors[static_cast<size_t>(src[k])];
     }
 
-    std::string why;
-    Buffer* buffer = resolve(handle, &why);
-    if (buffer == nullptr) {
-      return not_found(tensor_label(i) + ": buffer handle " + std::to_string(handle) + ": " +
-                       (why.empty() ? std::string("unknown") : why));
+    StatusOr<Buffer*> resolved = resolve(handle);
+    if (!resolved.ok()) {
+      return Status(resolved.status().code(),
+                    tensor_label(i) + ": buffer handle " + std::to_string(handle) + ": " + resolved.status().message());
     }
+    Buffer* buffer = resolved.value();
     const uint64_t span = address_span(t);  // validate_layout made sure it does not overflow
     if (t.offset > buffer->size() || span > buffer->size() - t.offset) {
       return invalid_argument(tensor_label(i) + ": " + describe(t) + " spans " + std::to_string(span) +

@@ -29,9 +29,9 @@ using HandleOf = std::function<uint64_t(const Buffer*)>;
 // which handle_of gives a non-zero handle.
 Status encode_graph(WireWriter& w, const Graph& g, const HandleOf& handle_of);
 
-// Resolves a handle to a buffer of the device the graph runs on; returns
-// null (with a reason in `why`) for an unknown or foreign handle.
-using ResolveHandle = std::function<Buffer*(uint64_t handle, std::string* why)>;
+// Resolves a handle to a buffer of the device the graph runs on; an unknown
+// or foreign handle is an error saying why.
+using ResolveHandle = std::function<StatusOr<Buffer*>(uint64_t handle)>;
 
 // A graph decoded on the server: owns its descriptors.
 struct DecodedGraph {

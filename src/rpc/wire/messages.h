@@ -34,6 +34,11 @@ inline constexpr uint32_t kTopKMinor = 6;
 inline constexpr uint32_t kStridedSetRowsMinor = 7;
 // tanh, and rope with frequency factors or YaRN: from 1.8.
 inline constexpr uint32_t kRopeTanhMinor = 8;
+// From 1.9 a server skips each run by id flagged SYNC that follows one naming
+// a graph or plan it no longer holds, until the next store, replying
+// kSkippedRun: a client may send several such runs before reading replies.
+inline constexpr uint32_t kSkipAfterDroppedMinor = 9;
+inline constexpr const char* kSkippedRun = "not run: an earlier run named a graph or plan this server no longer holds";
 inline constexpr uint32_t kVersionPatch = kProtocolVersionPatch;
 inline constexpr uint32_t kFrameMagic = 0x43505254;  // "TRPC"
 inline constexpr size_t kFrameHeaderSize = 24;
