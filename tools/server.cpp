@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   std::string key_file;
   std::string session_memory;
   double io_timeout_s = std::chrono::duration<double>(options.io_timeout).count();
+  double handshake_timeout_s = std::chrono::duration<double>(options.handshake_timeout).count();
   std::vector<std::string> device_texts;
   const auto byte_count = [](const std::string& s) {
     uint64_t v = 0;
@@ -91,6 +92,21 @@ int main(int argc, char** argv) {
       ->check(tensorpc::tools::finite_number("a number of seconds from 0 to 1000000",
                                              [](double x) { return x >= 0 && x <= 1e6; }))
       ->capture_default_str();
+  app.add_option("--handshake-timeout", handshake_timeout_s,
+                 "seconds a new connection has to finish its TLS handshake, HELLO and AUTH, however slowly its "
+                 "bytes come, before it is closed (0: no limit)")
+      ->check(tensorpc::tools::finite_number("a number of seconds from 0 to 1000000",
+                                             [](double x) { return x >= 0 && x <= 1e6; }))
+      ->capture_default_str();
+  app.add_option("--max-pending", options.max_pending,
+                 "connections still in that handshake at once; one more drops the oldest of them (never a "
+                 "client already admitted; 0: no cap)")
+      ->check(tensorpc::tools::whole_number(0, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-clients", options.max_clients,
+                 "clients served at once; one more is refused with an error saying the server is full (0: no cap)")
+      ->check(tensorpc::tools::whole_number(0, 1 << 20))
+      ->capture_default_str();
   app.add_option("--allow-peer", options.allowed_peers,
                  "HOST:PORT of a server this one may send tensors to when a client asks; repeatable "
                  "(default: any endpoint a client names)");
@@ -129,6 +145,7 @@ int main(int argc, char** argv) {
   }
   if (!session_memory.empty()) parse_byte_count(session_memory, options.max_session_memory);
   options.io_timeout = std::chrono::milliseconds(static_cast<int64_t>(io_timeout_s * 1000 + 0.5));
+  options.handshake_timeout = std::chrono::milliseconds(static_cast<int64_t>(handshake_timeout_s * 1000 + 0.5));
   std::vector<tensorpc::tools::DeviceSpec> specs;
   for (const std::string& text : device_texts) specs.push_back(tensorpc::tools::parse_device_spec(text).value());
   if (specs.empty()) {
@@ -167,6 +184,10 @@ int main(int argc, char** argv) {
               options.max_session_buffers ? std::to_string(options.max_session_buffers).c_str() : "no limit",
               options.stored_graphs,
               options.io_timeout.count() ? format_seconds(options.io_timeout).c_str() : "none");
+  std::printf("connections: %s in their handshake for at most %s; %s clients at once\n",
+              options.max_pending ? std::to_string(options.max_pending).c_str() : "any number",
+              options.handshake_timeout.count() ? format_seconds(options.handshake_timeout).c_str() : "ever",
+              options.max_clients ? std::to_string(options.max_clients).c_str() : "any number of");
   std::printf("weights cache: %s in memory%s%s\n", format_bytes(options.cache_memory_limit).c_str(),
               options.cache_dir.empty() ? "" : ", on disk in ", options.cache_dir.c_str());
   std::printf("key: %s\n", key_file.empty() ? "none (every client is served)"

@@ -54,6 +54,16 @@ struct ServerOptions {
   // a copy to another server. The wait between frames is not bounded (an idle
   // client is fine; TCP keepalive finds a peer that vanished). 0: no limit.
   std::chrono::milliseconds io_timeout = std::chrono::seconds(30);
+  // A connection's TLS handshake, HELLO and AUTH together must be over this
+  // long after it was accepted, however slowly their bytes come; 0: no limit.
+  std::chrono::milliseconds handshake_timeout = std::chrono::seconds(10);
+  // Connections still in that handshake ("pending") at once: one more makes
+  // the server drop the oldest pending one (never an admitted client). 0: no
+  // cap.
+  size_t max_pending = 64;
+  // Admitted clients at once: one more is refused in its handshake with an
+  // error saying the server is full. 0: no cap.
+  size_t max_clients = 256;
   // The servers this one may send to when a client asks (COPY_TO_PEER, a
   // plan's SEND_TO_PEER), as "host:port"; a request naming any other endpoint
   // is refused before anything connects. Empty: any endpoint a client names.
@@ -74,6 +84,7 @@ struct ServerStats {
   // Sends of execution plans (of up to 16 KiB) held to leave in one write
   // with the plan's next send, to the same server.
   uint64_t held_sends = 0;
+  uint64_t dropped_pending = 0;  // connections in their handshake dropped for newer ones (max_pending)
 };
 
 class Server {

@@ -44,6 +44,12 @@ class FrameChannel {
   // The TLS handshake that starts every connection of a TLS server, bounded
   // by `timeout`; on failure the connection is closed after a short drain.
   Status start_tls(const TlsContext& ctx, std::chrono::milliseconds timeout);
+  // Every wait ends by `at` (the handshake's deadline), failing with `what`
+  // after it; clear_deadline() lifts it.
+  void set_deadline(std::chrono::steady_clock::time_point at, std::string what) {
+    socket_.set_deadline(at, std::move(what));
+  }
+  void clear_deadline() { socket_.clear_deadline(); }
   // From another thread: wakes a blocked read, so the session ends soon.
   void shutdown();
   // At the session's end.

@@ -1,6 +1,13 @@
 // The tensorpc server (include/tensorpc/server.h): a listener, an accept
 // thread, and one thread per session.
 //
+// A session is pending until its handshake is over (Session::admitted). At
+// most max_pending are: the accept thread drops the oldest pending one to
+// make room for a new connection, never an admitted one, so strangers that
+// connect and say nothing (or trickle) hold a bounded number of threads, each
+// for at most the handshake deadline. Admitted clients are capped by
+// Admission (max_clients), which refuses the handshake of one too many.
+//
 // Sessions live in a list the accept thread owns together with stop(): a
 // finished session frees its buffers on its own thread at once (so stats fall
 // as soon as a client goes), and its thread is joined the next time a client
@@ -11,6 +18,7 @@
 #include <list>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "core/log.h"
 #include "rpc/server/session.h"
@@ -31,11 +39,13 @@ using rpc::Socket;
 class TcpServer final : public Server {
  public:
   TcpServer(Socket listener, rpc::SessionEnv env, std::unique_ptr<rpc::WeightsCache> cache,
-            std::unique_ptr<rpc::SessionCounters> counters, const std::string& host)
+            std::unique_ptr<rpc::SessionCounters> counters, const std::string& host, const ServerOptions& options)
       : listener_(std::move(listener)),
         port_(listener_.local_port()),
         cache_(std::move(cache)),
         counters_(std::move(counters)),
+        admission_(options.max_clients),
+        max_pending_(options.max_pending),
         env_(with_shared_parts(std::move(env), host, port_)) {
     accept_thread_ = std::thread([this] { accept_loop(); });
   }
@@ -53,6 +63,7 @@ class TcpServer final : public Server {
     s.compute_ns = counters_->compute_ns.load();
     s.peer_wait_ns = counters_->peer_wait_ns.load();
     s.held_sends = counters_->held_sends.load();
+    s.dropped_pending = dropped_pending_.load();
     return s;
   }
 
@@ -91,12 +102,14 @@ class TcpServer final : public Server {
     std::unique_ptr<Session> session;
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done = std::make_shared<std::atomic<bool>>(false);
+    bool dropped = false;  // shut down to make room for a newer pending one
   };
 
   // Completes env with what the server owns for all its sessions.
   rpc::SessionEnv with_shared_parts(rpc::SessionEnv env, const std::string& host, uint16_t port) {
     env.grants = &grants_;
     env.peers = &peers_;
+    env.admission = &admission_;
     env.endpoint = Endpoint{host, port}.to_string();
     return env;
   }
@@ -116,6 +129,7 @@ class TcpServer final : public Server {
         continue;
       }
       reap_finished();
+      drop_oldest_pending();
       Slot slot;
       slot.session = std::make_unique<Session>(std::move(client).value(), env_, next_id++);
       Session* session = slot.session.get();
@@ -128,6 +142,24 @@ class TcpServer final : public Server {
       });
       MutexLock lock(mutex_);
       slots_.push_back(std::move(slot));
+    }
+  }
+
+  // Makes room for one more pending session: while max_pending are pending,
+  // the oldest is shut down (its thread ends soon and is reaped later).
+  void drop_oldest_pending() {
+    if (max_pending_ == 0) return;
+    MutexLock lock(mutex_);
+    std::vector<Slot*> pending;
+    for (Slot& slot : slots_) {
+      if (!slot.dropped && !slot.done->load() && !slot.session->admitted()) pending.push_back(&slot);
+    }
+    for (size_t i = 0; i + max_pending_ <= pending.size(); ++i) {  // oldest first: slots_ is in accept order
+      pending[i]->dropped = true;
+      pending[i]->session->shutdown();
+      ++dropped_pending_;
+      log::warn("dropped the oldest connection still in its handshake: " + std::to_string(pending.size()) +
+                " are (--max-pending " + std::to_string(max_pending_) + ")");
     }
   }
 
@@ -151,8 +183,11 @@ class TcpServer final : public Server {
   std::unique_ptr<rpc::SessionCounters> counters_;
   rpc::WriteGrants grants_;     // every session's write grants
   rpc::ConnectionCache peers_;  // connections to other servers, for COPY_TO_PEER
+  rpc::Admission admission_;    // admitted clients, capped
+  const size_t max_pending_;
   const rpc::SessionEnv env_;   // sessions hold a reference to it
   std::atomic<uint64_t> live_sessions_{0};
+  std::atomic<uint64_t> dropped_pending_{0};
 
   Mutex stop_mutex_ ACQUIRED_BEFORE(mutex_);
   mutable Mutex mutex_;
@@ -176,6 +211,10 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
   if (options.key.size() > kMaxKeyBytes) {
     return invalid_argument("Server::start: the key is " + std::to_string(options.key.size()) +
                             " bytes long, more than the limit of " + std::to_string(kMaxKeyBytes));
+  }
+  if (options.handshake_timeout.count() < 0) {
+    return invalid_argument("Server::start: handshake_timeout of " + std::to_string(options.handshake_timeout.count()) +
+                            " ms is negative");
   }
   if (options.io_timeout.count() < 0) {
     return invalid_argument("Server::start: io_timeout of " + std::to_string(options.io_timeout.count()) +
@@ -213,9 +252,10 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
   env.max_session_buffers = options.max_session_buffers;
   env.stored_graphs = options.stored_graphs;
   env.io_timeout = options.io_timeout;
+  env.handshake_timeout = options.handshake_timeout;
   env.allowed_peers = std::move(allowed_peers);
   auto server = std::make_unique<TcpServer>(std::move(listener), std::move(env), std::move(cache), std::move(counters),
-                                            options.host);
+                                            options.host, options);
   log::info("listening on " + options.host + ":" + std::to_string(server->port()) + " with " +
             std::to_string(options.devices.size()) + " device(s)" +
             (options.key.empty() ? ", no key" : ", clients must prove the key") + (use_tls ? ", TLS" : ""));

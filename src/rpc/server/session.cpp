@@ -49,8 +49,14 @@ void Session::run() {
   const std::string who = "session " + std::to_string(id_) + ": ";
   log::info(who + channel_.peer() + " connected");
   try {
-    // Bounded like a frame: a client that connects and says nothing (or not
-    // TLS) is let go after the I/O timeout.
+    // The TLS handshake, HELLO and AUTH together end by the handshake
+    // deadline, however slowly their bytes come (enter_serving lifts it):
+    // before it is admitted, a peer cannot hold the session's thread long.
+    if (env_.handshake_timeout.count() > 0) {
+      channel_.set_deadline(std::chrono::steady_clock::now() + env_.handshake_timeout,
+                            "the handshake (TLS, HELLO, AUTH) did not finish within " +
+                                std::to_string(env_.handshake_timeout.count()) + " ms (--handshake-timeout)");
+    }
     const Status handshake = env_.tls ? channel_.start_tls(*env_.tls, env_.io_timeout) : Status();
     while (handshake.ok() && serve_frame()) {
     }
@@ -61,6 +67,7 @@ void Session::run() {
     log::error(who + channel_.end_reason());
   }
   const SessionBuffers::Held held = buffers_.held();
+  if (admitted_.load(std::memory_order_acquire) && env_.admission != nullptr) env_.admission->leave();
   release_all();
   channel_.close();
   log::info(who + channel_.peer() + " ended (" + channel_.end_reason() + "); freed " + std::to_string(held.buffers) +

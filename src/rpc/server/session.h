@@ -63,6 +63,9 @@ class Session {
   void run();
   // From another thread: makes run() return soon (wakes a blocked recv).
   void shutdown();
+  // Whether its handshake is over and it was admitted (Admission): from any
+  // thread. A session not admitted yet is "pending".
+  bool admitted() const { return admitted_.load(std::memory_order_acquire); }
 
  private:
   using Reply = FrameReply;
@@ -132,6 +135,9 @@ class Session {
   StatusOr<GrantToken> issue_grant(uint64_t handle, uint64_t offset, uint64_t size, const char* what,
                                    std::shared_ptr<GrantArrivals> arrivals);
   void release_all();
+  // The handshake is over (phase_ is serving): lifts its deadline and asks
+  // env_.admission for a place; the refusal when the server is full.
+  Status enter_serving();
   // The graph or plan a run by id names, or why it does not run: dropped
   // (not found), or skipped after a dropped one (skipping_runs_).
   StatusOr<StoredGraph*> graph_to_run(uint64_t id, uint32_t device);
@@ -156,6 +162,7 @@ class Session {
   // so none runs ahead of the one its client will store and run again.
   bool skipping_runs_ = false;
   std::atomic<bool> stopping_{false};  // shutdown() was called: waits end
+  std::atomic<bool> admitted_{false};  // counted by env_.admission until run() ends
 };
 
 }  // namespace tensorpc::rpc

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc/server/admission.h"
 #include "rpc/server/weights_cache.h"
 #include "rpc/server/write_grants.h"
 #include "rpc/transport/connection.h"
@@ -72,6 +73,10 @@ struct SessionEnv {
   // The longest a started frame, a reply or a call to another server waits
   // for progress (Socket::set_io_timeout); 0: no limit.
   std::chrono::milliseconds io_timeout{0};
+  // The TLS handshake, HELLO and AUTH together must be over this long after
+  // the accept, however slowly their bytes come; 0: no limit.
+  std::chrono::milliseconds handshake_timeout{0};
+  Admission* admission = nullptr;  // the cap on admitted clients (set by the server)
 };
 
 }  // namespace tensorpc::rpc

@@ -53,7 +53,7 @@ Status Session::on_hello(WireReader& in, Reply& out) {
     // The feature bit is ignored, as unknown ones are; the client sees none
     // in the reply and refuses this server itself.
     if (client_has_key) log::warn(who + "the client holds a key, but this server has none (no --key-file)");
-    phase_ = Phase::serving;
+    TENSORPC_RETURN_IF_ERROR(enter_serving());
     encode(out.fields, reply);
     return Status();
   }
@@ -85,9 +85,23 @@ Status Session::on_auth(WireReader& in, Reply& out) {
   }
   TENSORPC_ASSIGN_OR_RETURN(const AuthProof proof,
                             auth_proof(env_.key, AuthRole::server, req.client_nonce, server_nonce_));
-  phase_ = Phase::serving;
+  TENSORPC_RETURN_IF_ERROR(enter_serving());
   log::info("session " + std::to_string(id_) + ": " + channel_.peer() + ": authenticated");
   encode(out.fields, AuthReply{proof});
+  return Status();
+}
+
+Status Session::enter_serving() {
+  channel_.clear_deadline();
+  if (env_.admission != nullptr && !env_.admission->admit()) {
+    log::warn("session " + std::to_string(id_) + ": " + channel_.peer() + ": refused: " +
+              std::to_string(env_.admission->max_clients()) + " clients are connected already (--max-clients)");
+    return out_of_memory("the server is full: it serves at most " + std::to_string(env_.admission->max_clients()) +
+                         " clients at once (tensorpc-server --max-clients), and that many are connected; try again "
+                         "later");
+  }
+  admitted_.store(true, std::memory_order_release);
+  phase_ = Phase::serving;
   return Status();
 }
 

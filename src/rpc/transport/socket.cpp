@@ -112,6 +112,8 @@ Socket& Socket::operator=(Socket&& other) noexcept {
     close();
     fd_ = std::exchange(other.fd_, -1);
     io_timeout_ = other.io_timeout_;
+    deadline_ = other.deadline_;
+    deadline_what_ = std::move(other.deadline_what_);
     tls_ = std::move(other.tls_);
   }
   return *this;
@@ -185,7 +187,7 @@ Status Socket::send_all(std::span<const iovec> parts) {
     if (p.iov_len > 0) iov.push_back(p);
   // With a timeout each call is non-blocking, and a full send buffer is
   // waited on by poll, which can give up.
-  const bool timed = io_timeout_.count() > 0;
+  const bool timed = this->timed();
   size_t first = 0;
   while (first < iov.size()) {
     msghdr msg{};
@@ -221,7 +223,7 @@ Status Socket::send_all(const void* data, size_t size) {
 Status Socket::recv_all(void* data, size_t size) {
   if (tls_) return tls_recv(data, size);
   auto* p = static_cast<char*>(data);
-  const bool timed = io_timeout_.count() > 0;
+  const bool timed = this->timed();
   while (size > 0) {
     const ssize_t n = ::recv(fd_, p, size, timed ? MSG_DONTWAIT : 0);
     if (n < 0) {
@@ -241,6 +243,7 @@ Status Socket::recv_all(void* data, size_t size) {
 
 Status Socket::wait_readable() {
   if (tls_buffered()) return Status();  // decrypted bytes are waiting: poll would not see them
+  if (deadline_) return wait_for(POLLIN, "wait for the next frame");
   return wait_unbounded(POLLIN, "wait for the next frame");
 }
 
@@ -251,11 +254,15 @@ bool Socket::readable_now() const {
 }
 
 Status Socket::wait_for(short events, const char* what) const {
-  const auto deadline = std::chrono::steady_clock::now() + io_timeout_;
+  using Clock = std::chrono::steady_clock;
+  // The sooner of the progress timeout and the deadline.
+  const bool progress_first =
+      io_timeout_.count() > 0 && (!deadline_ || Clock::now() + io_timeout_ <= *deadline_);
+  const Clock::time_point deadline = progress_first ? Clock::now() + io_timeout_ : *deadline_;
   for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
+      if (!progress_first) return io_error(std::string(what) + ": " + deadline_what_);
       return io_error(std::string(what) + ": timed out: no progress for " + std::to_string(io_timeout_.count()) +
                       " ms");
     }
@@ -267,7 +274,7 @@ Status Socket::wait_for(short events, const char* what) const {
 }
 
 Status Socket::wait_io(short events, const char* what) const {
-  return io_timeout_.count() > 0 ? wait_for(events, what) : wait_unbounded(events, what);
+  return timed() ? wait_for(events, what) : wait_unbounded(events, what);
 }
 
 Status Socket::wait_unbounded(short events, const char* what) const {

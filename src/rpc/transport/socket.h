@@ -18,12 +18,14 @@
 // keeps the same timeout rules.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -53,7 +55,9 @@ class Socket {
   static StatusOr<Socket> connect(const std::string& host, uint16_t port,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(10));
   // Listens on host:port (port 0: the OS picks; see local_port()).
-  static StatusOr<Socket> listen(const std::string& host, uint16_t port, int backlog = 64);
+  // The backlog is the system's largest (SOMAXCONN): a burst of connections
+  // waits in the kernel's queue, not for its retry.
+  static StatusOr<Socket> listen(const std::string& host, uint16_t port, int backlog = SOMAXCONN);
   // Waits for a connection; the accepted socket has TCP_NODELAY and keepalive.
   StatusOr<Socket> accept();
 
@@ -71,6 +75,14 @@ class Socket {
   // The longest send_all and recv_all wait for progress; zero: no limit (the
   // default). Not thread-safe: set it from the thread that uses the socket.
   void set_io_timeout(std::chrono::milliseconds timeout) { io_timeout_ = timeout; }
+  // A time by which every wait must be over, whatever progress is made (a
+  // handshake's deadline); past it a wait fails with `what`. Cleared by
+  // clear_deadline(). Same thread rules as set_io_timeout.
+  void set_deadline(std::chrono::steady_clock::time_point at, std::string what) {
+    deadline_ = at;
+    deadline_what_ = std::move(what);
+  }
+  void clear_deadline() { deadline_.reset(); }
   std::chrono::milliseconds io_timeout() const { return io_timeout_; }
 
   // Runs the TLS handshake on this connected socket in the role of `ctx`,
@@ -103,6 +115,8 @@ class Socket {
   // As wait_for, or without a limit when the socket has no timeout.
   Status wait_io(short events, const char* what) const;
   Status wait_unbounded(short events, const char* what) const;
+  // Whether sends and receives wait through poll (a timeout or a deadline).
+  bool timed() const { return io_timeout_.count() > 0 || deadline_.has_value(); }
 
   // The TLS side of send_all, recv_all and start_tls (socket_tls.cpp).
   Status tls_send(std::span<const iovec> parts);
@@ -125,6 +139,8 @@ class Socket {
 
   int fd_ = -1;
   std::chrono::milliseconds io_timeout_{0};
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  std::string deadline_what_;
   std::unique_ptr<ssl_st, SslDeleter> tls_;
   std::vector<uint8_t> tls_stage_;  // small parts of one send, gathered into one record
 };
