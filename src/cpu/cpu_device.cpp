@@ -186,8 +186,9 @@ std::string CpuDevice::description() const {
 
 StatusOr<MemoryInfo> CpuDevice::memory() const {
   MemoryInfo host = host_memory();
-  // Kept mappings of freed buffers are free to this device.
-  host.free = std::min(host.total, host.free + freed_->kept_bytes());
+  // Kept mappings of freed buffers are free to this device: their resident
+  // pages, which the host's available memory leaves out (it counts the rest).
+  host.free = std::min(host.total, host.free + freed_->kept_resident_bytes());
   if (options_.memory_limit == 0) return host;
   const uint64_t used = allocated_.load();
   const uint64_t left = used < options_.memory_limit ? options_.memory_limit - used : 0;

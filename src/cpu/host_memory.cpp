@@ -1,10 +1,12 @@
 #include "cpu/host_memory.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 namespace tensorpc::cpu {
 
@@ -128,6 +130,23 @@ void HostMemoryPool::give(HostMemory m) {
 uint64_t HostMemoryPool::kept_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return kept_bytes_;
+}
+
+uint64_t HostMemoryPool::kept_resident_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t n = 0;
+  for (const Kept& k : kept_) n += k.memory.resident_bytes();
+  return n;
+}
+
+uint64_t HostMemory::resident_bytes() const {
+  if (mapping_ == nullptr) return heap_size_;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((mapping_size_ + page - 1) / page);
+  if (::mincore(mapping_, mapping_size_, in_core.data()) != 0) return mapping_size_;  // unknown: assume all
+  uint64_t pages = 0;
+  for (unsigned char c : in_core) pages += c & 1;
+  return pages * page;
 }
 
 void HostMemoryPool::expire_loop() {

@@ -42,6 +42,9 @@ class HostMemory {
   // Bytes usable from data() on: at least the size asked for (a mapping's
   // run to its end).
   uint64_t capacity() const;
+  // Bytes of it in physical memory now (a mapping's touched pages; all of
+  // heap memory).
+  uint64_t resident_bytes() const;
 
  private:
   friend class HostMemoryPool;
@@ -79,6 +82,11 @@ class HostMemoryPool {
   void give(HostMemory m);
   // Bytes of the mappings kept now.
   uint64_t kept_bytes() const;
+  // The part of them in physical memory: what the host's available memory
+  // does not count, and a new allocation can still get from the pool.
+  // (Untouched pages are available to the host already: counting them here
+  // too would count them twice.)
+  uint64_t kept_resident_bytes() const;
 
  private:
   struct Kept {

@@ -86,6 +86,19 @@ TEST(HostMemoryPool, AFreedMappingIsHandedOutAgainZeroed) {
   for (uint64_t i = 0; i < 3 * kHugePage - 100; i += 511) ASSERT_EQ(again.data()[i], 0) << i;
 }
 
+// Free memory counts a kept mapping's pages once: the touched ones, which
+// the host's available memory leaves out; the untouched ones it counts.
+TEST(HostMemoryPool, OnlyTheTouchedPagesOfAKeptMappingCountAsResident) {
+  HostMemoryPool pool(std::chrono::seconds(30), uint64_t{1} << 30);
+  HostMemory m = pool.take(16 * kHugePage, 64);
+  ASSERT_TRUE(m.mapped());
+  std::memset(m.data(), 0x5a, 4 * kHugePage);  // a quarter touched
+  pool.give(std::move(m));
+  EXPECT_EQ(pool.kept_bytes(), 17 * kHugePage);
+  EXPECT_GE(pool.kept_resident_bytes(), 4 * kHugePage);
+  EXPECT_LE(pool.kept_resident_bytes(), 6 * kHugePage) << "untouched pages counted as resident";
+}
+
 TEST(HostMemoryPool, AMappingMuchLargerThanAskedIsNotUsedAndHeapMemoryIsNotKept) {
   HostMemoryPool pool(std::chrono::seconds(30), uint64_t{1} << 30);
   HostMemory big = pool.take(16 * kHugePage, 64);

@@ -58,33 +58,30 @@ void RemoteDeviceLink::set_device(RemoteDevice* device) {
 }
 
 RemoteDevice::RemoteDevice(std::string endpoint, uint32_t index, RemoteOptions options, std::optional<DeviceInfo> known)
-    : endpoint_(canonical(endpoint)),
-      index_(index),
-      options_(options),
-      link_(std::make_shared<RemoteDeviceLink>(endpoint_, index_, options_)),
+    : link_(std::make_shared<RemoteDeviceLink>(canonical(endpoint), index, std::move(options))),
       info_(std::move(known)) {
   link_->set_device(this);
 }
 
 RemoteDevice::~RemoteDevice() { link_->set_device(nullptr); }
 
-std::chrono::milliseconds RemoteDevice::open_timeout() const { return open_timeout_of(options_); }
+std::chrono::milliseconds RemoteDevice::open_timeout() const { return open_timeout_of(options()); }
 
 StatusOr<DeviceInfo> RemoteDevice::info() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (info_) return *info_;
-  TENSORPC_ASSIGN_OR_RETURN(const std::vector<DeviceInfo> devices, list_devices(endpoint_, options_));
-  if (index_ >= devices.size()) {
-    return not_found("device " + std::to_string(index_) + " of " + endpoint_ + " does not exist (the server has " +
+  TENSORPC_ASSIGN_OR_RETURN(const std::vector<DeviceInfo> devices, list_devices(endpoint(), options()));
+  if (index() >= devices.size()) {
+    return not_found("device " + std::to_string(index()) + " of " + endpoint() + " does not exist (the server has " +
                      std::to_string(devices.size()) + ")");
   }
-  info_ = devices[index_];
+  info_ = devices[index()];
   return *info_;
 }
 
 std::string RemoteDevice::name() const {
   auto i = info();
-  return endpoint_ + "/" + (i.ok() ? i.value().name : "device" + std::to_string(index_));
+  return endpoint() + "/" + (i.ok() ? i.value().name : "device" + std::to_string(index()));
 }
 
 std::string RemoteDevice::description() const {
@@ -93,10 +90,10 @@ std::string RemoteDevice::description() const {
 }
 
 StatusOr<MemoryInfo> RemoteDevice::memory() const {
-  TENSORPC_ASSIGN_OR_RETURN(auto connection, get_connection(endpoint_, credentials_of(options_), open_timeout()));
+  TENSORPC_ASSIGN_OR_RETURN(auto connection, get_connection(endpoint(), credentials_of(options()), open_timeout()));
   DeviceMemoryReply reply;
   TENSORPC_RETURN_IF_ERROR(
-      connection->call(Command::device_memory, DeviceMemoryRequest{.device = index_}, reply, reply_timeout()));
+      connection->call(Command::device_memory, DeviceMemoryRequest{.device = index()}, reply, reply_timeout()));
   return MemoryInfo{.free = reply.free, .total = reply.total};
 }
 
@@ -122,34 +119,34 @@ bool RemoteDevice::supports(const Tensor& node) const {
     needs = kRopeTanhMinor;
   }
   if (needs == 0) return true;
-  auto connection = get_connection(endpoint_, credentials_of(options_), open_timeout());
+  auto connection = get_connection(endpoint(), credentials_of(options()), open_timeout());
   return connection.ok() && connection.value()->server_hello().minor >= needs;
 }
 
 StatusOr<std::unique_ptr<Buffer>> RemoteDevice::allocate(uint64_t size) {
-  TENSORPC_ASSIGN_OR_RETURN(auto connection, get_connection(endpoint_, credentials_of(options_), open_timeout()));
+  TENSORPC_ASSIGN_OR_RETURN(auto connection, get_connection(endpoint(), credentials_of(options()), open_timeout()));
   BufferAllocReply reply;
-  TENSORPC_RETURN_IF_ERROR(connection->call(Command::buffer_alloc, BufferAllocRequest{.device = index_, .size = size},
+  TENSORPC_RETURN_IF_ERROR(connection->call(Command::buffer_alloc, BufferAllocRequest{.device = index(), .size = size},
                                             reply, reply_timeout()));
   if (reply.handle == 0) {
-    return Status(StatusCode::protocol_error, "BUFFER_ALLOC to " + endpoint_ + ": the server issued handle 0");
+    return Status(StatusCode::protocol_error, "BUFFER_ALLOC to " + endpoint() + ": the server issued handle 0");
   }
   return std::unique_ptr<Buffer>(std::make_unique<RemoteBuffer>(link_, std::move(connection), reply.handle, size));
 }
 
 StatusOr<std::unique_ptr<Stream>> RemoteDevice::create_stream() {
-  TENSORPC_ASSIGN_OR_RETURN(auto connection, get_connection(endpoint_, credentials_of(options_), open_timeout()));
+  TENSORPC_ASSIGN_OR_RETURN(auto connection, get_connection(endpoint(), credentials_of(options()), open_timeout()));
   return std::unique_ptr<Stream>(std::make_unique<RemoteStream>(link_, std::move(connection)));
 }
 
 StatusOr<std::unique_ptr<PlanRunner>> RemoteDevice::create_plan_runner() {
-  TENSORPC_ASSIGN_OR_RETURN(auto connection, get_connection(endpoint_, credentials_of(options_), open_timeout()));
-  return std::unique_ptr<PlanRunner>(std::make_unique<RemotePlanRunner>(std::move(connection), options_.reply_timeout));
+  TENSORPC_ASSIGN_OR_RETURN(auto connection, get_connection(endpoint(), credentials_of(options()), open_timeout()));
+  return std::unique_ptr<PlanRunner>(std::make_unique<RemotePlanRunner>(std::move(connection), options().reply_timeout));
 }
 
 DeviceTraffic RemoteDevice::traffic() const {
-  const ConnectionStats s = connection_stats(endpoint_);
-  return {.channel = endpoint_,
+  const ConnectionStats s = connection_stats(endpoint());
+  return {.channel = endpoint(),
           .round_trips = s.round_trips,
           .bytes_sent = s.bytes_sent,
           .bytes_received = s.bytes_received};

@@ -94,23 +94,20 @@ class RemoteDevice final : public Device {
   // The endpoint's connection counters (connection_stats); channel: the endpoint.
   DeviceTraffic traffic() const override;
 
-  const std::string& endpoint() const { return endpoint_; }
-  uint32_t index() const { return index_; }
-  const RemoteOptions& options() const { return options_; }
-  // What buffers and streams made for this device share with it.
+  // Held by the link, which buffers and streams made for this device share.
+  const std::string& endpoint() const { return link_->endpoint(); }
+  uint32_t index() const { return link_->index(); }
+  const RemoteOptions& options() const { return link_->options(); }
   const std::shared_ptr<RemoteDeviceLink>& link() const { return link_; }
   // Calls' timeout (RemoteOptions::reply_timeout), and the time to open a connection.
-  std::chrono::milliseconds reply_timeout() const { return options_.reply_timeout; }
+  std::chrono::milliseconds reply_timeout() const { return link_->reply_timeout(); }
   std::chrono::milliseconds open_timeout() const;
 
  private:
   // The server's facts about this device, read once (LIST_DEVICES).
   StatusOr<DeviceInfo> info() const;
 
-  const std::string endpoint_;  // canonical text form when it parses
-  const uint32_t index_;
-  const RemoteOptions options_;
-  const std::shared_ptr<RemoteDeviceLink> link_;  // shared with buffers and streams
+  const std::shared_ptr<RemoteDeviceLink> link_;  // endpoint (canonical text form when it parses), index, options
   mutable std::mutex mutex_;                // guards info_
   mutable std::optional<DeviceInfo> info_;  // immutable once set
 };
