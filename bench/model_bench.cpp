@@ -21,10 +21,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/format.h"
 #include "lab/bench_measure.h"
 #include "lab/bench_model.h"
-#include "tensorpc/demo.h"
-#include "tensorpc/generation.h"
 
 namespace {
 
@@ -90,7 +89,7 @@ int main(int argc, char** argv) {
   const double mem = memory_read_gbs(kThreads);
 
   std::vector<std::pair<std::string, std::string>> models;  // label, path
-  if (std::filesystem::exists(bundled_model_path())) models.push_back({"kjv-tiny (bundled)", bundled_model_path()});
+  if (std::filesystem::exists(TENSORPC_BUNDLED_MODEL)) models.push_back({"kjv-tiny (bundled)", TENSORPC_BUNDLED_MODEL});
   for (DType type : {DType::q8_0, DType::q4_0}) {
     auto path = random_100m_model(type);  // the same file `tensorpc bench` uses
     if (!path.ok()) {

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Checks the include rule of docs/architecture.md over src/ and include/.
+"""Checks the include rule of docs/architecture.md over src/, include/ and bench/.
 
 Each folder of src/ may include only the layers its row allows (never one
 further down the list), the rpc rooms keep apart (client and server use wire
 and transport, never each other), public headers include only public
-headers, and no chain of includes leads back to where it started.
+headers, and no chain of includes leads back to where it started. bench/
+(the bench lab and the benchmark programs) never includes a header of
+tools/: the tools build on the bench lab, not the other way round.
 Prints each break of the rule and exits 1 if there is any.
 """
 import os
@@ -23,6 +25,9 @@ ALLOWED = {
     "rpc/client": {"core", "backend", "rpc/wire", "rpc/transport", "rpc/client"},
     "rpc/server": {"core", "backend", "cpu", "rpc/wire", "rpc/transport", "rpc/server"},
     "model": {"core", "backend", "cpu", "model"},
+    # The cluster's certificate authority (TLS files for tensorpc certs, the
+    # bench and the tests): above transport, whose TlsOptions it fills.
+    "certs": {"core", "backend", "rpc/wire", "rpc/transport", "certs"},
     # The public model API (include/tensorpc/model.h): the model on devices
     # of the local CPU and of servers, so above both model and client.
     "api": {"core", "backend", "cpu", "rpc/wire", "rpc/transport", "rpc/client", "model", "api"},
@@ -50,8 +55,32 @@ def layer_of_src(rel):  # rel: path under src/
     return parts[0]
 
 
+def bench_includes_from_tools():
+    """Each include in bench/ of a header that lives in tools/: one found
+    neither beside the including file nor under bench/, src/ or include/
+    (where a bench file's includes resolve), but under tools/; and how many
+    files of bench/ were read."""
+    problems, read = [], 0
+    tools = os.path.realpath(os.path.join(ROOT, "tools")) + os.sep
+    for dirpath, _, names in sorted(os.walk(os.path.join(ROOT, "bench"))):
+        for name in sorted(names):
+            if not name.endswith((".h", ".cpp")):
+                continue
+            path = os.path.join(dirpath, name)
+            node = os.path.relpath(path, ROOT)
+            read += 1
+            for inc in INCLUDE.findall(open(path, encoding="utf-8").read()):
+                places = [dirpath] + [os.path.join(ROOT, d) for d in ("bench", "src", "include", "tools")]
+                found = next((os.path.realpath(os.path.join(p, inc)) for p in places
+                              if os.path.isfile(os.path.join(p, inc))), None)
+                if found is not None and found.startswith(tools):
+                    problems.append(f'{node} includes "{inc}" ({os.path.relpath(found, ROOT)}): bench/ never '
+                                    "includes from tools/")
+    return problems, read
+
+
 def main():
-    problems = []
+    problems, bench_files = bench_includes_from_tools()
     files = {}  # include name as written -> (path, layer)
     for base, prefix in (("src", ""), ("include", "")):
         top = os.path.join(ROOT, base)
@@ -122,7 +151,7 @@ def main():
     if problems:
         print(f"{len(problems)} break(s) of the include rule (docs/architecture.md)")
         return 1
-    print(f"include rule: {len(graph)} files checked, no break")
+    print(f"include rule: {len(graph)} files of src/ and include/, {bench_files} of bench/ checked, no break")
     return 0
 
 

@@ -2,21 +2,12 @@
 // sections in order, and the outputs.
 #include "lab/bench_command.h"
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
-#include <memory>
 #include <thread>
 
-#include "awake_cores.h"
-#include "cli_checks.h"
-#include "core/log.h"
-#include "device_spec.h"
 #include "lab/bench_quant.h"
 #include "lab/bench_rpc.h"
-#include "model/quantize_mix.h"
-#include "tensorpc/demo.h"
 
 namespace tensorpc::tools {
 namespace {
@@ -37,8 +28,8 @@ Status fill_defaults(BenchOptions& o) {
   }
   bool fill_quant_mixes = o.quant_only;
   if (o.models.empty() && !o.quant_only) {
-    if (std::filesystem::exists(bundled_model_path())) {
-      o.models.push_back({.key = "kjv_tiny", .label = "kjv-tiny", .path = bundled_model_path()});
+    if (!o.bundled_model.empty() && std::filesystem::exists(o.bundled_model)) {
+      o.models.push_back({.key = "kjv_tiny", .label = "kjv-tiny", .path = o.bundled_model});
     }
     for (DType type : q ? std::vector<DType>{DType::q8_0} : std::vector<DType>{DType::q8_0, DType::q4_0}) {
       auto path = random_100m_model(type);
@@ -67,7 +58,7 @@ std::string settings_json(const BenchOptions& o) {
   return "\"settings\": {\"quick\": " + std::string(o.quick ? "true" : "false") +
          ", \"repetitions\": " + std::to_string(o.repetitions) + ", \"threads\": " + std::to_string(o.threads) +
          ", \"tokens\": " + std::to_string(o.n_predict) + ", \"link\": \"" + o.link.to_string() +
-         "\", \"awake_cores\": " + std::string(o.awake_cores.empty() ? "false" : "true") + "}";
+         "\", \"awake_cores\": " + std::string(o.cores_kept_awake ? "true" : "false") + "}";
 }
 
 }  // namespace
@@ -124,12 +115,6 @@ int bench_command(const BenchOptions& options, std::FILE* out, std::FILE* err) {
     std::fprintf(err, "tensorpc bench: %s\n", s.to_string().c_str());
     return 1;
   }
-  // Held for the whole run: the baselines and tensorpc's figures alike.
-  const auto awake = AwakeCores::request_if(o.awake_cores);
-  if (!awake.ok()) {
-    std::fprintf(err, "tensorpc bench: --awake-cores: %s\n", awake.status().message().c_str());
-    return 1;
-  }
   auto figures = run_bench(o, err);
   if (!figures.ok()) {
     std::fprintf(err, "tensorpc bench: %s\n", figures.status().to_string().c_str());
@@ -143,7 +128,7 @@ int bench_command(const BenchOptions& options, std::FILE* out, std::FILE* err) {
     met += f.met() ? 1 : 0;
   }
   std::fprintf(out, "\n%d of %d targets met (median of %d; %s%s)\n", met, targets, o.repetitions,
-               o.quick ? "quick run" : "full run", o.awake_cores.empty() ? "" : "; idle cores kept awake");
+               o.quick ? "quick run" : "full run", o.cores_kept_awake ? "; idle cores kept awake" : "");
   if (!o.json_path.empty()) {
     if (const Status s = write_text_file(o.json_path, format_json(figures.value(), {settings_json(o)})); !s.ok()) {
       std::fprintf(err, "tensorpc bench: %s\n", s.to_string().c_str());
@@ -158,45 +143,6 @@ int bench_command(const BenchOptions& options, std::FILE* out, std::FILE* err) {
     }
   }
   return 0;
-}
-
-void add_bench_command(CLI::App& app, int* exit_code) {
-  CLI::App* cmd =
-      app.add_subcommand("bench", "measure RPC, hand-over, model decode and load figures against their baselines");
-  auto o = std::make_shared<BenchOptions>();
-  auto link = std::make_shared<std::string>("1ms,1gbit");
-  cmd->add_flag("--quick", o->quick, "a short run: 1 and 64 MiB, the bundled model and q8_0, few tokens");
-  cmd->add_flag_callback(
-      "--awake-cores", [o] { o->awake_cores = kCpuLatencyPath; }, kAwakeCoresHelp);
-  cmd->add_option("--json", o->json_path, "write every figure to this JSON file");
-  cmd->add_option("--plot", o->plot_path, "write an SVG bar chart of the figures against their targets");
-  cmd->add_option("--link", *link, "the emulated LAN link: one-way delay and rate per direction")
-      ->check([](const std::string& s) {
-        auto r = parse_link(s);
-        return r.ok() ? std::string() : r.status().message();
-      })
-      ->capture_default_str();
-  cmd->add_option("-r,--repetitions", o->repetitions, "repetitions per figure, median reported (0: 5, quick 3)")
-      ->check(whole_number(0, 1000));
-  cmd->add_option("-t,--threads", o->threads, "threads of the local CPU and of each server device (0: every core)")
-      ->check(check_thread_count);
-  cmd->add_option("-n,--tokens", o->n_predict, "tokens per generation (0: 33, quick 9)")
-      ->check(whole_number(0, INT32_MAX));
-  cmd->add_option("--quant", o->quant_mixes,
-                  "quantization mixes of the random 250M model to measure (default Q4_K_M, Q5_K_M, Q6_K, IQ4_NL; "
-                  "quick: Q4_K_M)")
-      ->delimiter(',')
-      ->check([](const std::string& s) {
-        return parse_quant_mix(s) ? std::string() : "unknown mix " + s + " (" + quant_mix_names() + ")";
-      });
-  cmd->add_flag("--quant-only", o->quant_only, "only the quantized-model figures (decode and prefill of the 250M model)");
-  cmd->callback([o, link, exit_code] {
-    BenchOptions options = *o;
-    options.link = parse_link(*link).value();  // checked by the option
-    // The in-process servers log each session at info: quiet unless asked.
-    if (std::getenv("TENSORPC_LOG") == nullptr) log::set_level(log::Level::warn);
-    *exit_code = bench_command(options, stdout, stderr);
-  });
 }
 
 }  // namespace tensorpc::tools

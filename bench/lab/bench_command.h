@@ -4,9 +4,9 @@
 // median of several repetitions; see docs/performance.md for what each one
 // means and its target.
 //
-// The command lives with the rest of the bench lab (tensorpc_bench_lab):
-// tools/tensorpc/main.cpp only registers it, and no other command of the
-// `tensorpc` tool links the lab.
+// The run and its report live here, with the rest of the bench lab
+// (tensorpc_bench_lab); the command line that fills BenchOptions, and the
+// idle cores held awake for a run, are the tool's (tools/tensorpc/bench.h).
 #pragma once
 
 #include <chrono>
@@ -19,10 +19,6 @@
 #include "lab/bench_report.h"
 #include "lab/link_proxy.h"
 
-namespace CLI {
-class App;
-}
-
 namespace tensorpc::tools {
 
 struct BenchOptions {
@@ -33,7 +29,10 @@ struct BenchOptions {
   LinkShape link{std::chrono::milliseconds(1), 1e9};  // the emulated LAN link of the model figures
   std::string json_path{};                            // --json: every figure as JSON
   std::string plot_path{};                            // --plot: an SVG chart of the figures against their targets
-  std::string awake_cores{};                          // --awake-cores: the CPU latency file to hold (awake_cores.h)
+  // --awake-cores: the caller holds idle cores awake for the run (tools/tensorpc/bench.h); the table and JSON say so.
+  bool cores_kept_awake = false;
+  // The bundled kjv-tiny model's file (the tool's), first of the default models when it exists; empty: none.
+  std::string bundled_model{};
   // Empty: the defaults of the mode (see bench_command.cpp). Tests give small ones.
   std::vector<uint64_t> sizes{};          // set/get sizes, bytes
   uint64_t handover_bytes = 0;            // 0: 64 MiB (quick: 16 MiB)
@@ -52,8 +51,5 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions options, std::FILE* progres
 // `err`, the JSON and SVG files when asked. Returns the exit code (0, or 1
 // on any failure; missed targets are reported, not failures).
 int bench_command(const BenchOptions& options, std::FILE* out, std::FILE* err);
-
-// Adds the `bench` subcommand; when it runs, its exit code goes to *exit_code.
-void add_bench_command(CLI::App& app, int* exit_code);
 
 }  // namespace tensorpc::tools

@@ -10,10 +10,13 @@
 #include <optional>
 #include <utility>
 
+#include "api/device_set.h"
 #include "lab/bench_measure.h"
 #include "lab/random_model.h"
+#include "model/generate.h"
+#include "model/generator.h"
+#include "model/placement.h"
 #include "tensorpc/cpu_device.h"
-#include "tensorpc/generation.h"
 #include "tensorpc/rpc_client.h"
 
 namespace tensorpc::tools {
@@ -82,9 +85,10 @@ StatusOr<std::unique_ptr<GenerationLayout>> GenerationLayout::prepare(const Llam
     p.remote.emplace(std::move(devices));
     list = p.remote->devices();
   }
-  TENSORPC_ASSIGN_OR_RETURN(
-      auto placement, load_model(model, list, endpoints, std::vector<double>(list.size(), 1.0), kContext, nullptr));
-  p.placement = std::move(placement);
+  PlacementOptions even;  // layers split evenly
+  even.ratios.assign(list.size(), 1.0);
+  even.n_ctx = kContext;
+  TENSORPC_ASSIGN_OR_RETURN(p.placement, ModelPlacement::create(model, list, even));
   p.prompt = o.prompt.empty() ? kPrompt : o.prompt;
   p.generate.n_predict = o.n_predict;
   p.generate.stop_at_eos = false;
@@ -95,7 +99,7 @@ StatusOr<std::unique_ptr<GenerationLayout>> GenerationLayout::prepare(const Llam
   // for standing grants, the allocators' buffers growing into fresh memory —
   // is load time, not decode speed.
   p.generator = std::make_unique<Generator>(model, *p.placement, p.generate.generator);
-  TENSORPC_ASSIGN_OR_RETURN(auto warm_up, generate(*p.generator, p.prompt, p.generate));
+  TENSORPC_ASSIGN_OR_RETURN(auto warm_up, generate_text(*p.generator, p.prompt, p.generate));
   (void)warm_up;
   return layout;
 }
@@ -105,7 +109,7 @@ Status GenerationLayout::measure() {
   std::pair<uint64_t, uint64_t> at_decode{0, 0};
   GenerateOptions g = p.generate;
   g.on_decode_start = [&] { at_decode = p.server_times(); };
-  TENSORPC_ASSIGN_OR_RETURN(auto r, generate(*p.generator, p.prompt, g));
+  TENSORPC_ASSIGN_OR_RETURN(auto r, generate_text(*p.generator, p.prompt, g));
   if (r.decode_steps == 0) return internal_error("no decode step ran");
   const auto after = p.server_times();
   p.last.server_compute_ms = (after.first - at_decode.first) / 1e6 / r.decode_steps;
@@ -382,9 +386,11 @@ StatusOr<std::vector<Figure>> bench_model_load(const BenchModel& m, const ModelB
   auto load = [&]() -> StatusOr<Load> {
     TENSORPC_ASSIGN_OR_RETURN(auto model, LlamaModel::open(m.path, {.digest_dir = digest_dir.path}));
     TENSORPC_ASSIGN_OR_RETURN(auto devices, DeviceSet::connect(false, 0, endpoints));
+    PlacementOptions by_free_memory;
+    by_free_memory.n_ctx = kContext;
     const uint64_t before = connection_stats(endpoints[0]).bytes_sent;
     const auto start = BenchClock::now();
-    TENSORPC_ASSIGN_OR_RETURN(auto placement, load_model(*model, devices.devices(), endpoints, {}, kContext, nullptr));
+    TENSORPC_ASSIGN_OR_RETURN(auto placement, ModelPlacement::create(*model, devices.devices(), by_free_memory));
     return Load{seconds_since(start), static_cast<double>(connection_stats(endpoints[0]).bytes_sent - before)};
   };
   // One cold load (the server's cache is empty only once), then warm ones:

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "tensorpc/generation.h"
+#include "core/format.h"
 
 namespace tensorpc::tools {
 namespace {

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "certs/certificate_authority.h"
 #include "lab/bench_measure.h"
 #include "rpc/client/remote_buffer.h"
 #include "rpc/transport/connection.h"
-#include "tensorpc/certs.h"
 #include "tensorpc/context.h"
 #include "tensorpc/rpc_client.h"
 

@@ -1,6 +1,6 @@
 // Certificates for the TLS tests: a certificate authority of the test's own
-// (made by `tensorpc certs`' code, tools/tensorpc/certs.h) in a temporary
-// directory that goes with the object, and certificates it signs.
+// (made by `tensorpc certs`' code, src/certs/certificate_authority.h) in a
+// temporary directory that goes with the object, and certificates it signs.
 #pragma once
 
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorpc/certs.h"
+#include "certs/certificate_authority.h"
 #include "tensorpc/tls.h"
 
 namespace tensorpc::test {
@@ -22,7 +22,7 @@ class TestCa {
     char tmpl[] = "/tmp/tensorpc-tls-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
     dir_ = tmpl;
-    auto ca = tools::ensure_ca(dir_, name);
+    auto ca = ensure_ca(dir_, name);
     if (!ca.ok()) throw std::runtime_error(ca.status().to_string());
     ca_file_ = ca.value();
   }
@@ -35,7 +35,7 @@ class TestCa {
   // A certificate signed by this CA for `hosts` (IP addresses and DNS
   // names), with its key: all three files of the result are set.
   TlsOptions issue(const std::string& name, const std::vector<std::string>& hosts) {
-    auto files = tools::issue_certificate(dir_, name, hosts);
+    auto files = issue_certificate(dir_, name, hosts);
     if (!files.ok()) throw std::runtime_error(files.status().to_string());
     return files.value();
   }

@@ -15,7 +15,7 @@
 #include "lab/bench_command.h"
 #include "lab/bench_measure.h"
 #include "lab/random_model.h"
-#include "tensorpc/demo.h"
+#include "tensorpc/bench.h"
 
 namespace tensorpc::tools {
 namespace {
@@ -242,25 +242,23 @@ TEST(BenchReport, ARatioMeasuredInTurnsShowsItsLowestAndHighestRepetition) {
 TEST(BenchCommand, ARunWithAwakeCoresHoldsTheRequestAndSaysSo) {
   log::set_level(log::Level::warn);
   const ScopedTempDir dir;
-  BenchOptions o = small_run(dir.path);
+  const BenchOptions o = small_run(dir.path);
   const test::TempFile latency("");
-  o.awake_cores = latency.path;
   {
     Capture out, err;
-    ASSERT_EQ(bench_command(o, out.f, err.f), 0) << err.text();
+    ASSERT_EQ(bench_with_awake_cores(o, latency.path, out.f, err.f), 0) << err.text();
     const std::string table = out.text();
     EXPECT_NE(table.find("quick run; idle cores kept awake)"), std::string::npos) << table;
   }
   EXPECT_NE(read_file(o.json_path).find("\"awake_cores\": true"), std::string::npos);
-  EXPECT_EQ(read_file(o.awake_cores), std::string(4, '\0'));
+  EXPECT_EQ(read_file(latency.path), std::string(4, '\0'));
 
   std::filesystem::remove(o.json_path);
-  o.awake_cores = (std::filesystem::path(dir.path) / "no-such-dir" / "cpu_latency").string();
+  const std::string missing = (std::filesystem::path(dir.path) / "no-such-dir" / "cpu_latency").string();
   Capture out, err;
-  EXPECT_EQ(bench_command(o, out.f, err.f), 1);
+  EXPECT_EQ(bench_with_awake_cores(o, missing, out.f, err.f), 1);
   const std::string errors = err.text();
-  EXPECT_NE(errors.find("tensorpc bench: --awake-cores: cannot keep idle cores awake: " + o.awake_cores),
-            std::string::npos)
+  EXPECT_NE(errors.find("tensorpc bench: --awake-cores: cannot keep idle cores awake: " + missing), std::string::npos)
       << errors;
   EXPECT_FALSE(std::filesystem::exists(o.json_path));
 }

@@ -13,7 +13,7 @@
 #include <tuple>
 #include <vector>
 
-#include "lab/bench_command.h"
+#include "tensorpc/bench.h"
 #include "tensorpc/certs.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/run.h"

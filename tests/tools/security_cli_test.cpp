@@ -14,9 +14,9 @@
 #include <string>
 #include <thread>
 
+#include "certs/certificate_authority.h"
 #include "file_util.h"
 #include "rpc/tls_test_util.h"
-#include "tensorpc/certs.h"
 #include "tensorpc/devices.h"
 #include "tensorpc/rpc_client.h"
 #include "tensorpc/server_process.h"

@@ -6,10 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "tensorpc/chat.h"
-
-#include "lab/bench_command.h"
+#include "tensorpc/bench.h"
 #include "tensorpc/certs.h"
+#include "tensorpc/chat.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/devices.h"
 #include "tensorpc/perplexity.h"
