@@ -53,16 +53,19 @@ struct RemoteOptions {
   // when TENSORPC_TLS_CA is unset. Set with an empty CA file: plain TCP,
   // whatever the environment says.
   std::optional<TlsOptions> tls = std::nullopt;
-  // The longest any call to the server waits for it: for the server to take
-  // the bytes of a request, and for each part of a reply to arrive (so a
-  // SYNCHRONIZE waits this long for the computations before it). A server
-  // that says nothing for longer (stopped, hung, or cut off without a FIN)
-  // fails the call with an error naming the endpoint, and the connection is
-  // closed; the next allocation opens a new one. Opening a connection takes
-  // at most this long too (10 s when larger, or 0). 0: no limit, for runs of
-  // unknown length; a server that dies is still noticed at once (its socket
-  // closes), and one whose host vanishes by TCP keepalive within minutes.
-  std::chrono::milliseconds reply_timeout{0};
+  // The longest any call waits with no word from its server: for the
+  // server to take a request's bytes, and between the parts of its reply.
+  // While a server (1.9 or later) works on what the client waits for — a
+  // SYNCHRONIZE after long computations — it sends a keep-alive four times
+  // a second, so a long computation is never cut off (give at least a
+  // second); a server that says
+  // nothing for longer (stopped, hung, its link cut without a FIN, killed)
+  // fails the call with an I/O error naming the command and the endpoint,
+  // and the connection is closed; the next allocation opens a new one.
+  // Opening a connection takes at most this long too (10 s when larger, or
+  // 0). 0: no limit (a server that dies is still noticed at once, its socket
+  // closing; one whose host vanishes, by TCP keepalive within minutes).
+  std::chrono::milliseconds reply_timeout{30000};
 };
 
 // Traffic of the live connection to an endpoint, for tests and benchmarks.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "cli_checks.h"
 #include "core/format.h"
 #include "rpc/client/remote_device.h"
 #include "tensorpc/cpu_device.h"
@@ -45,10 +46,17 @@ void add_client_flags(CLI::App& cmd, ClientFlags& flags) {
   cmd.add_option("--tls-cert", flags.tls_cert,
                  "this client's certificate (PEM), for servers that ask for one (default: TENSORPC_TLS_CERT)");
   cmd.add_option("--tls-key", flags.tls_key, "the private key of --tls-cert (PEM) (default: TENSORPC_TLS_KEY)");
+  cmd.add_option("--timeout", flags.timeout_s,
+                 "seconds to wait for a server that says nothing before failing with an error naming it (a "
+                 "server computing says so four times a second; 0: wait forever)")
+      ->check(tensorpc::tools::finite_number("a number of seconds from 0 to 1000000",
+                                             [](double x) { return x >= 0 && x <= 1e6; }))
+      ->capture_default_str();
 }
 
 StatusOr<RemoteOptions> remote_options(const ClientFlags& flags) {
   RemoteOptions options;
+  options.reply_timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000 + 0.5));
   if (!flags.key_file.empty()) {
     auto key = read_key_file(flags.key_file);
     if (!key.ok()) return key.status().with_context("--key-file");

@@ -26,8 +26,10 @@ struct ClientFlags {
   std::string tls_ca = {};
   std::string tls_cert = {};
   std::string tls_key = {};
+  double timeout_s = 30;  // --timeout: RemoteOptions::reply_timeout, in seconds; 0: none
 };
-// Adds --key-file, --tls-ca, --tls-cert and --tls-key to `cmd`, into `flags`.
+// Adds --key-file, --tls-ca, --tls-cert, --tls-key and --timeout to `cmd`,
+// into `flags`.
 void add_client_flags(CLI::App& cmd, ClientFlags& flags);
 
 // The client options those flags ask for. A key file that cannot be used, or

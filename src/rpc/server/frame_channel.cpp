@@ -73,8 +73,47 @@ bool FrameChannel::next_frame(bool may_idle) {
   return true;
 }
 
+namespace {
+
+int64_t ns_of(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
+void FrameChannel::lend_socket() {
+  lent_since_ns_.store(ns_of(std::chrono::steady_clock::now()), std::memory_order_release);
+  io_mutex_.unlock();
+}
+
+void FrameChannel::take_socket_back() {
+  io_mutex_.lock();
+  lent_since_ns_.store(0, std::memory_order_relaxed);
+}
+
+void FrameChannel::sent_now() {
+  last_sent_ns_.store(ns_of(std::chrono::steady_clock::now()), std::memory_order_relaxed);
+}
+
+void FrameChannel::keep_alive(std::chrono::steady_clock::time_point now) {
+  if (!keepalives_.load(std::memory_order_acquire)) return;
+  const int64_t interval = std::chrono::duration_cast<std::chrono::nanoseconds>(kKeepAliveInterval).count();
+  const int64_t since = std::max(lent_since_ns_.load(std::memory_order_acquire), last_sent_ns_.load());
+  if (lent_since_ns_.load(std::memory_order_acquire) == 0 || ns_of(now) - since < interval) return;
+  std::unique_lock<std::mutex> lock(io_mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || lent_since_ns_.load(std::memory_order_acquire) == 0) return;
+  FrameHeader h;
+  h.command = Command::keepalive;
+  h.flags = kFlagReply;
+  uint8_t raw[kFrameHeaderSize];
+  encode_header(h, raw);
+  // A failure shows in the session's own next read or write.
+  if (socket_.send_all(raw, sizeof raw).ok()) sent_now();
+}
+
 Status FrameChannel::reply_early() {
   replied_early_ = true;
+  std::lock_guard<std::mutex> lock(io_mutex_);  // lent while the handler works
   const Status s = send_reply(Status(), FrameReply{});
   if (!s.ok()) end(s.message());
   return s;
@@ -84,6 +123,7 @@ bool FrameChannel::flush_held() {
   const Status s = socket_.send_all(held_.data(), held_.size());
   held_.clear();
   if (!s.ok()) end_reason_ = s.message();
+  sent_now();
   return s.ok();
 }
 
@@ -162,6 +202,7 @@ Status FrameChannel::send_reply(const Status& status, const FrameReply& reply) {
   };
   const Status s = socket_.send_all(parts);
   held_.clear();
+  sent_now();
   return s;
 }
 

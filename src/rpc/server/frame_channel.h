@@ -11,8 +11,10 @@
 // orders that against the close at the end of the session.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -83,6 +85,20 @@ class FrameChannel {
   // read) wakes once for their replies. Held replies are sent before the
   // channel waits for a frame, or serves one that has no reply.
   Status send_reply(const Status& status, const FrameReply& reply);
+  // Keep-alives (kFeatureKeepAlive). The session's thread holds the socket
+  // for its I/O from hold_socket() to release_socket(), and lends it while
+  // a handler works (lend_socket() to take_socket_back()): only then may
+  // keep_alive(), from another thread, write a KEEPALIVE frame, once the
+  // client has heard nothing for kKeepAliveInterval.
+  void hold_socket() { io_mutex_.lock(); }
+  void release_socket() { io_mutex_.unlock(); }
+  void lend_socket();
+  void take_socket_back();
+  // From then on this client gets keep-alives (after its handshake).
+  void want_keepalives() { keepalives_.store(true, std::memory_order_release); }
+  // From another thread: a KEEPALIVE when one is due and the socket is lent.
+  void keep_alive(std::chrono::steady_clock::time_point now);
+
   // Replies to the current frame now, before its work is done (a run by id
   // that was found: the rest of its outcome is kept like a one-way
   // command's). The frame gets no other reply.
@@ -107,6 +123,14 @@ class FrameChannel {
   const std::string peer_;
   // Sends the held replies; false (the connection ended) when that fails.
   bool flush_held();
+  void sent_now();  // a frame went out: keep-alives count from here
+
+  // What the session's thread holds for the socket's I/O, but lends while a
+  // handler works (see lend_socket). A plain mutex: it is held across calls.
+  std::mutex io_mutex_;
+  std::atomic<bool> keepalives_{false};
+  std::atomic<int64_t> lent_since_ns_{0};  // 0: not lent
+  std::atomic<int64_t> last_sent_ns_{0};
 
   FrameHeader current_;  // the frame being served
   std::vector<uint8_t> held_;  // encoded replies not sent yet (send_reply)

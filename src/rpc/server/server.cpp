@@ -48,6 +48,7 @@ class TcpServer final : public Server {
         max_pending_(options.max_pending),
         env_(with_shared_parts(std::move(env), host, port_)) {
     accept_thread_ = std::thread([this] { accept_loop(); });
+    keepalive_thread_ = std::thread([this] { keepalive_loop(); });
   }
   ~TcpServer() override { stop(); }
 
@@ -75,7 +76,9 @@ class TcpServer final : public Server {
       stopping_ = true;
       listener_.shutdown();  // wakes accept()
     }
+    ticker_cv_.notify_all();
     accept_thread_.join();
+    keepalive_thread_.join();
     std::list<Slot> slots;
     {
       MutexLock lock(mutex_);
@@ -145,6 +148,19 @@ class TcpServer final : public Server {
     }
   }
 
+  // Twice a keep-alive interval, each session busy for a client that
+  // asked for keep-alives is given one when due (FrameChannel::keep_alive).
+  void keepalive_loop() {
+    MutexLock lock(mutex_);
+    while (!stopping_) {
+      ticker_cv_.wait_for(mutex_, rpc::kKeepAliveInterval / 2);
+      const auto now = std::chrono::steady_clock::now();
+      for (Slot& slot : slots_) {
+        if (!slot.done->load()) slot.session->keep_alive(now);
+      }
+    }
+  }
+
   // Makes room for one more pending session: while max_pending are pending,
   // the oldest is shut down (its thread ends soon and is reaped later).
   void drop_oldest_pending() {
@@ -192,10 +208,12 @@ class TcpServer final : public Server {
   Mutex stop_mutex_ ACQUIRED_BEFORE(mutex_);
   mutable Mutex mutex_;
   std::condition_variable_any stopped_cv_;
+  std::condition_variable_any ticker_cv_;  // wakes keepalive_loop at stop()
   std::list<Slot> slots_ GUARDED_BY(mutex_);
   bool stopping_ GUARDED_BY(mutex_) = false;
   bool stopped_ GUARDED_BY(mutex_) = false;
   std::thread accept_thread_;
+  std::thread keepalive_thread_;
 };
 
 }  // namespace

@@ -48,6 +48,7 @@ Session::~Session() { release_all(); }
 void Session::run() {
   const std::string who = "session " + std::to_string(id_) + ": ";
   log::info(who + channel_.peer() + " connected");
+  channel_.hold_socket();  // lent only while a handler works (keep-alives)
   try {
     // The TLS handshake, HELLO and AUTH together end by the handshake
     // deadline, however slowly their bytes come (enter_serving lifts it):
@@ -70,9 +71,12 @@ void Session::run() {
   if (admitted_.load(std::memory_order_acquire) && env_.admission != nullptr) env_.admission->leave();
   release_all();
   channel_.close();
+  channel_.release_socket();
   log::info(who + channel_.peer() + " ended (" + channel_.end_reason() + "); freed " + std::to_string(held.buffers) +
             " buffers, " + std::to_string(held.bytes) + " bytes");
 }
+
+void Session::keep_alive(std::chrono::steady_clock::time_point now) { channel_.keep_alive(now); }
 
 void Session::shutdown() {
   stopping_.store(true, std::memory_order_release);
@@ -143,6 +147,10 @@ bool Session::serve_frame() {
   } else {
     WireReader in(channel_.payload());
     bool threw = true;
+    // A handler that does not read the socket lends it, so a client waiting
+    // through a long computation gets keep-alives.
+    const bool lend = !spec.streams_payload;
+    if (lend) channel_.lend_socket();
     try {
       result = (this->*spec.handler)(in, reply);
       threw = false;
@@ -153,6 +161,7 @@ bool Session::serve_frame() {
     } catch (const std::exception& e) {
       result = internal_error(e.what());
     }
+    if (lend) channel_.take_socket_back();
     // A streaming handler that threw may have left its payload half read.
     if (threw && spec.streams_payload) channel_.close_after_reply();
     // A failed handshake ends the connection: nothing else may follow it.

@@ -37,6 +37,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -63,6 +64,9 @@ class Session {
   void run();
   // From another thread: makes run() return soon (wakes a blocked recv).
   void shutdown();
+  // From another thread (the server's keep-alive ticker): a KEEPALIVE to a
+  // client that asked for them, when one is due (FrameChannel::keep_alive).
+  void keep_alive(std::chrono::steady_clock::time_point now);
   // Whether its handshake is over and it was admitted (Admission): from any
   // thread. A session not admitted yet is "pending".
   bool admitted() const { return admitted_.load(std::memory_order_acquire); }
@@ -102,6 +106,7 @@ class Session {
   Status on_graph_recompute(WireReader& in, Reply& out);
   Status on_synchronize(WireReader& in, Reply& out);
   Status on_ping(WireReader& in, Reply& out);
+  Status on_keepalive(WireReader& in, Reply& out);
   // Server-to-server copies (session_peer.cpp).
   Status on_grant_write(WireReader& in, Reply& out);
   Status on_copy_to_peer(WireReader& in, Reply& out);
@@ -161,6 +166,7 @@ class Session {
   // holds: later such runs are skipped (kSkippedRun) until another command,
   // so none runs ahead of the one its client will store and run again.
   bool skipping_runs_ = false;
+  bool keepalives_asked_ = false;  // HELLO's kFeatureKeepAlive: given once admitted
   std::atomic<bool> stopping_{false};  // shutdown() was called: waits end
   std::atomic<bool> admitted_{false};  // counted by env_.admission until run() ends
 };

@@ -31,6 +31,7 @@ constexpr std::array<Session::CommandSpec, kCommandCount> Session::command_table
   // The weights cache (session_cache.cpp).
   at(Command::set_tensor_hash) = {&Session::on_set_tensor_hash, false};
   at(Command::set_tensor_hashes) = {&Session::on_set_tensor_hashes, false};
+  at(Command::keepalive) = {&Session::on_keepalive, false};
   // Server-to-server copies (session_peer.cpp).
   at(Command::grant_write) = {&Session::on_grant_write, false};
   at(Command::copy_to_peer) = {&Session::on_copy_to_peer, false};
@@ -194,6 +195,10 @@ Status Session::on_synchronize(WireReader& in, Reply&) {
   Status s = buffers_.synchronize();
   if (result.ok()) result = s;
   return result;
+}
+
+Status Session::on_keepalive(WireReader&, Reply&) {
+  return protocol_error("KEEPALIVE comes from servers, not to them");
 }
 
 Status Session::on_ping(WireReader& in, Reply&) {

@@ -49,6 +49,7 @@ Status Session::on_hello(WireReader& in, Reply& out) {
   const std::string who = "session " + std::to_string(id_) + ": " + channel_.peer() + ": ";
   log::info(who + "client \"" + req.client + "\" speaks " + version_string(req.major, req.minor, req.patch));
   const bool client_has_key = (req.features & kFeatureKey) != 0;
+  keepalives_asked_ = (req.features & kFeatureKeepAlive) != 0;
   if (env_.key.empty()) {
     // The feature bit is ignored, as unknown ones are; the client sees none
     // in the reply and refuses this server itself.
@@ -102,6 +103,7 @@ Status Session::enter_serving() {
   }
   admitted_.store(true, std::memory_order_release);
   phase_ = Phase::serving;
+  if (keepalives_asked_) channel_.want_keepalives();
   return Status();
 }
 

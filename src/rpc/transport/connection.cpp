@@ -69,6 +69,10 @@ Status Connection::hello(const std::string& key, std::chrono::milliseconds timeo
   HelloRequest request;
   request.client = "tensorpc client " + version_string(kVersionMajor, kVersionMinor, kVersionPatch);
   if (!key.empty()) request.features |= kFeatureKey;
+  // While the server works on what this side waits for, it says so every
+  // kKeepAliveInterval: a timeout then tells a frozen server from a long
+  // computation.
+  request.features |= kFeatureKeepAlive;
   HelloReply reply;
   TENSORPC_RETURN_IF_ERROR(call(Command::hello, request, reply, timeout));
   if (reply.major != kVersionMajor) {
@@ -446,13 +450,17 @@ Status Connection::check_usable_locked(Command command, bool expect_silence) {
   // (the kernel accepts the first send after a close); a poll costs far less
   // than the request. Between exchanges the server says nothing, so anything
   // readable means it hung up (or broke the protocol).
-  pollfd p{.fd = socket_.fd(), .events = POLLIN | POLLRDHUP, .revents = 0};
-  if (::poll(&p, 1, 0) > 0) {
+  // Keep-alives sent while this side was not waiting are read and dropped.
+  for (;;) {
+    pollfd p{.fd = socket_.fd(), .events = POLLIN | POLLRDHUP, .revents = 0};
+    if (::poll(&p, 1, 0) <= 0) return Status();
     if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
       return break_locked(command, io_error("connection closed by peer"));
-    return break_locked(command, protocol_error("server sent a frame nobody asked for"));
+    auto header = receive_any_header_locked(command);
+    if (!header.ok()) return header.status();
+    if (header.value().command != Command::keepalive)
+      return break_locked(command, protocol_error("server sent a frame nobody asked for"));
   }
-  return Status();
 }
 
 Status Connection::send_locked(const Request& request, uint16_t flags, uint64_t id) {
@@ -477,20 +485,38 @@ Status Connection::send_locked(const Request& request, uint16_t flags, uint64_t 
   return Status();
 }
 
+StatusOr<FrameHeader> Connection::receive_any_header_locked(Command command) {
+  uint8_t raw[kFrameHeaderSize];
+  const Status s = socket_.recv_all(raw, kFrameHeaderSize);
+  if (!s.ok()) return break_locked(command, s);
+  auto header = decode_header(std::span<const uint8_t, kFrameHeaderSize>(raw, kFrameHeaderSize));
+  if (!header.ok()) return break_locked(command, header.status());
+  bytes_received_.fetch_add(kFrameHeaderSize, std::memory_order_relaxed);
+  const FrameHeader& h = header.value();
+  if (h.command == Command::keepalive && (!(h.flags & kFlagReply) || h.payload_length != 0))
+    return break_locked(command, protocol_error("a KEEPALIVE frame with a payload"));
+  return header;
+}
+
+StatusOr<FrameHeader> Connection::receive_header_locked(Command command) {
+  for (;;) {
+    auto header = receive_any_header_locked(command);
+    if (!header.ok() || header.value().command != Command::keepalive) return header;
+  }
+}
+
 StatusOr<std::vector<uint8_t>> Connection::receive_reply_locked(Command command, uint64_t id,
                                                                 std::span<uint8_t> bulk_in) {
-  uint8_t header_bytes[kFrameHeaderSize];
-  Status s = socket_.recv_all(header_bytes, kFrameHeaderSize);
-  if (!s.ok()) return break_locked(command, s);
-  auto header = decode_header(std::span<const uint8_t, kFrameHeaderSize>(header_bytes, kFrameHeaderSize));
-  if (!header.ok()) return break_locked(command, header.status());
+  auto header = receive_header_locked(command);
+  if (!header.ok()) return header.status();
   const FrameHeader& h = header.value();
+  Status s;
   if (!(h.flags & kFlagReply) || h.command != command || h.request_id != id) {
     return break_locked(command, protocol_error(std::string("expected the reply to request ") + std::to_string(id) +
                                                 ", got a frame of " + name_of(h.command) + " for request " +
                                                 std::to_string(h.request_id)));
   }
-  bytes_received_.fetch_add(kFrameHeaderSize + h.payload_length, std::memory_order_relaxed);
+  bytes_received_.fetch_add(h.payload_length, std::memory_order_relaxed);
 
   // The status: u32 code, string message.
   uint8_t status_head[8];

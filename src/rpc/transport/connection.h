@@ -207,6 +207,11 @@ class Connection {
   Status send_locked(const Request& request, uint16_t flags, uint64_t id) REQUIRES(mutex_);
   StatusOr<std::vector<uint8_t>> receive_reply_locked(Command command, uint64_t id, std::span<uint8_t> bulk_in)
       REQUIRES(mutex_);
+  // The next frame's header, past any KEEPALIVE (which only shows the server
+  // is alive: the socket's timeout counts from each).
+  StatusOr<FrameHeader> receive_header_locked(Command command) REQUIRES(mutex_);
+  // The next frame's header, a KEEPALIVE too.
+  StatusOr<FrameHeader> receive_any_header_locked(Command command) REQUIRES(mutex_);
   // Fails when broken; for a one-way request also when the peer hung up.
   Status check_usable_locked(Command command, bool expect_silence) REQUIRES(mutex_);
   Status hello(const std::string& key, std::chrono::milliseconds timeout);

@@ -228,6 +228,7 @@ const char* name_of(Command c) {
     case Command::grant_standing: return "GRANT_STANDING";
     case Command::auth: return "AUTH";
     case Command::set_tensor_hashes: return "SET_TENSOR_HASHES";
+    case Command::keepalive: return "KEEPALIVE";
   }
   return "UNKNOWN_COMMAND";
 }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -66,8 +67,9 @@ enum class Command : uint16_t {
   grant_standing = 19,     // 1.2
   auth = 20,               // 1.3
   set_tensor_hashes = 21,  // 1.5
+  keepalive = 22,          // 1.9: server to client only, see kFeatureKeepAlive
 };
-inline constexpr uint16_t kCommandCount = 22;
+inline constexpr uint16_t kCommandCount = 23;
 const char* name_of(Command c);
 
 enum FrameFlag : uint16_t {
@@ -104,6 +106,13 @@ Status decode_status(WireReader& r);  // returns the decoded status, or a protoc
 // key and will prove it; in a reply: the server holds one, and its nonce
 // follows the reply's other fields (docs/protocol.md, "Keys").
 inline constexpr uint64_t kFeatureKey = uint64_t{1} << 0;
+// kFeatureKeepAlive (1.9) in a request: while the server works on a frame of
+// this client for longer than kKeepAliveInterval, it sends a KEEPALIVE frame
+// (flagged REPLY, request id 0, no payload) every interval, so the client can
+// tell a long computation from a frozen server. Servers ignore the bit in
+// replies.
+inline constexpr uint64_t kFeatureKeepAlive = uint64_t{1} << 1;
+inline constexpr std::chrono::milliseconds kKeepAliveInterval{250};
 inline constexpr size_t kAuthNonceSize = 32;
 inline constexpr size_t kAuthProofSize = 32;  // an HMAC-SHA-256
 using AuthNonce = std::array<uint8_t, kAuthNonceSize>;
