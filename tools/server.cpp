@@ -73,15 +73,15 @@ int main(int argc, char** argv) {
   app.add_option("--cache", options.cache_dir, "directory of the weights cache on disk (default: memory only)");
   app.add_option("--cache-memory", cache_memory, "bytes the in-memory weights cache may hold (e.g. 4GiB)")
       ->check(byte_count);
-  app.add_option("--max-session-memory", session_memory,
+  app.add_option("--client-memory,--max-session-memory", session_memory,
                  "bytes one client connection may hold in buffers, across all devices (e.g. 8GiB; default: no "
                  "limit beyond the devices')")
       ->check(byte_count);
-  app.add_option("--max-session-buffers", options.max_session_buffers,
+  app.add_option("--client-buffers,--max-session-buffers", options.max_session_buffers,
                  "live buffer handles one client connection may hold (0: no limit)")
       ->check(tensorpc::tools::whole_number(0, UINT32_MAX))
       ->capture_default_str();
-  app.add_option("--stored-graphs", options.stored_graphs,
+  app.add_option("--stored-graphs,--client-graphs", options.stored_graphs,
                  "graphs, and as many plans, one client connection keeps to run again by id; past it the least "
                  "recently used is dropped and its client sends it again")
       ->check(tensorpc::tools::whole_number(1, 1 << 20))

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/log.h"
+#include "rpc/remote_test_util.h"
 #include "rpc/rpc_test_util.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/server.h"
@@ -61,7 +62,7 @@ TEST(SessionLimits, AnAllocationPastTheSessionMemoryLimitIsRefusedNamingItAndThe
   const Status refused = alloc_status(*c, 600 << 10);
   EXPECT_EQ(refused.code(), StatusCode::out_of_memory) << refused.to_string();
   EXPECT_TRUE(contains(refused, "1048576")) << refused.to_string();
-  EXPECT_TRUE(contains(refused, "--max-session-memory")) << refused.to_string();
+  EXPECT_TRUE(contains(refused, "--client-memory")) << refused.to_string();
   // Sizes that would overflow a careless sum are refused the same way.
   const Status huge = alloc_status(*c, ~uint64_t{0} - 100);
   EXPECT_EQ(huge.code(), StatusCode::out_of_memory) << huge.to_string();
@@ -102,7 +103,7 @@ TEST(SessionLimits, ABufferPastTheHandleLimitIsRefusedNamingIt) {
   for (uint64_t& h : handles) ASSERT_TRUE(alloc_status(*c, 1, 0, &h).ok());
   const Status refused = alloc_status(*c, 1);
   EXPECT_EQ(refused.code(), StatusCode::out_of_memory) << refused.to_string();
-  EXPECT_TRUE(contains(refused, "--max-session-buffers 100")) << refused.to_string();
+  EXPECT_TRUE(contains(refused, "--client-buffers 100")) << refused.to_string();
   EXPECT_EQ(server->stats().live_buffers, 100u);
   ASSERT_TRUE(c->free(handles[7]).ok());
   EXPECT_TRUE(alloc_status(*c, 1).ok());
@@ -155,12 +156,71 @@ TEST(SessionLimits, ADeviceMemoryLimitHoldsAcrossConcurrentSessions) {
   EXPECT_TRUE(eventually([&] { return device->allocated() == 0 && server->stats().sessions == 0; }));
 }
 
+// y = silu(w · x) computed for a client on `endpoint`, from fixed inputs.
+std::vector<float> a_clients_run(const std::string& endpoint) {
+  auto device = remote_device(endpoint, 0);
+  Context ctx;
+  Tensor* w = input(ctx, DType::f32, {64, 32});
+  Tensor* x = input(ctx, DType::f32, {64, 4});
+  Tensor* y = ctx.silu(ctx.mul_mat(w, x));
+  Graph g = Graph::build({y});
+  GraphAllocator alloc(*device);
+  check(alloc.allocate(g), "allocate");
+  check(write_from_f32(*w, random_floats(64 * 32, 1)), "w");
+  check(write_from_f32(*x, random_floats(64 * 4, 2)), "x");
+  auto stream = device->create_stream();
+  check(stream.status(), "stream");
+  check(stream.value()->compute(g), "compute");
+  auto out = read_as_f32(*y);
+  check(out.status(), "read");
+  return std::move(out).value();
+}
+
+// One client runs into each quota again and again while another computes:
+// the first gets errors naming the quota, the second the results it gets
+// alone.
+TEST(ClientQuotas, AClientOverItsQuotasLeavesAnotherClientsRunAsItIsAlone) {
+  ServerOptions options;
+  options.max_session_memory = 1 << 20;
+  options.max_session_buffers = 32;
+  auto server = serve(options);
+  const std::string endpoint = "127.0.0.1:" + std::to_string(server->port());
+  const std::vector<float> alone = a_clients_run(endpoint);
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> memory_refusals{0}, buffer_refusals{0};
+  std::thread greedy([&] {
+    auto c = raw_client(server->port());
+    while (!stop) {
+      if (contains(alloc_status(*c, 2 << 20), "--client-memory")) ++memory_refusals;
+      std::vector<uint64_t> handles;
+      for (;;) {
+        uint64_t h = 0;
+        const Status s = alloc_status(*c, 16 << 10, 0, &h);
+        if (!s.ok()) {
+          if (contains(s, "--client-buffers 32")) ++buffer_refusals;
+          break;
+        }
+        handles.push_back(h);
+      }
+      for (uint64_t h : handles) (void)c->free(h);
+    }
+  });
+  for (int i = 0; i < 5 || (buffer_refusals == 0 && i < 500); ++i) {
+    EXPECT_EQ(a_clients_run(endpoint), alone) << "run " << i;
+  }
+  stop = true;
+  greedy.join();
+  EXPECT_GT(buffer_refusals.load(), 0);
+  EXPECT_GT(memory_refusals.load(), 0);
+}
+
 // ---- the flags of tensorpc-server ----------------------------------------------------------
 
 TEST(ServerFlags, SessionLimitsAndTheIoTimeoutAreSetFromTheCommandLine) {
   auto server = tools::ServerProcess::start(
       TENSORPC_SERVER_BINARY,
-      {"--device", "cpu:1", "--max-session-memory", "1MiB", "--max-session-buffers", "10", "--io-timeout", "0.3"},
+      {"--device", "cpu:1", "--client-memory", "1MiB", "--max-session-buffers", "10", "--io-timeout", "0.3"},
       std::chrono::seconds(30));
   ASSERT_TRUE(server.ok()) << server.status().to_string();
   auto c = raw_client(server.value()->port());
@@ -169,7 +229,7 @@ TEST(ServerFlags, SessionLimitsAndTheIoTimeoutAreSetFromTheCommandLine) {
   EXPECT_TRUE(contains(big, "1048576")) << big.to_string();
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(alloc_status(*c, 16).ok()) << i;
   const Status many = alloc_status(*c, 16);
-  EXPECT_TRUE(contains(many, "--max-session-buffers 10")) << many.to_string();
+  EXPECT_TRUE(contains(many, "--client-buffers 10")) << many.to_string();
   // A frame left unfinished ends the connection after 0.3 s.
   const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(c->start_set_tensor(1, 1024, 10).ok());
@@ -179,7 +239,7 @@ TEST(ServerFlags, SessionLimitsAndTheIoTimeoutAreSetFromTheCommandLine) {
 
 TEST(ServerFlags, ABadLimitIsRefusedAtStart) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"--max-session-memory", "lots"}, {"--io-timeout", "-1"}, {"--max-session-buffers", "x"}}) {
+           {"--client-memory", "lots"}, {"--io-timeout", "-1"}, {"--client-buffers", "x"}, {"--client-graphs", "0"}}) {
     auto server = tools::ServerProcess::start(TENSORPC_SERVER_BINARY, args, std::chrono::seconds(30));
     ASSERT_FALSE(server.ok()) << args[0];
     EXPECT_TRUE(contains(server.status(), "exited with status 2")) << server.status().to_string();

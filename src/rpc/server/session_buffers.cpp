@@ -47,13 +47,13 @@ Status SessionBuffers::check_limits(uint64_t size) const {
   }
   if (env_.max_session_buffers != 0 && live >= env_.max_session_buffers) {
     return out_of_memory("this connection already holds " + std::to_string(live) +
-                         " buffers, the most one session may hold (the server's --max-session-buffers " +
+                         " buffers, the most one client may hold (the server's --client-buffers " +
                          std::to_string(env_.max_session_buffers) + "); free some first");
   }
   const uint64_t limit = env_.max_session_memory;
   if (limit == 0) return Status();
   const std::string named =
-      "the session memory limit of " + std::to_string(limit) + " bytes (the server's --max-session-memory)";
+      "the client memory quota of " + std::to_string(limit) + " bytes (the server's --client-memory)";
   if (size > limit) return out_of_memory("a buffer of " + std::to_string(size) + " bytes exceeds " + named);
   // held_bytes_ never exceeds the limit, so held_bytes_ + size cannot overflow.
   if (held_bytes_ + size > limit) {
