@@ -14,6 +14,7 @@
 #include "remote_test_util.h"
 #include "rpc/transport/socket.h"
 #include "rpc_test_util.h"
+#include "tensorpc/model.h"
 
 namespace tensorpc::test {
 namespace {
@@ -171,6 +172,53 @@ TEST(ClientDeadline, ALinkThatStopsForwardingMidJobFailsTheWaitingCallWithinTheT
     EXPECT_NE(s.message().find("timed out"), std::string::npos) << s.to_string();
     break;
   }
+}
+
+// Generation of the bundled model through a link that goes silent after
+// five tokens: generate() fails within the timeout, naming the endpoint, and
+// the pieces handed out before are the start of the text the model gives
+// when nothing goes wrong.
+TEST(ClientDeadline, AGenerationWhoseLinkGoesSilentFailsWithinTheTimeoutAndItsTextSoFarStands) {
+  log::set_level(log::Level::error);
+  InProcessServer server;
+  const uint16_t port = static_cast<uint16_t>(std::stoi(server.endpoint().substr(server.endpoint().rfind(':') + 1)));
+  FreezingProxy proxy(port);
+  const auto open = [&](const std::string& endpoint) {
+    ModelOptions o;
+    o.path = std::string(TENSORPC_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+    o.servers = {endpoint};
+    o.use_local_cpu = false;
+    o.remote.reply_timeout = kTimeout;
+    auto model = Model::open(o);
+    if (!model.ok()) throw std::runtime_error(model.status().to_string());
+    return std::move(model).value();
+  };
+  GenerationOptions g;
+  g.max_tokens = 48;
+  g.sampling.temperature = 0;
+  g.stop_at_end = false;
+  const std::string prompt = "In the beginning God created";
+  Model whole = open(server.endpoint());
+  auto expected = whole.generate(prompt, g);
+  ASSERT_TRUE(expected.ok()) << expected.status().to_string();
+
+  Model cut = open(proxy.endpoint());
+  std::string so_far;
+  int tokens = 0;
+  Clock::time_point frozen_at;
+  auto got = cut.generate(prompt, g, [&](std::string_view piece, int32_t) {
+    so_far += piece;
+    if (++tokens == 5) {
+      proxy.freeze();
+      frozen_at = Clock::now();
+    }
+    return true;
+  });
+  ASSERT_FALSE(got.ok()) << "a generation went through a silent link";
+  EXPECT_LT(Clock::now() - frozen_at, kTimeout + seconds(3));
+  EXPECT_NE(got.status().message().find(proxy.endpoint()), std::string::npos) << got.status().to_string();
+  EXPECT_GE(tokens, 5);
+  EXPECT_EQ(expected.value().text.substr(0, so_far.size()), so_far) << "the text handed out before the error";
 }
 
 // One computation that takes several times the timeout: the SYNCHRONIZE
