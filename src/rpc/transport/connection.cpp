@@ -311,8 +311,9 @@ StatusOr<bool> Connection::settle_locked() {
     auto reply = receive_reply_locked(run.command, run.request_id, {});
     if (broken()) return reply.status();
     const std::string kind = run.sent.store == Command::plan_store ? "plan " : "graph ";
-    const std::string& message = reply.status().message();
-    const bool dropped = !reply.ok() && reply.status().code() == StatusCode::not_found &&
+    const Status status = reply.status();  // a copy: status() returns one
+    const std::string& message = status.message();
+    const bool dropped = !reply.ok() && status.code() == StatusCode::not_found &&
                          (message.find(kind + std::to_string(run.sent.id) + " not found") != std::string::npos ||
                           message.find(kSkippedRun) != std::string::npos);
     if (dropped) {
