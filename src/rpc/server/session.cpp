@@ -26,12 +26,6 @@ bool skips_after_failure(const FrameHeader& h) {
 // A run of a stored graph or plan by its id.
 bool runs_by_id(Command command) { return command == Command::graph_recompute || command == Command::plan_run; }
 
-// Commands that change nothing: a client may send them before it has read
-// the replies of its runs by id (Connection's unsettled runs).
-bool only_reads(Command command) {
-  return command == Command::get_tensor || command == Command::synchronize || command == Command::ping ||
-         command == Command::list_devices || command == Command::device_memory;
-}
 
 }  // namespace
 

@@ -121,12 +121,6 @@ StatusOr<std::vector<uint8_t>> Connection::call(const Request& request, std::spa
 
 namespace {
 
-// Requests that change nothing on the server: one may go out before an
-// unsettled run's reply is read, and be asked again if that run is resent.
-bool only_reads(Command command) {
-  return command == Command::get_tensor || command == Command::synchronize || command == Command::ping ||
-         command == Command::list_devices || command == Command::device_memory;
-}
 
 }  // namespace
 

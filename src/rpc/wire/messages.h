@@ -71,6 +71,12 @@ enum class Command : uint16_t {
 };
 inline constexpr uint16_t kCommandCount = 23;
 const char* name_of(Command c);
+// Commands that change nothing on the server: a client may send one before
+// it has read the replies of its runs by id, and ask it again after a resend.
+constexpr bool only_reads(Command c) {
+  return c == Command::get_tensor || c == Command::synchronize || c == Command::ping || c == Command::list_devices ||
+         c == Command::device_memory;
+}
 
 enum FrameFlag : uint16_t {
   kFlagReply = 1u << 0,
