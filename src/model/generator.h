@@ -19,6 +19,14 @@
 // step's traffic (128 KiB for 32,000 tokens). The logits stay on the device
 // for read_logits().
 //
+// Several sequences can share the generator (GeneratorOptions::n_seq), as a
+// server answering several requests at once does: each has its own position
+// and its own cells of the KV cache (cache_cell() in llama.h), and
+// eval_batch() runs the next tokens of any of them as one forward pass — one
+// graph, so one execution plan per server — returning the logits after each
+// one's last token. A single-sequence caller never names a sequence: eval(),
+// position() and rewind() are sequence 0's.
+//
 // Ownership: the generator owns its scheduler; the model, the placement and
 // their devices must outlive it. One thread uses a generator at a time.
 #pragma once
@@ -36,6 +44,13 @@ struct GeneratorOptions {
   int64_t n_batch = 64;          // prompt tokens per step at most
   int64_t kv_granularity = 32;   // decode graphs change only when the KV window grows by this
   bool select_on_device = true;  // false: can_select_on_device() says no (measurements, tests)
+  int64_t n_seq = 1;             // sequences sharing the cache, each up to n_ctx / n_seq positions
+};
+
+// One sequence's tokens in a batched step.
+struct SequenceTokens {
+  int64_t seq = 0;
+  std::span<const int32_t> tokens;
 };
 
 class Generator {
@@ -60,14 +75,28 @@ class Generator {
   // All logits of the last step that eval_top() ran (one more read).
   StatusOr<std::vector<float>> read_logits() const;
 
-  // Back to position 0 with an empty cache.
+  // One forward pass over the next tokens of several distinct sequences
+  // (each at its own position, which advances): for each entry in order,
+  // the logits after its last token ([n_vocab] each, one after the other),
+  // or with k > 0 its k largest as top_k lays them out ([2k] each; needs
+  // can_select_on_device()). The whole batch is one step: the caller keeps
+  // it to a size it can afford (n_batch tokens, say).
+  StatusOr<std::vector<float>> eval_batch(std::span<const SequenceTokens> batch, int64_t k = 0);
+
+  // Back to position 0 with an empty cache, every sequence.
   Status reset();
   // Back to `position` (≤ position()), keeping the cache before it: the next
   // tokens overwrite what came after, which the mask hides until then. A
   // conversation that changes its end (a reply re-tokenized) resumes so.
-  Status rewind(int64_t position);
+  Status rewind(int64_t position) { return rewind(0, position); }
+  // The same for one sequence: rewind(seq, 0) starts it over.
+  Status rewind(int64_t seq, int64_t position);
 
-  int64_t position() const { return position_; }
+  int64_t position() const { return positions_[0]; }
+  int64_t position(int64_t seq) const { return positions_[static_cast<size_t>(seq)]; }
+  int64_t n_seq() const { return static_cast<int64_t>(positions_.size()); }
+  // Positions one sequence can hold.
+  int64_t seq_ctx() const;
   const LlamaModel& model() const { return model_; }
   ModelPlacement& placement() const { return placement_; }
   const Scheduler& scheduler() const { return scheduler_; }
@@ -77,7 +106,7 @@ class Generator {
   ModelPlacement& placement_;
   GeneratorOptions options_;
   Scheduler scheduler_;
-  int64_t position_ = 0;
+  std::vector<int64_t> positions_;  // per sequence
 
   // The last step's graph, kept for the next step of the same shape.
   struct BuiltStep {
@@ -85,9 +114,16 @@ class Generator {
     LlamaStep step;
     Tensor* top = nullptr;  // top_k of the logits, when k > 0
     int64_t k = 0;
-    bool all_logits = false;  // logits of every token (eval_all), not only the last
+    LlamaStepShape shape;
     Graph graph;
   };
+  // The tokens of one step: each with its sequence; `last` marks the tokens
+  // whose logits come back (empty: the last token's, or all with all_logits).
+  struct StepTokens {
+    std::vector<int32_t> tokens, seqs, last;
+  };
+  // Runs one step and appends its result (logits or top k) to `out`.
+  Status step(const StepTokens& in, int64_t k, bool all_logits, std::vector<float>& out);
   // Runs `tokens` through steps ending in top_k(logits, k) when k > 0; reads
   // the last step's result (the logits or the top) into the returned vector,
   // or with all_logits every step's logits, one after the other.

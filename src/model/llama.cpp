@@ -157,8 +157,14 @@ Tensor* soft_cap(Context& ctx, Tensor* x, float c, float pre = 1.0f) {
 
 LlamaStep build_llama_step(Context& ctx, const LlamaHparams& hp, const LlamaWeights& w, const KvCache& cache,
                            int64_t n_tokens, int64_t n_kv, bool all_logits) {
+  return build_llama_step(ctx, hp, w, cache, LlamaStepShape{.n_tokens = n_tokens, .n_kv = n_kv, .all_logits = all_logits});
+}
+
+LlamaStep build_llama_step(Context& ctx, const LlamaHparams& hp, const LlamaWeights& w, const KvCache& cache,
+                           const LlamaStepShape& shape) {
   const ArchDescription& arch = *hp.arch;
-  const int64_t n = n_tokens;
+  const int64_t n = shape.n_tokens;
+  const int64_t n_kv = shape.n_kv;
   const int64_t hd = hp.head_dim();
   const int64_t row = hp.kv_dim();  // one cache row: all kv heads of one position
   const float attn_scale = hp.attention_scale();
@@ -170,6 +176,15 @@ LlamaStep build_llama_step(Context& ctx, const LlamaHparams& hp, const LlamaWeig
   step.tokens = ctx.new_tensor(DType::i32, {n}, "tokens");
   step.positions = ctx.new_tensor(DType::i32, {n}, "positions");
   for (Tensor* in : {step.tokens, step.positions}) in->flags |= kFlagInput;
+  if (shape.cells) {
+    step.cells = ctx.new_tensor(DType::i32, {n}, "cells");
+    step.cells->flags |= kFlagInput;
+  }
+  if (shape.n_out > 0) {
+    step.out_rows = ctx.new_tensor(DType::i32, {shape.n_out}, "out_rows");
+    step.out_rows->flags |= kFlagInput;
+  }
+  Tensor* cells = shape.cells ? step.cells : step.positions;
   // Each mask exists when some layer reads it.
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     Tensor*& mask = hp.sliding(il) ? step.mask_swa : step.mask;
@@ -223,11 +238,11 @@ LlamaStep build_llama_step(Context& ctx, const LlamaHparams& hp, const LlamaWeig
     q = ctx.rope(q, step.positions, rope, w.rope_freqs);
     k = ctx.rope(k, step.positions, rope, w.rope_freqs);
 
-    // cache[positions] = k, v. The views below read the cache through these
+    // cache[cells] = k, v. The views below read the cache through these
     // nodes, so the writes come first in the graph. The value cache is held
     // transposed (see KvCache): each token's values go in as a column.
-    Tensor* k_all = ctx.set_rows(k_cache, ctx.reshape(k, {row, n}), step.positions);
-    Tensor* v_all = ctx.set_rows(ctx.transpose(v_cache), v, step.positions);
+    Tensor* k_all = ctx.set_rows(k_cache, ctx.reshape(k, {row, n}), cells);
+    Tensor* v_all = ctx.set_rows(ctx.transpose(v_cache), v, cells);
     const uint64_t es = block_bytes(k_cache->type);
     const uint64_t es_ctx = es * static_cast<uint64_t>(cache.n_ctx);
     Tensor* K = ctx.view(k_all, {hd, n_kv, hp.n_head_kv}, {es, es * row, es * hd}, 0);  // [hd, n_kv, heads_kv]
@@ -283,8 +298,11 @@ LlamaStep build_llama_step(Context& ctx, const LlamaHparams& hp, const LlamaWeig
   }
 
   // logits = W_out RMSNorm(x) * output_norm — for the last token only when
-  // that is all generation needs (gemma2: soft-capped)
-  if (!all_logits && n > 1) {
+  // that is all generation needs, for the rows a batch names (each
+  // sequence's last token) when it has several (gemma2: soft-capped)
+  if (step.out_rows != nullptr) {
+    x = ctx.get_rows(x, step.out_rows);
+  } else if (!shape.all_logits && n > 1) {
     x = ctx.view(x, {hp.n_embd, 1}, {x->nb[0], x->nb[1]}, static_cast<uint64_t>(n - 1) * x->nb[1]);
   }
   x = ctx.mul(ctx.rms_norm(x, hp.norm_eps), w.output_norm);
@@ -299,6 +317,19 @@ std::vector<float> causal_mask(const std::vector<int32_t>& positions, int64_t n_
   for (size_t t = 0; t < positions.size(); ++t) {
     const int64_t first = window > 0 ? std::max<int64_t>(0, positions[t] - window + 1) : 0;
     for (int64_t j = first; j <= positions[t] && j < n_kv; ++j) mask[t * static_cast<size_t>(n_kv) + j] = 0.0f;
+  }
+  return mask;
+}
+
+std::vector<float> batch_mask(const std::vector<int32_t>& seqs, const std::vector<int32_t>& positions, int64_t n_seq,
+                              int64_t n_kv, int64_t window) {
+  std::vector<float> mask(positions.size() * static_cast<size_t>(n_kv), -std::numeric_limits<float>::infinity());
+  for (size_t t = 0; t < positions.size(); ++t) {
+    const int64_t first = window > 0 ? std::max<int64_t>(0, positions[t] - window + 1) : 0;
+    for (int64_t p = first; p <= positions[t]; ++p) {
+      const int64_t j = cache_cell(seqs[t], p, n_seq);
+      if (j < n_kv) mask[t * static_cast<size_t>(n_kv) + static_cast<size_t>(j)] = 0.0f;
+    }
   }
   return mask;
 }

@@ -115,17 +115,25 @@ struct KvCache {
 
 // The tensors of one forward step. The caller fills the inputs:
 //   tokens    i32 [n_tokens]         token ids
-//   positions i32 [n_tokens]         their positions in the sequence
+//   positions i32 [n_tokens]         their positions in their sequence
+//   cells     i32 [n_tokens]         (shared caches only) the cache cell each
+//                                    token's key and value go to; without it,
+//                                    the cell is the position
+//   out_rows  i32 [n_out]            (batches only) the tokens whose logits
+//                                    the step returns, in that order
 //   mask      f32 [n_kv, n_tokens]   0 where token t may attend to cache
-//                                    position j (j ≤ positions[t]), -inf elsewhere
+//                                    cell j (its own sequence's cells up to its
+//                                    position), -inf elsewhere
 //   mask_swa  f32 [n_kv, n_tokens]   the same, and -inf where positions[t] - j ≥ n_swa
-// (causal_mask makes both). Each mask is there (non-null) when some layer
-// reads it: mask_swa when some layer slides (hp.sliding), mask when some
-// does not. The caller reads logits: f32 [n_vocab, n_out], for every token
-// or only the last.
+// (causal_mask and batch_mask make both). Each mask is there (non-null) when
+// some layer reads it: mask_swa when some layer slides (hp.sliding), mask
+// when some does not. The caller reads logits: f32 [n_vocab, n_out], for
+// every token, the last only, or the rows out_rows names.
 struct LlamaStep {
   Tensor* tokens = nullptr;
   Tensor* positions = nullptr;
+  Tensor* cells = nullptr;
+  Tensor* out_rows = nullptr;
   Tensor* mask = nullptr;
   Tensor* mask_swa = nullptr;
   Tensor* logits = nullptr;
@@ -133,10 +141,22 @@ struct LlamaStep {
   int64_t n_kv = 0;
 };
 
+// What a step computes besides its cache writes.
+struct LlamaStepShape {
+  int64_t n_tokens = 1;
+  int64_t n_kv = 0;          // cache cells attended over
+  bool all_logits = false;   // a row of logits for every token; else for the last
+  int64_t n_out = 0;         // > 0: n_out rows, those the out_rows input names (overrides all_logits)
+  bool cells = false;        // keys and values go to the cells input rather than to their positions
+};
+
 // Builds one forward step over n_tokens tokens that attends to the first
-// n_kv cache positions (n_kv ≤ cache.n_ctx, and every position written so far
+// n_kv cache cells (n_kv ≤ cache.n_ctx, and every cell written so far
 // plus this step's must be < n_kv). Throws Error (from the op builders) when
 // shapes disagree; call validate() on the weights first for clear messages.
+LlamaStep build_llama_step(Context& ctx, const LlamaHparams& hp, const LlamaWeights& w, const KvCache& cache,
+                           const LlamaStepShape& shape);
+// One sequence at the cache's start: cells are positions.
 LlamaStep build_llama_step(Context& ctx, const LlamaHparams& hp, const LlamaWeights& w, const KvCache& cache,
                            int64_t n_tokens, int64_t n_kv, bool all_logits);
 
@@ -148,5 +168,16 @@ std::vector<float> causal_mask(const std::vector<int32_t>& positions, int64_t n_
 // The smallest n_kv that covers `end` positions, rounded up to a multiple of
 // `granularity` and capped at n_ctx: steps share a graph until it grows.
 int64_t kv_window(int64_t end, int64_t n_ctx, int64_t granularity = 32);
+
+// Several sequences sharing one cache, interleaved: position p of sequence s
+// (of n_seq) lives in cell p * n_seq + s, so the cells in use stay a prefix
+// of the cache whatever the mix of sequences, and a window over the longest
+// sequence covers them all.
+inline int64_t cache_cell(int64_t seq, int64_t position, int64_t n_seq) { return position * n_seq + seq; }
+// The mask for tokens of sequences `seqs` at `positions` over n_kv cells laid
+// out by cache_cell(): each token sees its own sequence's cells up to its
+// position (with a window w > 0, only the last w of them).
+std::vector<float> batch_mask(const std::vector<int32_t>& seqs, const std::vector<int32_t>& positions, int64_t n_seq,
+                              int64_t n_kv, int64_t window = 0);
 
 }  // namespace tensorpc

@@ -161,6 +161,68 @@ void expect_matches_reference(const tools::RandomModelOptions& o, ReferenceConfi
   }
 }
 
+// Three sequences sharing one generator's cache, run in batched steps that
+// mix prefills of different lengths with decode steps, one sequence starting
+// over mid-way: each entry's logits are the reference's for that sequence
+// alone (a reference decoder per sequence).
+void expect_batches_match_reference(const tools::RandomModelOptions& o, ReferenceConfig c) {
+  auto bytes = tools::random_model_bytes(o);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  auto model = LlamaModel::open_memory(bytes.value(), o.arch + ".gguf");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const LlamaModel& m = *model.value();
+  const ReferenceDecoder fresh = reference_of(m, c, false, false);
+  std::vector<ReferenceDecoder> refs(3, fresh);
+  std::vector<int> ref_pos(3, 0);
+
+  CpuDevice cpu({.threads = 2});
+  PlacementOptions po;
+  po.n_ctx = 96;  // 32 positions a sequence
+  auto placement = ModelPlacement::create(m, {&cpu}, po);
+  ASSERT_TRUE(placement.ok()) << placement.status().to_string();
+  GeneratorOptions go;
+  go.kv_granularity = 4;
+  go.n_seq = 3;
+  Generator gen(m, *placement.value(), go);
+  ASSERT_EQ(gen.seq_ctx(), 32);
+
+  // Each step: (sequence, tokens); a sequence of -1 tokens starts over.
+  using Entry = std::pair<int64_t, std::vector<int32_t>>;
+  const std::vector<std::vector<Entry>> steps = {
+      {{0, {1, 17, 5, 300, 22}}, {1, {4, 9, 2}}},
+      {{1, {8}}, {0, {31}}, {2, {7, 7, 100, 3}}},
+      {{2, {12}}, {0, {2}}},
+      {{1, {-1}}},
+      {{1, {5, 6}}, {2, {99}}, {0, {47}}},
+      {{0, {3}}, {1, {200}}, {2, {1}}},
+  };
+  for (size_t s = 0; s < steps.size(); ++s) {
+    std::vector<SequenceTokens> batch;
+    for (const auto& [seq, tokens] : steps[s]) {
+      if (tokens[0] == -1) {
+        ASSERT_TRUE(gen.rewind(seq, 0).ok());
+        refs[static_cast<size_t>(seq)] = fresh;
+        ref_pos[static_cast<size_t>(seq)] = 0;
+        continue;
+      }
+      batch.push_back({seq, tokens});
+    }
+    if (batch.empty()) continue;
+    auto got = gen.eval_batch(batch);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    const auto n_vocab = static_cast<size_t>(o.n_vocab);
+    ASSERT_EQ(got.value().size(), batch.size() * n_vocab);
+    for (size_t e = 0; e < batch.size(); ++e) {
+      const auto seq = static_cast<size_t>(batch[e].seq);
+      Mat want;
+      for (int32_t t : batch[e].tokens) want = refs[seq].forward(t, ref_pos[seq]++);
+      const std::vector<float> row(got.value().begin() + e * n_vocab, got.value().begin() + (e + 1) * n_vocab);
+      expect_logits_close(row, want, o.arch + " step " + std::to_string(s) + " sequence " + std::to_string(seq));
+      EXPECT_EQ(gen.position(batch[e].seq), ref_pos[seq]);
+    }
+  }
+}
+
 // ---- each architecture -------------------------------------------------------
 
 TEST(ArchitectureForward, LlamaMatchesTheReference) {
@@ -232,6 +294,60 @@ TEST(ArchitectureForward, Gemma2WithSoftCapsPostNormsAndAlternateWindowsMatchesT
   c.window = 3;
   c.window_even_layers = true;
   expect_matches_reference(o, c);
+}
+
+TEST(BatchedSequences, LlamaWithGroupedQueryAttentionMatchesTheReferencePerSequence) {
+  const auto o = small("llama");
+  expect_batches_match_reference(o, sizes(o));
+}
+
+TEST(BatchedSequences, Gemma2SlidingWindowsAndSoftCapsMatchTheReferencePerSequence) {
+  auto o = small("gemma2");
+  o.n_head_dim = 32;
+  o.tied_output = true;
+  o.sliding_window = 3;
+  o.attn_softcap = 1.5f;
+  o.final_softcap = 2.0f;
+  ReferenceConfig c = sizes(o);
+  c.neox = true;
+  c.gelu = true;
+  c.embedding_scale = true;
+  c.post_norms = true;
+  c.attn_softcap = 1.5;
+  c.final_softcap = 2.0;
+  c.window = 3;
+  c.window_even_layers = true;
+  expect_batches_match_reference(o, c);
+}
+
+TEST(BatchedSequences, ASequencePastItsShareOfTheCacheIsRefusedAndTheOthersGoOn) {
+  const auto o = small("llama");
+  auto bytes = tools::random_model_bytes(o);
+  ASSERT_TRUE(bytes.ok());
+  auto model = LlamaModel::open_memory(bytes.value(), "llama.gguf");
+  ASSERT_TRUE(model.ok());
+  CpuDevice cpu({.threads = 1});
+  PlacementOptions po;
+  po.n_ctx = 16;
+  auto placement = ModelPlacement::create(*model.value(), {&cpu}, po);
+  ASSERT_TRUE(placement.ok());
+  GeneratorOptions go;
+  go.n_seq = 2;
+  Generator gen(*model.value(), *placement.value(), go);
+  const std::vector<int32_t> nine(9, 5), one = {3};
+  const std::vector<SequenceTokens> too_long = {{0, one}, {1, nine}};
+  auto refused = gen.eval_batch(too_long);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("do not fit the context of 8"), std::string::npos)
+      << refused.status().to_string();
+  EXPECT_EQ(gen.position(0), 0);
+  const std::vector<SequenceTokens> twice = {{0, one}, {0, one}};
+  EXPECT_FALSE(gen.eval_batch(twice).ok());
+  const std::vector<SequenceTokens> fine = {{1, one}, {0, one}};
+  auto ok = gen.eval_batch(fine);
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_EQ(gen.position(0), 1);
+  EXPECT_EQ(gen.position(1), 1);
 }
 
 // ---- RoPE variants -------------------------------------------------------------
