@@ -121,6 +121,27 @@ ReferenceConfig sizes(const tools::RandomModelOptions& o) {
   return c;
 }
 
+// Gemma 2 with a window on its even layers and soft caps small enough to
+// bend the random model's scores and logits.
+std::pair<tools::RandomModelOptions, ReferenceConfig> gemma2_case() {
+  auto o = small("gemma2");
+  o.n_head_dim = 32;
+  o.tied_output = true;
+  o.sliding_window = 3;
+  o.attn_softcap = 1.5f;
+  o.final_softcap = 2.0f;
+  ReferenceConfig c = sizes(o);
+  c.neox = true;
+  c.gelu = true;
+  c.embedding_scale = true;
+  c.post_norms = true;
+  c.attn_softcap = 1.5;
+  c.final_softcap = 2.0;
+  c.window = 3;
+  c.window_even_layers = true;
+  return {o, c};
+}
+
 // Opens the model, runs a prefill of 7 tokens and 5 decode steps on the CPU,
 // and compares every token's logits with the reference's.
 void expect_matches_reference(const tools::RandomModelOptions& o, ReferenceConfig c, bool fused_qkv = false,
@@ -278,21 +299,7 @@ TEST(ArchitectureForward, GemmaMatchesTheReference) {
 }
 
 TEST(ArchitectureForward, Gemma2WithSoftCapsPostNormsAndAlternateWindowsMatchesTheReference) {
-  auto o = small("gemma2");
-  o.n_head_dim = 32;
-  o.tied_output = true;
-  o.sliding_window = 3;
-  o.attn_softcap = 1.5f;  // small, so the caps bend the random model's scores and logits
-  o.final_softcap = 2.0f;
-  ReferenceConfig c = sizes(o);
-  c.neox = true;
-  c.gelu = true;
-  c.embedding_scale = true;
-  c.post_norms = true;
-  c.attn_softcap = 1.5;
-  c.final_softcap = 2.0;
-  c.window = 3;
-  c.window_even_layers = true;
+  const auto [o, c] = gemma2_case();
   expect_matches_reference(o, c);
 }
 
@@ -302,21 +309,7 @@ TEST(BatchedSequences, LlamaWithGroupedQueryAttentionMatchesTheReferencePerSeque
 }
 
 TEST(BatchedSequences, Gemma2SlidingWindowsAndSoftCapsMatchTheReferencePerSequence) {
-  auto o = small("gemma2");
-  o.n_head_dim = 32;
-  o.tied_output = true;
-  o.sliding_window = 3;
-  o.attn_softcap = 1.5f;
-  o.final_softcap = 2.0f;
-  ReferenceConfig c = sizes(o);
-  c.neox = true;
-  c.gelu = true;
-  c.embedding_scale = true;
-  c.post_norms = true;
-  c.attn_softcap = 1.5;
-  c.final_softcap = 2.0;
-  c.window = 3;
-  c.window_even_layers = true;
+  const auto [o, c] = gemma2_case();
   expect_batches_match_reference(o, c);
 }
 
