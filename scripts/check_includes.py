@@ -31,6 +31,9 @@ ALLOWED = {
     # The public model API (include/tensorpc/model.h): the model on devices
     # of the local CPU and of servers, so above both model and client.
     "api": {"core", "backend", "cpu", "rpc/wire", "rpc/transport", "rpc/client", "model", "api"},
+    # The OpenAI-compatible API's JSON (requests, responses, stop strings) for
+    # `tensorpc serve`: over the model layer and the public model API.
+    "serve": {"core", "backend", "cpu", "rpc/wire", "rpc/transport", "rpc/client", "model", "api", "serve"},
 }
 
 # The layer each public header belongs to.

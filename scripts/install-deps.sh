@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs what tensorpc needs to build, test and benchmark on Debian 12.
 set -eu
-PACKAGES="cmake ninja-build g++ clang-14 libclang-rt-14-dev ccache libgtest-dev libbenchmark-dev libopenblas-dev libssl-dev libcli11-dev libpcre2-dev pkg-config python3"
+PACKAGES="cmake ninja-build g++ clang-14 libclang-rt-14-dev ccache libgtest-dev libbenchmark-dev libopenblas-dev libssl-dev libcli11-dev libpcre2-dev nlohmann-json3-dev libcpp-httplib-dev pkg-config python3"
 if dpkg -s $PACKAGES >/dev/null 2>&1; then exit 0; fi  # all there: no network needed
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

@@ -8,6 +8,7 @@
 
 #include "lab/bench_quant.h"
 #include "lab/bench_rpc.h"
+#include "lab/bench_serve.h"
 
 namespace tensorpc::tools {
 namespace {
@@ -82,7 +83,7 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
       .repetitions = o.quick ? 3 : 5, .n_predict = o.n_predict, .threads = o.threads, .link = o.link};
   if (o.repetitions < model.repetitions) model.repetitions = o.repetitions;
 
-  if (!o.quant_only) {  // --quant-only: the quantized-model figures below alone
+  if (!o.quant_only && !o.serve_only) {  // --quant-only, --serve-only: those figures below alone
     say("round trip of a tiny command");
     TENSORPC_RETURN_IF_ERROR(add(bench_round_trip(rpc), "round trip"));
     say("set-tensor and get-tensor throughput");
@@ -98,6 +99,11 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
       TENSORPC_RETURN_IF_ERROR(add(bench_model_decode(m, model), m.label));
     }
   }
+  if (!o.quant_only) {
+    say("serving: 8 requests at once against one alone, random 250M q8_0 over 2 servers");
+    TENSORPC_RETURN_IF_ERROR(add(bench_serving(model, progress), "serving"));
+  }
+  if (o.serve_only) return figures;
   if (!o.quant_mixes.empty()) {
     say("decode and prefill of the random 250M model quantized to " + join(o.quant_mixes) + ", local CPU");
     TENSORPC_RETURN_IF_ERROR(add(bench_quantized_models(o.quant_mixes, model, progress), "quantized models"));

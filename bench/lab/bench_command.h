@@ -41,6 +41,7 @@ struct BenchOptions {
   std::vector<BenchModel> load_models{};  // load figures for each
   std::vector<std::string> quant_mixes{};  // quantized random 250M model figures for each (bench_quant.h)
   bool quant_only = false;                 // --quant-only: those figures alone
+  bool serve_only = false;                 // --serve-only: the serving figures alone (bench_serve.h)
 };
 
 // The defaults filled in (models written when missing), then every figure.

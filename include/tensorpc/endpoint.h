@@ -77,6 +77,7 @@ struct ConnectionStats {
   uint64_t requests = 0;        // frames sent, with or without a reply
   uint64_t round_trips = 0;     // requests that waited for a reply
   uint64_t resent = 0;          // graphs and plans stored again: the server had dropped them
+  uint64_t last_round_trip_ns = 0;  // the last request that waited: sent to answered, the server's work included
 };
 
 }  // namespace tensorpc

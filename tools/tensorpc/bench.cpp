@@ -55,8 +55,11 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       ->check([](const std::string& s) {
         return parse_quant_mix(s) ? std::string() : "unknown mix " + s + " (" + quant_mix_names() + ")";
       });
-  cmd->add_flag("--quant-only", o->quant_only,
-                "only the quantized-model figures (decode and prefill of the 250M model)");
+  auto* quant_only = cmd->add_flag("--quant-only", o->quant_only,
+                                   "only the quantized-model figures (decode and prefill of the 250M model)");
+  cmd->add_flag("--serve-only", o->serve_only,
+                "only the serving figures (8 requests at once against one, the 250M model over 2 servers)")
+      ->excludes(quant_only);
   cmd->callback([o, link, awake_cores, exit_code] {
     BenchOptions options = *o;
     options.link = parse_link(*link).value();  // checked by the option

@@ -65,15 +65,6 @@ class LineReader {
   bool eof_ = false;
 };
 
-// The template the conversation is rendered with: the one named, else the model's.
-StatusOr<ChatTemplate> choose_template(const LlamaModel& model, const std::string& name) {
-  const Tokenizer& tok = model.tokenizer();
-  const std::string bos = tok.bos() >= 0 ? std::string(tok.text(tok.bos())) : std::string();
-  const std::string eos = tok.eos() >= 0 ? std::string(tok.text(tok.eos())) : std::string();
-  if (!name.empty()) return ChatTemplate::named(name, bos, eos);
-  TENSORPC_ASSIGN_OR_RETURN(const std::string text, model.file().get_string("tokenizer.chat_template", ""));
-  return ChatTemplate::detect(text, bos, eos);
-}
 
 const char* stop_notice(ChatStop stop) {
   switch (stop) {
@@ -90,6 +81,15 @@ const char* stop_notice(ChatStop stop) {
 }
 
 }  // namespace
+
+StatusOr<ChatTemplate> choose_template(const LlamaModel& model, const std::string& name) {
+  const Tokenizer& tok = model.tokenizer();
+  const std::string bos = tok.bos() >= 0 ? std::string(tok.text(tok.bos())) : std::string();
+  const std::string eos = tok.eos() >= 0 ? std::string(tok.text(tok.eos())) : std::string();
+  if (!name.empty()) return ChatTemplate::named(name, bos, eos);
+  TENSORPC_ASSIGN_OR_RETURN(const std::string text, model.file().get_string("tokenizer.chat_template", ""));
+  return ChatTemplate::detect(text, bos, eos);
+}
 
 int chat_command(const ChatCommandOptions& o, std::FILE* in, std::FILE* out, std::FILE* err,
                  std::atomic<bool>* cancel) {

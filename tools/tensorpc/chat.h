@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <string>
 
+#include "model/chat_template.h"
+#include "model/llama_model.h"
 #include "tensorpc/model_setup.h"
 #include "tensorpc/sampling_flags.h"
 
@@ -41,6 +43,11 @@ struct ChatCommandOptions {
 // or a turn fails.
 int chat_command(const ChatCommandOptions& options, std::FILE* in, std::FILE* out, std::FILE* err,
                  std::atomic<bool>* cancel = nullptr);
+
+// The template a model's conversations are rendered with: the one `name`
+// names (--chat-template), else the one the model's tokenizer.chat_template
+// is. An error says how to choose one when neither works.
+StatusOr<ChatTemplate> choose_template(const LlamaModel& model, const std::string& name);
 
 // Adds the `chat` subcommand; when it runs, its exit code goes to *exit_code.
 void add_chat_command(CLI::App& app, int* exit_code);

@@ -14,6 +14,7 @@
 #include "tensorpc/perplexity.h"
 #include "tensorpc/quantize.h"
 #include "tensorpc/run.h"
+#include "tensorpc/serve.h"
 #include "tensorpc/version.h"
 
 int main(int argc, char** argv) {
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   tensorpc::tools::add_devices_command(app, &exit_code);
   tensorpc::tools::add_run_command(app, &exit_code);
   tensorpc::tools::add_chat_command(app, &exit_code);
+  tensorpc::tools::add_serve_command(app, &exit_code);
   tensorpc::tools::add_demo_command(app, &exit_code);
   tensorpc::tools::add_bench_command(app, &exit_code);
   tensorpc::tools::add_certs_command(app, &exit_code);

@@ -29,11 +29,12 @@ StatusOr<PlacedModel> place_model(std::unique_ptr<LlamaModel> model, const Model
                  setup.model.c_str(), static_cast<long long>(hp.n_layer), static_cast<long long>(hp.n_embd),
                  static_cast<long long>(hp.n_head), static_cast<long long>(hp.n_head_kv),
                  static_cast<long long>(hp.n_vocab), static_cast<double>(m.parameter_count()) / 1e6);
-    if (hp.n_ctx_train > 0 && setup.n_ctx > hp.n_ctx_train) {
+    const int64_t per_sequence = setup.n_ctx / std::max<int64_t>(setup.n_seq, 1);
+    if (hp.n_ctx_train > 0 && per_sequence > hp.n_ctx_train) {
       std::fprintf(err,
                    "warning: a context of %lld positions is beyond the %lld the model was trained for; "
                    "text past %lld may degrade\n",
-                   static_cast<long long>(setup.n_ctx), static_cast<long long>(hp.n_ctx_train),
+                   static_cast<long long>(per_sequence), static_cast<long long>(hp.n_ctx_train),
                    static_cast<long long>(hp.n_ctx_train));
     }
     return load_model(m, devices.devices(), devices.endpoints(), setup.split, setup.n_ctx, err);

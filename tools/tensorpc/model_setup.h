@@ -30,6 +30,7 @@ struct ModelSetup {
   std::vector<double> split;           // empty: by free memory
   int threads = 0;                     // local CPU threads, 0: every core
   int64_t n_ctx = 0;                   // KV-cache positions; 0: the model's, at most 2048
+  int64_t n_seq = 1;                   // sequences sharing them (serve's slots), n_ctx / n_seq each
   bool use_local = true;               // false with --no-local: only the servers' devices
 };
 

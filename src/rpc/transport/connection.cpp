@@ -119,16 +119,12 @@ StatusOr<std::vector<uint8_t>> Connection::call(const Request& request, std::spa
   return call_locked(request, bulk_in);
 }
 
-namespace {
-
-
-}  // namespace
-
 StatusOr<std::vector<uint8_t>> Connection::call_locked(const Request& request, std::span<uint8_t> bulk_in) {
   TENSORPC_RETURN_IF_ERROR(check_usable_locked(request.command, /*expect_silence=*/false));
   const bool read_first = !unsettled_.empty() && only_reads(request.command);
   if (!read_first) TENSORPC_RETURN_IF_ERROR(settle_locked().status());
   uint64_t id = next_request_id_++;
+  const auto sent = std::chrono::steady_clock::now();
   TENSORPC_RETURN_IF_ERROR(send_locked(request, request.flags, id));
   round_trips_.fetch_add(1, std::memory_order_relaxed);
   if (read_first) {
@@ -143,6 +139,10 @@ StatusOr<std::vector<uint8_t>> Connection::call_locked(const Request& request, s
     }
   }
   auto reply = receive_reply_locked(request.command, id, bulk_in);
+  last_round_trip_ns_.store(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                      std::chrono::steady_clock::now() - sent)
+                                                      .count()),
+                            std::memory_order_relaxed);
   // A synchronizing call answers for the runs settled before it too.
   const bool synchronizes = request.command == Command::synchronize || (request.flags & kFlagSync) != 0;
   if (synchronizes && !unsettled_error_.ok() && !broken()) return std::exchange(unsettled_error_, Status());
@@ -425,7 +425,8 @@ ConnectionStats Connection::stats() const {
           .bytes_received = bytes_received_.load(std::memory_order_relaxed),
           .requests = requests_.load(std::memory_order_relaxed),
           .round_trips = round_trips_.load(std::memory_order_relaxed),
-          .resent = resent_.load(std::memory_order_relaxed)};
+          .resent = resent_.load(std::memory_order_relaxed),
+          .last_round_trip_ns = last_round_trip_ns_.load(std::memory_order_relaxed)};
 }
 
 bool Connection::defunct() {

@@ -289,6 +289,7 @@ class Connection {
   std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> round_trips_{0};
+  std::atomic<uint64_t> last_round_trip_ns_{0};  // the last call() from sending to its reply
   std::atomic<uint64_t> resent_{0};
 };
 

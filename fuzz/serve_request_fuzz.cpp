@@ -1,0 +1,150 @@
+// libFuzzer target: arbitrary bytes as the body of an OpenAI chat or
+// completion request, as `tensorpc serve` meets one. Parsing must never
+// crash or throw: a body is refused with a 400 ApiError, or every field of
+// the request is within the ranges openai_request.h promises. Whatever comes
+// out is formatted (errors, whole responses, stream events, with the
+// request's own text, which may hold any bytes), and each formatting must
+// parse back as JSON. The request's text is also run through a StopMatcher
+// with its stop strings, in pieces cut by the input's bytes, which must give
+// what a naive search for the first stop string gives.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "serve/openai_request.h"
+#include "serve/openai_response.h"
+#include "serve/stop_strings.h"
+
+namespace {
+
+using namespace tensorpc::serve;
+
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "serve_request_fuzz: %s\n", what);
+  std::abort();
+}
+
+void check(bool ok, const char* what) {
+  if (!ok) fail(what);
+}
+
+// Formatted output must be JSON; an event must be one "data: ...\n\n" line.
+void check_json(std::string_view text) {
+  check(!nlohmann::json::parse(text, nullptr, false).is_discarded(), "formatted output is not JSON");
+}
+
+void check_event(std::string_view event) {
+  check(event.starts_with("data: ") && event.ends_with("\n\n"), "an event is not framed as data: ...\\n\\n");
+  const std::string_view payload = event.substr(6, event.size() - 8);
+  check(payload.find('\n') == std::string_view::npos, "an event spans lines");
+  check_json(payload);
+}
+
+void check_error(const ApiError& error) {
+  check(error.status == 400 && error.type == "invalid_request_error", "a parse error is not a 400 invalid request");
+  check(!error.message.empty() && !error.code.empty(), "a parse error says nothing");
+  check_json(error_json(error));
+  check_event(error_event(error));
+}
+
+void check_request(const CompletionRequest& r, Endpoint endpoint) {
+  check(r.endpoint == endpoint, "wrong endpoint");
+  if (endpoint == Endpoint::chat) {
+    check(!r.messages.empty(), "a chat without messages");
+    for (const auto& m : r.messages) {
+      check(m.role == "system" || m.role == "user" || m.role == "assistant", "a message of another role");
+    }
+  } else if (r.prompt_is_tokens) {
+    check(!r.prompt_tokens.empty() && r.prompt.empty(), "token prompt and text prompt mixed");
+    for (const int32_t id : r.prompt_tokens) check(id >= 0, "a negative token id");
+  } else {
+    check(!r.prompt.empty() && r.prompt_tokens.empty(), "an empty text prompt");
+  }
+  check(r.max_tokens == -1 || r.max_tokens >= 1, "max_tokens out of range");
+  check(r.sampler.validate().ok(), "sampler options out of range");
+  check(r.sampler.temperature <= 2.0f, "temperature above 2");
+  check(r.seed_given || r.sampler.seed == 7, "the default seed was not used");
+  check(r.stop.size() <= 4, "more than 4 stop strings");
+  for (const std::string& stop : r.stop) check(!stop.empty(), "an empty stop string");
+  check(!r.include_usage || r.stream, "include_usage without streaming");
+  check(!r.echo, "echo accepted");
+}
+
+// The text before the stop string that ends first (the longest of those
+// ending at the same byte), or all of it.
+std::string cut_at_first_stop(const std::vector<std::string>& stops, const std::string& text) {
+  for (size_t end = 1; end <= text.size(); ++end) {
+    size_t longest = 0;
+    for (const std::string& stop : stops) {
+      if (stop.size() <= end && text.compare(end - stop.size(), stop.size(), stop) == 0) {
+        longest = std::max(longest, stop.size());
+      }
+    }
+    if (longest > 0) return text.substr(0, end - longest);
+  }
+  return text;
+}
+
+// Streams `text` in pieces whose lengths come from `cuts`, as the server
+// would: through the stop matcher into chunk events, then the whole answer.
+void stream_text(const CompletionRequest& r, const std::string& text, std::string_view cuts) {
+  StopMatcher matcher(r.stop);
+  std::string emitted;
+  bool stopped = false;
+  size_t at = 0;
+  for (size_t i = 0; at < text.size() && !stopped; ++i) {
+    const size_t n = i < cuts.size() ? static_cast<unsigned char>(cuts[i]) % 8 : text.size() - at;
+    const StopMatcher::Result result = matcher.push(std::string_view(text).substr(at, n));
+    at += std::min(n, text.size() - at);
+    stopped = result.stopped;
+    emitted += result.emit;
+    if (r.endpoint == Endpoint::chat) {
+      check_event(chat_chunk_event("chatcmpl-x", 1, r.model, result.emit, i == 0, std::nullopt, r.include_usage));
+    } else {
+      check_event(text_chunk_event("cmpl-x", 1, r.model, result.emit, std::nullopt, r.include_usage));
+    }
+  }
+  emitted += matcher.flush();
+  check(emitted == cut_at_first_stop(r.stop, text), "the stop matcher disagrees with a plain search");
+
+  const FinishReason finish = stopped ? FinishReason::stop : FinishReason::length;
+  const Usage usage{.prompt_tokens = static_cast<int64_t>(text.size()),
+                    .completion_tokens = static_cast<int64_t>(emitted.size())};
+  if (r.endpoint == Endpoint::chat) {
+    check_event(chat_chunk_event("chatcmpl-x", 1, r.model, "", false, finish, r.include_usage));
+    check_json(chat_completion_json("chatcmpl-x", 1, r.model, emitted, finish, usage));
+  } else {
+    check_event(text_chunk_event("cmpl-x", 1, r.model, "", finish, r.include_usage));
+    check_json(text_completion_json("cmpl-x", 1, r.model, emitted, finish, usage));
+  }
+  check_event(usage_chunk_event(r.endpoint, "x", 1, r.model, usage));
+  check_json(models_json(r.model, 1, r.user));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  for (const Endpoint endpoint : {Endpoint::chat, Endpoint::completion}) {
+    auto result = parse_completion_request(endpoint, body, 7);
+    if (const ApiError* error = std::get_if<ApiError>(&result)) {
+      check_error(*error);
+      continue;
+    }
+    const CompletionRequest& request = std::get<CompletionRequest>(result);
+    check_request(request, endpoint);
+    std::string text = request.prompt;
+    for (const auto& message : request.messages) text += message.content;
+    // The request's text as a model's output, which may end mid-character.
+    text += std::string(body.substr(0, std::min<size_t>(body.size(), 16)));
+    stream_text(request, text, body);
+  }
+  return 0;
+}

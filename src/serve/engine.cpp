@@ -1,0 +1,365 @@
+// The serving loop (engine.h).
+#include "serve/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include "serve/stop_strings.h"
+
+namespace tensorpc::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+Outcome cancelled() {
+  Outcome o;
+  o.finish = Finish::cancelled;
+  return o;
+}
+
+// Generated tokens/s is averaged over this many seconds.
+constexpr double kRateWindow = 5.0;
+
+}  // namespace
+
+struct Engine::Pending {
+  Request req;
+  Clock::time_point submitted;
+};
+
+// One sequence of the generator, and the request it serves (none when free).
+struct Engine::Slot {
+  int64_t seq = 0;
+  std::vector<int32_t> cached;  // the tokens the slot's cells hold, from position 0
+  std::unique_ptr<Pending> active;
+  std::optional<Sampler> sampler;
+  std::optional<DetokenizeStream> text;
+  std::optional<StopMatcher> stops;
+  size_t fed = 0;      // prompt tokens in the cache
+  int32_t next = -1;   // the token to feed next; -1 while the prompt is being fed
+  uint64_t order = 0;  // admission order: prompts are fed first come, first served
+  Outcome outcome;
+};
+
+StatusOr<std::unique_ptr<Engine>> Engine::create(const LlamaModel& model, ModelPlacement& placement,
+                                                 EngineOptions options) {
+  if (options.parallel < 1 || options.n_batch < 1 || options.queue < 0) {
+    return invalid_argument("serve: --parallel and --batch must be at least 1, --queue at least 0");
+  }
+  if (placement.n_ctx() / options.parallel < 2) {
+    return invalid_argument("serve: a context of " + std::to_string(placement.n_ctx()) + " cannot be shared by " +
+                            std::to_string(options.parallel) + " slots");
+  }
+  return std::unique_ptr<Engine>(new Engine(model, placement, options));
+}
+
+Engine::Engine(const LlamaModel& model, ModelPlacement& placement, EngineOptions options)
+    : model_(model), options_(options) {
+  GeneratorOptions go;
+  go.n_seq = options.parallel;
+  go.n_batch = options.n_batch;
+  go.kv_granularity = options.kv_granularity;
+  gen_ = std::make_unique<Generator>(model, placement, go);
+  for (int i = 0; i < options.parallel; ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->seq = i;
+  }
+  stats_.slots = options.parallel;
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+Status Engine::submit(Request request) {
+  const int64_t n_vocab = model_.hparams().n_vocab;
+  if (request.prompt.empty()) return invalid_argument("the prompt has no tokens");
+  for (int32_t t : request.prompt) {
+    if (t < 0 || t >= n_vocab) {
+      return invalid_argument("token " + std::to_string(t) + " is not in the vocabulary of " + std::to_string(n_vocab));
+    }
+  }
+  if (static_cast<int64_t>(request.prompt.size()) >= slot_context()) {
+    return invalid_argument("the prompt has " + std::to_string(request.prompt.size()) +
+                            " tokens; the context holds " + std::to_string(slot_context()) +
+                            " (prompt and reply together)");
+  }
+  TENSORPC_RETURN_IF_ERROR(request.sampler.validate());
+  if (!request.cancel) request.cancel = std::make_shared<std::atomic<bool>>(false);
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return out_of_memory("the server is shutting down");
+    const int busy = stats_.active + static_cast<int>(queue_.size());
+    if (busy >= options_.parallel + options_.queue) {
+      return out_of_memory("all " + std::to_string(options_.parallel) + " slots are busy and " +
+                         std::to_string(queue_.size()) + " requests wait (--queue " + std::to_string(options_.queue) +
+                         ")");
+    }
+    queue_.push_back(std::make_unique<Pending>(Pending{std::move(request), Clock::now()}));
+    stats_.queued = static_cast<int>(queue_.size());
+  }
+  wake_.notify_all();
+  return Status();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mu_);
+  EngineStats s = stats_;
+  const double now = seconds_between(Clock::time_point(), Clock::now());
+  int64_t recent = 0;
+  for (const auto& [t, n] : recent_) {
+    if (now - t <= kRateWindow) recent += n;
+  }
+  s.tokens_per_second = static_cast<double>(recent) / kRateWindow;
+  return s;
+}
+
+void Engine::note_generated(int64_t n) {
+  const double now = seconds_between(Clock::time_point(), Clock::now());
+  std::lock_guard lock(mu_);
+  stats_.generated_tokens += static_cast<uint64_t>(n);
+  recent_.emplace_back(now, n);
+  while (!recent_.empty() && now - recent_.front().first > kRateWindow) recent_.pop_front();
+}
+
+void Engine::loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || stats_.active > 0; });
+      if (stopping_) break;
+    }
+    admit();
+    step();
+  }
+  // Shutting down: every request ends, none is left without its on_done.
+  for (auto& slot : slots_) {
+    if (slot->active) finish(*slot, Finish::cancelled);
+  }
+  std::deque<std::unique_ptr<Pending>> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(queue_);
+  }
+  for (auto& p : left) {
+    if (p->req.on_done) p->req.on_done(cancelled());
+  }
+}
+
+void Engine::admit() {
+  for (;;) {
+    std::unique_ptr<Pending> p;
+    {
+      std::lock_guard lock(mu_);
+      if (queue_.empty()) return;
+      if (std::none_of(slots_.begin(), slots_.end(), [](const auto& s) { return !s->active; })) return;
+      p = std::move(queue_.front());
+      queue_.pop_front();
+      stats_.queued = static_cast<int>(queue_.size());
+    }
+    if (p->req.cancel->load()) {
+      if (p->req.on_done) p->req.on_done(cancelled());
+      continue;
+    }
+    // The free slot whose cache shares the longest prefix with the prompt.
+    const std::vector<int32_t>& prompt = p->req.prompt;
+    Slot* best = nullptr;
+    size_t best_common = 0;
+    for (auto& s : slots_) {
+      if (s->active) continue;
+      const size_t limit = std::min(s->cached.size(), prompt.size());
+      size_t common = 0;
+      while (common < limit && s->cached[common] == prompt[common]) ++common;
+      if (best == nullptr || common > best_common) {
+        best = s.get();
+        best_common = common;
+      }
+    }
+    Slot& slot = *best;
+    // A step needs at least one token to give logits.
+    if (best_common == prompt.size()) --best_common;
+    (void)gen_->rewind(slot.seq, static_cast<int64_t>(best_common));  // ≤ the position: cannot fail
+    slot.cached.resize(best_common);
+    slot.fed = best_common;
+    slot.next = -1;
+    slot.order = admitted_++;
+    slot.outcome = Outcome{};
+    slot.outcome.prompt_tokens = static_cast<int64_t>(prompt.size());
+    slot.outcome.cached_tokens = static_cast<int64_t>(best_common);
+    slot.outcome.queue_seconds = seconds_between(p->submitted, Clock::now());
+    slot.sampler.emplace(Sampler::create(p->req.sampler).value());  // validated by submit()
+    for (int32_t t : prompt) slot.sampler->accept(t);
+    slot.text.emplace(model_.tokenizer(), /*sequence_start=*/false, /*special=*/false);
+    slot.stops.emplace(p->req.stop);
+    slot.active = std::move(p);
+    std::lock_guard lock(mu_);
+    ++stats_.active;
+  }
+}
+
+void Engine::finish(Slot& slot, Finish finish, Status status) {
+  Pending& p = *slot.active;
+  if (finish != Finish::error && finish != Finish::cancelled) {
+    // What the detokenizer and the stop matcher still hold.
+    std::string rest = slot.stops->push(slot.text->flush()).emit;
+    rest += slot.stops->flush();
+    if (!rest.empty() && p.req.on_text) p.req.on_text(rest);
+  }
+  slot.outcome.finish = finish;
+  slot.outcome.status = std::move(status);
+  slot.outcome.seconds = seconds_between(p.submitted, Clock::now());
+  {
+    // Counted before the caller hears of the end, so what it reads next includes it.
+    std::lock_guard lock(mu_);
+    --stats_.active;
+    ++stats_.requests_done;
+  }
+  const std::unique_ptr<Pending> ended = std::move(slot.active);
+  slot.next = -1;
+  if (ended->req.on_done) ended->req.on_done(slot.outcome);
+}
+
+bool Engine::step() {
+  const int64_t n_vocab = model_.hparams().n_vocab;
+  const Tokenizer& tok = model_.tokenizer();
+  for (auto& s : slots_) {
+    if (s->active && s->active->req.cancel->load()) finish(*s, Finish::cancelled);
+  }
+
+  // The batch: every decoding slot's token, then prompt chunks first come, first served.
+  struct Entry {
+    Slot* slot;
+    size_t count;  // prompt tokens fed (0: a decode step)
+    bool sample;   // its logits give the slot's next token
+  };
+  std::vector<Entry> entries;
+  std::vector<SequenceTokens> batch;
+  int64_t budget = options_.n_batch;
+  std::vector<Slot*> prefilling;
+  for (auto& s : slots_) {
+    if (!s->active) continue;
+    if (s->next >= 0) {
+      entries.push_back({s.get(), 0, true});
+      batch.push_back({s->seq, std::span<const int32_t>(&s->next, 1)});
+      --budget;
+    } else {
+      prefilling.push_back(s.get());
+    }
+  }
+  std::sort(prefilling.begin(), prefilling.end(), [](Slot* a, Slot* b) { return a->order < b->order; });
+  bool fed_prompt = false;
+  for (Slot* s : prefilling) {
+    // The oldest prompt moves at least a token a step, however many slots decode.
+    if (budget <= 0 && fed_prompt) break;
+    fed_prompt = true;
+    const std::vector<int32_t>& prompt = s->active->req.prompt;
+    const size_t left = prompt.size() - s->fed;
+    const size_t count = std::min(left, static_cast<size_t>(std::max<int64_t>(budget, 1)));
+    entries.push_back({s, count, count == left});
+    batch.push_back({s->seq, std::span<const int32_t>(prompt.data() + s->fed, count)});
+    budget -= static_cast<int64_t>(count);
+  }
+  if (batch.empty()) return false;
+
+  // Candidates picked on the device when every sampling slot can decide from a few.
+  int64_t k = gen_->can_select_on_device() ? 1 : 0;
+  for (const Entry& e : entries) {
+    if (!e.sample) continue;
+    const int64_t need = e.slot->sampler->candidates_needed(n_vocab);
+    k = need == 0 ? 0 : (k == 0 ? 0 : std::max(k, need));
+  }
+  auto out = gen_->eval_batch(batch, k);
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.steps;
+    if (!out.ok()) stats_.last_error = out.status().to_string();
+  }
+  if (!out.ok()) {
+    for (const Entry& e : entries) {
+      // What the failed step left in the cells is unknown: the slot starts over next time.
+      e.slot->cached.clear();
+      (void)gen_->rewind(e.slot->seq, 0);
+      finish(*e.slot, Finish::error, out.status());
+    }
+    return true;
+  }
+  const size_t stride = k > 0 ? static_cast<size_t>(2 * k) : static_cast<size_t>(n_vocab);
+  std::vector<float> all_logits;  // read once, when some slot's candidates cannot decide
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Slot& s = *entries[i].slot;
+    if (entries[i].count > 0) {
+      const std::vector<int32_t>& prompt = s.active->req.prompt;
+      s.cached.insert(s.cached.end(), prompt.begin() + static_cast<std::ptrdiff_t>(s.fed),
+                      prompt.begin() + static_cast<std::ptrdiff_t>(s.fed + entries[i].count));
+      s.fed += entries[i].count;
+      std::lock_guard lock(mu_);
+      stats_.prompt_tokens += entries[i].count;
+    } else {
+      s.cached.push_back(s.next);
+    }
+    if (!entries[i].sample) continue;
+
+    const float* row = out.value().data() + i * stride;
+    StatusOr<int32_t> token = -1;
+    if (k > 0) {
+      // This slot's candidates, laid out as top_k would for its own k.
+      const int64_t need = s.sampler->candidates_needed(n_vocab);
+      std::vector<float> top(row, row + need);
+      top.insert(top.end(), row + k, row + k + need);
+      token = s.sampler->sample_candidates(top, n_vocab);
+      if (token.ok() && token.value() == Sampler::kUndecided) {
+        if (all_logits.empty()) {
+          auto read = gen_->read_logits();
+          if (read.ok()) all_logits = std::move(read).value();
+        }
+        token = all_logits.empty() ? StatusOr<int32_t>(internal_error("the logits could not be read"))
+                                   : StatusOr<int32_t>(s.sampler->sample(std::span<const float>(
+                                         all_logits.data() + i * static_cast<size_t>(n_vocab),
+                                         static_cast<size_t>(n_vocab))));
+      }
+    } else {
+      token = s.sampler->sample(std::span<const float>(row, static_cast<size_t>(n_vocab)));
+    }
+    if (!token.ok() || token.value() < 0) {
+      finish(s, Finish::error, token.ok() ? internal_error("no token can be sampled: every logit is NaN or -inf")
+                                          : token.status());
+      continue;
+    }
+    const int32_t t = token.value();
+    Pending& p = *s.active;
+    if (s.outcome.completion_tokens == 0) s.outcome.first_token_seconds = seconds_between(p.submitted, Clock::now());
+    ++s.outcome.completion_tokens;
+    note_generated(1);
+    s.sampler->accept(t);
+    if (p.req.stop_at_eos && tok.is_end_of_generation(t)) {
+      finish(s, Finish::stop);
+      continue;
+    }
+    const StopMatcher::Result piece = s.stops->push(s.text->push(t));
+    if (!piece.emit.empty() && p.req.on_text && !p.req.on_text(piece.emit)) {
+      finish(s, Finish::cancelled);
+      continue;
+    }
+    if (piece.stopped) {
+      finish(s, Finish::stop);
+      continue;
+    }
+    const bool full = gen_->position(s.seq) + 1 > slot_context();
+    if ((p.req.max_tokens > 0 && s.outcome.completion_tokens >= p.req.max_tokens) || full) {
+      finish(s, Finish::length);
+      continue;
+    }
+    s.next = t;
+  }
+  return true;
+}
+
+}  // namespace tensorpc::serve

@@ -1,0 +1,141 @@
+// Engine: the serving loop of `tensorpc serve`. A fixed set of slots share
+// one Generator (each slot one of its sequences, so one region of the KV
+// cache), and one thread runs the steps: between steps it admits queued
+// requests into free slots and drops those whose client went away; each step
+// is one batched forward pass (Generator::eval_batch) carrying the next token
+// of every decoding slot and a chunk of the prompt of every slot still
+// prefilling, up to n_batch tokens, so a long prompt never stalls the
+// streams already flowing. A step over servers thus costs each server one
+// execution plan, whatever the number of slots.
+//
+// A request whose prompt begins with tokens a free slot still holds from an
+// earlier request is given that slot, and only the rest of its prompt is
+// evaluated.
+//
+// Text goes to each request's callbacks from the engine's thread, piece by
+// piece as it completes (whole UTF-8 characters, stop strings held back and
+// cut); a callback must be quick (hand the piece to the connection's thread).
+//
+// Ownership: the engine borrows the model and its placement, which must
+// outlive it, and owns its generator and thread; the destructor ends every
+// request (cancelled) and joins the thread. submit() and the getters may be
+// called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "model/generator.h"
+#include "model/llama_model.h"
+#include "model/placement.h"
+#include "model/sampler.h"
+#include "tensorpc/status.h"
+
+namespace tensorpc::serve {
+
+struct EngineOptions {
+  int parallel = 4;       // slots: requests generated at once
+  int64_t n_batch = 64;   // tokens of one step at most (every decoding slot's one, prompt chunks the rest)
+  int queue = 64;         // requests waiting for a slot at most; beyond: submit() refuses
+  int64_t kv_granularity = 32;
+};
+
+enum class Finish { stop, length, cancelled, error };
+
+// What a request ended with.
+struct Outcome {
+  Finish finish = Finish::stop;
+  Status status;                  // the error when finish is error
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;      // of the prompt, found in the slot's cache
+  int64_t completion_tokens = 0;
+  double queue_seconds = 0;       // waiting for a slot
+  double first_token_seconds = 0; // from submit() to the first sampled token
+  double seconds = 0;             // from submit() to the end
+};
+
+struct Request {
+  std::vector<int32_t> prompt;  // tokens, BOS included when the model wants one
+  int64_t max_tokens = -1;      // generated tokens at most; < 1: until the end of the text or the slot's context
+  SamplerOptions sampler;
+  std::vector<std::string> stop;  // stop strings: the text ends before the first that appears
+  bool stop_at_eos = true;
+  // Each piece of text as it completes (never empty); false: the client is gone, stop.
+  std::function<bool(std::string_view piece)> on_text;
+  // Once, at the end, whatever happened (also when the engine shuts down).
+  std::function<void(const Outcome&)> on_done;
+  // Set from any thread to stop the request at the next step.
+  std::shared_ptr<std::atomic<bool>> cancel;
+};
+
+// Live figures of the engine, for /metrics.
+struct EngineStats {
+  int slots = 0;
+  int active = 0;
+  int queued = 0;
+  uint64_t requests_done = 0;
+  uint64_t prompt_tokens = 0;     // evaluated (cached ones not counted)
+  uint64_t generated_tokens = 0;
+  uint64_t steps = 0;
+  double tokens_per_second = 0;   // generated over the last few seconds
+  std::string last_error;         // the last failed step's error, empty if none
+};
+
+class Engine {
+ public:
+  // Fails when the placement's context does not give each slot a position.
+  static StatusOr<std::unique_ptr<Engine>> create(const LlamaModel& model, ModelPlacement& placement,
+                                                  EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. out_of_memory when every slot is busy and the queue is full; invalid_argument
+  // for an empty prompt, a token outside the vocabulary, a prompt that does
+  // not fit a slot's context, or sampler options out of range. On success
+  // on_done will be called exactly once.
+  Status submit(Request request);
+
+  // Positions one slot holds: the longest prompt plus reply a request can have.
+  int64_t slot_context() const { return gen_->seq_ctx(); }
+  EngineStats stats() const;
+  const LlamaModel& model() const { return model_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  struct Slot;
+  struct Pending;
+  Engine(const LlamaModel& model, ModelPlacement& placement, EngineOptions options);
+  void loop();
+  // Moves queued requests into free slots (the one holding the longest prefix of each prompt).
+  void admit();
+  // One batched step over the active slots; false when there was nothing to do.
+  bool step();
+  void finish(Slot& slot, Finish finish, Status status = Status());
+  void note_generated(int64_t n);
+
+  const LlamaModel& model_;
+  EngineOptions options_;
+  std::unique_ptr<Generator> gen_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // used by the engine's thread only
+  uint64_t admitted_ = 0;                      // requests admitted so far (the engine's thread)
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::unique_ptr<Pending>> queue_;  // guarded by mu_
+  bool stopping_ = false;                       // guarded by mu_
+  EngineStats stats_;                           // guarded by mu_ (slots, queued, active kept current)
+  std::deque<std::pair<double, int64_t>> recent_;  // guarded by mu_: (time, tokens) of the last steps
+  std::thread thread_;
+};
+
+}  // namespace tensorpc::serve

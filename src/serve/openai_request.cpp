@@ -1,0 +1,260 @@
+// OpenAI request bodies; see openai_request.h. This file reads the fields
+// that shape the answer (length, sampling, stop strings, streaming) and
+// refuses the features we do not have; request_input.cpp reads what the
+// model is given (messages or prompt).
+#include "serve/openai_request.h"
+
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "serve/json_fields.h"
+#include "serve/request_input.h"
+
+namespace tensorpc::serve {
+namespace {
+
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+constexpr NumberRange kTemperature{0.0, 2.0, true, true, "between 0 and 2"};
+constexpr NumberRange kTopP{0.0, 1.0, false, true, "greater than 0 and at most 1"};
+constexpr NumberRange kMinP{0.0, 1.0, true, true, "between 0 and 1"};
+constexpr NumberRange kRepeatPenalty{0.0, kInfinity, false, false, "greater than 0"};
+constexpr NumberRange kOpenAiPenalty{-2.0, 2.0, true, true, "between -2 and 2"};
+
+constexpr size_t kMaxStopStrings = 4;
+
+// max_tokens, or max_completion_tokens (OpenAI's newer name) when both are given.
+Problem read_max_tokens(const json& body, int64_t* out) {
+  int64_t max_tokens = -1;
+  int64_t max_completion_tokens = -1;
+  bool completion_given = false;
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_integer_field(body, "max_tokens", 1, kInt64Max, ">= 1", &max_tokens));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_integer_field(body, "max_completion_tokens", 1, kInt64Max, ">= 1",
+                                                      &max_completion_tokens, &completion_given));
+  *out = completion_given ? max_completion_tokens : max_tokens;
+  return std::nullopt;
+}
+
+// The sampler's options: OpenAI's defaults, then what the request sets.
+Problem read_sampling(const json& body, uint64_t default_seed, CompletionRequest* request) {
+  SamplerOptions& sampler = request->sampler;
+  double temperature = 1.0;
+  double top_p = 1.0;
+  double min_p = 0.0;
+  int64_t top_k = 0;
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_number_field(body, "temperature", kTemperature, &temperature));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_number_field(body, "top_p", kTopP, &top_p));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_integer_field(body, "top_k", 0, kInt32Max, ">= 0", &top_k));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_number_field(body, "min_p", kMinP, &min_p));
+  sampler.temperature = static_cast<float>(temperature);
+  sampler.top_p = static_cast<float>(top_p);
+  sampler.top_k = static_cast<int>(top_k);
+  sampler.min_p = static_cast<float>(min_p);
+
+  // llama.cpp calls it repeat_penalty, vLLM and transformers repetition_penalty.
+  double repeat_penalty = 1.0;
+  double repetition_penalty = 1.0;
+  bool repeat_given = false;
+  bool repetition_given = false;
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(
+      read_number_field(body, "repeat_penalty", kRepeatPenalty, &repeat_penalty, &repeat_given));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(
+      read_number_field(body, "repetition_penalty", kRepeatPenalty, &repetition_penalty, &repetition_given));
+  if (repeat_given && repetition_given && repeat_penalty != repetition_penalty) {
+    return invalid_request("invalid_value", "repetition_penalty",
+                           "'repeat_penalty' and 'repetition_penalty' are one setting: give one of them, or the "
+                           "same value in both");
+  }
+  sampler.repeat_penalty = static_cast<float>(repetition_given ? repetition_penalty : repeat_penalty);
+
+  int64_t seed = 0;
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_integer_field(body, "seed", kInt64Min, kInt64Max, "between -2^63 and 2^63 - 1",
+                                                      &seed, &request->seed_given));
+  sampler.seed = request->seed_given ? static_cast<uint64_t>(seed) : default_seed;
+
+  // Accepted, as OpenAI's clients send them, and not applied.
+  double ignored = 0.0;
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_number_field(body, "frequency_penalty", kOpenAiPenalty, &ignored));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_number_field(body, "presence_penalty", kOpenAiPenalty, &ignored));
+
+  // Whatever got past the checks above but not the sampler's own (a top_p
+  // too small for a float, say) is still the client's mistake.
+  if (Status status = sampler.validate(); !status.ok()) {
+    return invalid_request("invalid_value", "", status.message());
+  }
+  return std::nullopt;
+}
+
+Problem read_stop_string(const json& value, const std::string& param, std::vector<std::string>* out) {
+  std::string stop;
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_string(value, param, &stop));
+  if (stop.empty()) return invalid_request("invalid_value", param, "'" + param + "' must not be an empty string");
+  out->push_back(std::move(stop));
+  return std::nullopt;
+}
+
+// "stop": one string, or an array of up to four.
+Problem read_stop(const json& body, std::vector<std::string>* out) {
+  const json* stop = field(body, "stop");
+  if (stop == nullptr) return std::nullopt;
+  if (stop->is_string()) return read_stop_string(*stop, "stop", out);
+  if (!stop->is_array()) return wrong_type("stop", "a string or an array of strings", *stop);
+  if (stop->size() > kMaxStopStrings) {
+    return invalid_request(
+        "invalid_value", "stop",
+        "'stop' may hold at most " + std::to_string(kMaxStopStrings) + " strings, not " + std::to_string(stop->size()));
+  }
+  for (size_t i = 0; i < stop->size(); ++i) {
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_stop_string((*stop)[i], "stop[" + std::to_string(i) + "]", out));
+  }
+  return std::nullopt;
+}
+
+// "stream" and "stream_options": include_usage is kept only when streaming,
+// the one case where it means anything.
+Problem read_streaming(const json& body, CompletionRequest* request) {
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_bool_field(body, "stream", &request->stream));
+  const json* options = field(body, "stream_options");
+  if (options == nullptr) return std::nullopt;
+  if (!options->is_object()) return wrong_type("stream_options", "an object", *options);
+  bool include_usage = false;
+  if (const json* value = field(*options, "include_usage")) {
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_bool(*value, "stream_options.include_usage", &include_usage));
+  }
+  request->include_usage = request->stream && include_usage;
+  return std::nullopt;
+}
+
+// A field whose only supported value is `one` (n, best_of).
+Problem require_one(const json& body, const char* name) {
+  int64_t value = 1;
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_integer_field(body, name, kInt64Min, kInt64Max, "of 64 bits", &value));
+  if (value != 1) {
+    const std::string param = name;
+    return invalid_request("unsupported_value", param,
+                           "'" + param + "' is " + std::to_string(value) + ": only " + param + " = 1 is supported");
+  }
+  return std::nullopt;
+}
+
+// A list that must be empty (tools, functions): we have no tool calling.
+Problem require_empty_list(const json& body, const char* name) {
+  const json* list = field(body, name);
+  if (list == nullptr) return std::nullopt;
+  if (!list->is_array()) return wrong_type(name, "an array", *list);
+  if (!list->empty()) {
+    const std::string param = name;
+    return invalid_request("unsupported_parameter", param,
+                           "'" + param + "' is not supported: this server has no tool calling");
+  }
+  return std::nullopt;
+}
+
+// logprobs: false or absent. Chat sends a boolean, completions a count
+// (where even 0 asks for the chosen tokens' log probabilities).
+Problem refuse_logprobs(const json& body) {
+  if (const json* logprobs = field(body, "logprobs")) {
+    if (!logprobs->is_boolean() && !logprobs->is_number()) {
+      return wrong_type("logprobs", "a boolean or an integer", *logprobs);
+    }
+    if (!(logprobs->is_boolean() && !logprobs->get<bool>())) {
+      return invalid_request("unsupported_value", "logprobs", "'logprobs' is not supported: give false or null");
+    }
+  }
+  int64_t top_logprobs = 0;
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_integer_field(body, "top_logprobs", 0, kInt64Max, ">= 0", &top_logprobs));
+  if (top_logprobs != 0) {
+    return invalid_request("unsupported_value", "top_logprobs", "'top_logprobs' is not supported: give 0 or null");
+  }
+  return std::nullopt;
+}
+
+// response_format: only {"type": "text"}, the default.
+Problem refuse_response_format(const json& body) {
+  const json* format = field(body, "response_format");
+  if (format == nullptr) return std::nullopt;
+  if (!format->is_object()) return wrong_type("response_format", "an object", *format);
+  const json* type = field(*format, "type");
+  if (type == nullptr) return missing_field("response_format.type");
+  if (!type->is_string()) return wrong_type("response_format.type", "a string", *type);
+  if (*type != "text") {
+    return invalid_request("unsupported_value", "response_format",
+                           "'response_format' of type " + shown(*type) + " is not supported: only \"text\" is");
+  }
+  return std::nullopt;
+}
+
+Problem refuse_logit_bias(const json& body) {
+  const json* bias = field(body, "logit_bias");
+  if (bias == nullptr) return std::nullopt;
+  if (!bias->is_object()) return wrong_type("logit_bias", "an object", *bias);
+  if (!bias->empty()) return invalid_request("unsupported_parameter", "logit_bias", "'logit_bias' is not supported");
+  return std::nullopt;
+}
+
+// Completions' echo (only false) and suffix (only empty).
+Problem refuse_completion_extras(const json& body, CompletionRequest* request) {
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_bool_field(body, "echo", &request->echo));
+  if (request->echo) {
+    return invalid_request("unsupported_value", "echo", "'echo' is not supported: give false or leave it out");
+  }
+  std::string suffix;
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_string_field(body, "suffix", &suffix));
+  if (!suffix.empty()) return invalid_request("unsupported_parameter", "suffix", "'suffix' is not supported");
+  return require_one(body, "best_of");
+}
+
+// What OpenAI defines and we cannot give: refused by name, never ignored.
+Problem refuse_unsupported(const json& body, CompletionRequest* request) {
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(require_one(body, "n"));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_logprobs(body));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(require_empty_list(body, "tools"));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(require_empty_list(body, "functions"));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_response_format(body));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_logit_bias(body));
+  if (request->endpoint == Endpoint::completion) {
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_completion_extras(body, request));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ApiError invalid_request(std::string code, std::string param, std::string message) {
+  ApiError error;
+  error.status = 400;
+  error.type = "invalid_request_error";
+  error.message = std::move(message);
+  error.code = std::move(code);
+  error.param = std::move(param);
+  return error;
+}
+
+std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endpoint, std::string_view body_text,
+                                                                   uint64_t default_seed) {
+  std::variant<json, ApiError> parsed = parse_json_object(body_text);
+  if (ApiError* error = std::get_if<ApiError>(&parsed)) return std::move(*error);
+  const json& body = std::get<json>(parsed);
+
+  CompletionRequest request;
+  request.endpoint = endpoint;
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_string_field(body, "model", &request.model));
+  if (endpoint == Endpoint::chat) {
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_messages(body, &request.messages));
+  } else {
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_prompt(body, &request));
+  }
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_max_tokens(body, &request.max_tokens));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_sampling(body, default_seed, &request));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_stop(body, &request.stop));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_streaming(body, &request));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_unsupported(body, &request));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_string_field(body, "user", &request.user));
+  return request;
+}
+
+}  // namespace tensorpc::serve

@@ -1,0 +1,65 @@
+// OpenAI response bodies: whole chat and text completions, the server-sent
+// events of a streamed one, errors and the model list, as the JSON text the
+// server writes.
+//
+// Generated text goes in as it is: bytes that are not valid UTF-8 come out
+// as U+FFFD, so formatting never fails and always gives valid JSON. Fields
+// come in OpenAI's order; ones we never fill (system_fingerprint) are left
+// out, and logprobs is null.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "serve/openai_request.h"
+
+namespace tensorpc::serve {
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+// "stop": the model ended (end of sequence, end of turn) or a stop string
+// appeared; "length": max_tokens ran out or the context is full.
+enum class FinishReason { stop, length };
+std::string_view finish_reason_name(FinishReason reason);
+
+// Whole (non-streamed) responses.
+// {"id","object":"chat.completion","created","model","choices":[{"index":0,"message":{"role":"assistant",
+//  "content":text},"logprobs":null,"finish_reason":...}],"usage":{"prompt_tokens","completion_tokens","total_tokens"}}
+std::string chat_completion_json(std::string_view id, int64_t created, std::string_view model, std::string_view text,
+                                 FinishReason finish, Usage usage);
+// {"id","object":"text_completion","created","model","choices":[{"index":0,"text":...,"logprobs":null,
+//  "finish_reason":...}],"usage":{...}}
+std::string text_completion_json(std::string_view id, int64_t created, std::string_view model, std::string_view text,
+                                 FinishReason finish, Usage usage);
+
+// Streaming: each returns one whole event, "data: {...}\n\n".
+//
+// A chat chunk's delta holds role "assistant" when `first`, and the content
+// `delta_text`; a chunk with `finish` (the last one with a choice) holds no
+// content unless `delta_text` is not empty, so it is usually {}. With
+// `include_usage_null` (the request's stream_options.include_usage) the
+// chunk carries "usage": null, as OpenAI's do before the usage chunk.
+std::string chat_chunk_event(std::string_view id, int64_t created, std::string_view model, std::string_view delta_text,
+                             bool first, std::optional<FinishReason> finish, bool include_usage_null);
+std::string text_chunk_event(std::string_view id, int64_t created, std::string_view model, std::string_view text,
+                             std::optional<FinishReason> finish, bool include_usage_null);
+// The last chunk when stream_options.include_usage: "choices": [] and the usage.
+std::string usage_chunk_event(Endpoint endpoint, std::string_view id, int64_t created, std::string_view model,
+                              Usage usage);
+// "data: [DONE]\n\n", the end of every stream.
+std::string_view done_event();
+
+// {"error":{"message","type","param":(string or null),"code":(string or null)}}
+std::string error_json(const ApiError& error);
+// An error met after a stream began, as an event: "data: {"error":{...}}\n\n".
+std::string error_event(const ApiError& error);
+
+// {"object":"list","data":[{"id","object":"model","created","owned_by"}]}
+std::string models_json(std::string_view model_id, int64_t created, std::string_view owned_by);
+
+}  // namespace tensorpc::serve

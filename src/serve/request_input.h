@@ -1,0 +1,18 @@
+// What a request gives the model: a chat's messages or a completion's
+// prompt, read out of the parsed body (see openai_request.h for the shapes
+// accepted). Private to tensorpc_serve_api, like json_fields.h.
+#pragma once
+
+#include <vector>
+
+#include "serve/json_fields.h"
+
+namespace tensorpc::serve {
+
+// "messages": required, not empty; each message's role and text content.
+Problem read_messages(const json& body, std::vector<ChatMessage>* out);
+
+// "prompt": required; sets prompt, or prompt_tokens and prompt_is_tokens.
+Problem read_prompt(const json& body, CompletionRequest* request);
+
+}  // namespace tensorpc::serve

@@ -1,0 +1,225 @@
+// The serving loop (serve/engine.h) on the bundled model: requests generated
+// together in slots give the text each gives alone and the text the plain
+// generation loop gives; the queue, cancellation, stop strings, token limits
+// and the reuse of a slot's cached prompt.
+#include "serve/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "model/generate.h"
+#include "tensorpc/cpu_device.h"
+#include "tensorpc/rpc_client.h"
+#include "tensorpc/server.h"
+
+namespace tensorpc::serve {
+namespace {
+
+std::string bundled() { return std::string(TENSORPC_SOURCE_DIR) + "/models/kjv-tiny.gguf"; }
+
+// One request's text and end, filled from the engine's thread.
+struct Collected {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string text;
+  std::optional<Outcome> outcome;
+  std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+
+  Request request(std::vector<int32_t> prompt, int64_t max_tokens) {
+    Request r;
+    r.prompt = std::move(prompt);
+    r.max_tokens = max_tokens;
+    r.sampler.temperature = 0;
+    r.cancel = cancel;
+    r.on_text = [this](std::string_view piece) {
+      std::lock_guard lock(mu);
+      text += piece;
+      return true;
+    };
+    r.on_done = [this](const Outcome& o) {
+      std::lock_guard lock(mu);
+      outcome = o;
+      cv.notify_all();
+    };
+    return r;
+  }
+  Outcome wait() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return outcome.has_value(); });
+    return *outcome;
+  }
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(bundled())) GTEST_SKIP() << bundled() << " is absent";
+    model = LlamaModel::open(bundled()).value();
+  }
+  // An engine of `parallel` slots of 128 positions on the local CPU.
+  std::unique_ptr<Engine> engine(int parallel, int queue = 16, int64_t n_batch = 32) {
+    PlacementOptions po;
+    po.n_ctx = 128 * parallel;
+    placement = ModelPlacement::create(*model, {&cpu}, po).value();
+    return Engine::create(*model, *placement, {.parallel = parallel, .n_batch = n_batch, .queue = queue}).value();
+  }
+  std::vector<int32_t> tokens(std::string_view text) const { return model->tokenizer().encode(text); }
+
+  CpuDevice cpu{{.threads = 2}};
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<ModelPlacement> placement;
+};
+
+const std::vector<std::string> kPrompts = {"In the beginning", "And God said", "The LORD is my shepherd",
+                                           "Blessed are the", "And it came to pass", "For God so loved",
+                                           "Now the serpent", "Let there be"};
+
+TEST_F(EngineTest, RequestsGeneratedTogetherGiveWhatEachGivesAloneAndWhatTheGenerationLoopGives) {
+  // Alone: the plain generation loop, greedy.
+  std::vector<std::string> alone;
+  {
+    PlacementOptions po;
+    po.n_ctx = 128;
+    auto p = ModelPlacement::create(*model, {&cpu}, po).value();
+    Generator gen(*model, *p);
+    GenerateOptions g;
+    g.n_predict = 24;
+    g.sampler.temperature = 0;
+    for (const std::string& prompt : kPrompts) alone.push_back(generate_text(gen, prompt, g).value().text);
+  }
+  // Together: eight requests on four slots, submitted at once.
+  auto e = engine(4);
+  std::vector<std::unique_ptr<Collected>> got;
+  for (const std::string& prompt : kPrompts) {
+    got.push_back(std::make_unique<Collected>());
+    ASSERT_TRUE(e->submit(got.back()->request(tokens(prompt), 24)).ok());
+  }
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const Outcome o = got[i]->wait();
+    EXPECT_EQ(o.finish, Finish::length) << kPrompts[i];
+    EXPECT_EQ(o.completion_tokens, 24);
+    EXPECT_EQ(o.prompt_tokens, static_cast<int64_t>(tokens(kPrompts[i]).size()));
+    EXPECT_EQ(got[i]->text, alone[i]) << kPrompts[i];
+  }
+  const EngineStats s = e->stats();
+  EXPECT_EQ(s.active, 0);
+  EXPECT_EQ(s.requests_done, kPrompts.size());
+  EXPECT_EQ(s.generated_tokens, 24 * kPrompts.size());
+  // Four at a time: far fewer steps than one request after another.
+  EXPECT_LT(s.steps, 24u * kPrompts.size() / 2);
+}
+
+TEST_F(EngineTest, APromptASlotStillHoldsIsNotEvaluatedAgain) {
+  auto e = engine(1);
+  Collected first, second;
+  ASSERT_TRUE(e->submit(first.request(tokens("In the beginning God created"), 8)).ok());
+  first.wait();
+  const uint64_t evaluated = e->stats().prompt_tokens;
+  ASSERT_TRUE(e->submit(second.request(tokens("In the beginning God created the heaven"), 8)).ok());
+  const Outcome o = second.wait();
+  // The first prompt at least (the reply's first words may match too).
+  EXPECT_GE(o.cached_tokens, static_cast<int64_t>(tokens("In the beginning God created").size()));
+  EXPECT_EQ(e->stats().prompt_tokens - evaluated, tokens("In the beginning God created the heaven").size() -
+                                                       static_cast<size_t>(o.cached_tokens));
+  // The same text as from an empty slot.
+  e.reset();
+  auto fresh = engine(1);
+  Collected third;
+  ASSERT_TRUE(fresh->submit(third.request(tokens("In the beginning God created the heaven"), 8)).ok());
+  EXPECT_EQ(third.wait().cached_tokens, 0);
+  EXPECT_EQ(second.text, third.text);
+}
+
+TEST_F(EngineTest, AFullQueueRefusesAndACancelledRequestFreesItsSlot) {
+  auto e = engine(1, /*queue=*/1);
+  Collected running, waiting, refused;
+  ASSERT_TRUE(e->submit(running.request(tokens("In the beginning"), 100)).ok());
+  ASSERT_TRUE(e->submit(waiting.request(tokens("And God said"), 4)).ok());
+  const Status s = e->submit(refused.request(tokens("Let there be"), 4));
+  ASSERT_EQ(s.code(), StatusCode::out_of_memory) << s.to_string();
+  EXPECT_NE(s.message().find("--queue 1"), std::string::npos) << s.message();
+  running.cancel->store(true);
+  EXPECT_EQ(running.wait().finish, Finish::cancelled);
+  EXPECT_EQ(waiting.wait().finish, Finish::length);
+  EXPECT_EQ(e->stats().active, 0);
+}
+
+TEST_F(EngineTest, AStopStringEndsTheTextBeforeIt) {
+  auto e = engine(1);
+  Collected plain;
+  ASSERT_TRUE(e->submit(plain.request(tokens("In the beginning"), 24)).ok());
+  plain.wait();
+  ASSERT_GT(plain.text.size(), 12u);
+  const std::string stop = plain.text.substr(6, 4);
+  Collected cut;
+  Request r = cut.request(tokens("In the beginning"), 24);
+  r.stop = {stop};
+  ASSERT_TRUE(e->submit(std::move(r)).ok());
+  EXPECT_EQ(cut.wait().finish, Finish::stop);
+  EXPECT_EQ(cut.text, plain.text.substr(0, plain.text.find(stop)));
+}
+
+TEST_F(EngineTest, BadRequestsAreRefusedBeforeTheyQueue) {
+  auto e = engine(2);
+  Collected c;
+  EXPECT_EQ(e->submit(c.request({}, 4)).code(), StatusCode::invalid_argument);
+  EXPECT_EQ(e->submit(c.request({1, 999999}, 4)).code(), StatusCode::invalid_argument);
+  EXPECT_EQ(e->submit(c.request(std::vector<int32_t>(128, 5), 4)).code(), StatusCode::invalid_argument);
+  Request r = c.request(tokens("Let"), 4);
+  r.sampler.top_p = 2;
+  EXPECT_EQ(e->submit(std::move(r)).code(), StatusCode::invalid_argument);
+  EXPECT_EQ(e->slot_context(), 128);
+}
+
+TEST_F(EngineTest, AReplyStopsAtTheEndOfItsSlotsContext) {
+  auto e = engine(2);
+  Collected c;
+  const std::vector<int32_t> prompt(120, tokens("And")[1]);
+  ASSERT_TRUE(e->submit(c.request(prompt, 100)).ok());
+  const Outcome o = c.wait();
+  EXPECT_EQ(o.finish, Finish::length);
+  // The last token sampled needs no position of its own.
+  EXPECT_EQ(o.completion_tokens, 128 - 120 + 1);
+}
+
+TEST_F(EngineTest, OverTwoServersTheTextEqualsTheLocalText) {
+  std::vector<std::unique_ptr<Server>> servers;
+  std::vector<std::unique_ptr<Device>> remote;
+  std::vector<Device*> devices;
+  for (int i = 0; i < 2; ++i) {
+    ServerOptions so;
+    so.port = 0;
+    so.devices = {std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu0", .threads = 1})};
+    servers.push_back(Server::start(so).value());
+    remote.push_back(remote_device("127.0.0.1:" + std::to_string(servers.back()->port()), 0));
+    devices.push_back(remote.back().get());
+  }
+  // A model is placed once at a time: the servers get a second copy.
+  auto copy = LlamaModel::open(bundled()).value();
+  PlacementOptions po;
+  po.n_ctx = 128 * 3;
+  auto p = ModelPlacement::create(*copy, devices, po).value();
+  auto over = Engine::create(*copy, *p, {.parallel = 3}).value();
+  auto here = engine(3);
+  std::vector<std::unique_ptr<Collected>> a, b;
+  for (size_t i = 0; i < 5; ++i) {
+    a.push_back(std::make_unique<Collected>());
+    b.push_back(std::make_unique<Collected>());
+    ASSERT_TRUE(over->submit(a.back()->request(tokens(kPrompts[i]), 16)).ok());
+    ASSERT_TRUE(here->submit(b.back()->request(tokens(kPrompts[i]), 16)).ok());
+  }
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(a[i]->wait().finish, Finish::length) << a[i]->outcome->status.to_string();
+    b[i]->wait();
+    EXPECT_EQ(a[i]->text, b[i]->text) << kPrompts[i];
+  }
+  over.reset();
+  p.reset();
+}
+
+}  // namespace
+}  // namespace tensorpc::serve
