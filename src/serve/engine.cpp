@@ -62,6 +62,7 @@ Engine::Engine(const LlamaModel& model, ModelPlacement& placement, EngineOptions
   go.n_batch = options.n_batch;
   go.kv_granularity = options.kv_granularity;
   gen_ = std::make_unique<Generator>(model, placement, go);
+  slot_context_ = gen_->seq_ctx();
   for (int i = 0; i < options.parallel; ++i) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->seq = i;
@@ -164,8 +165,14 @@ void Engine::admit() {
       p = std::move(queue_.front());
       queue_.pop_front();
       stats_.queued = static_cast<int>(queue_.size());
+      ++stats_.active;  // in the same breath: submit() never sees it neither queued nor active
     }
     if (p->req.cancel->load()) {
+      {
+        std::lock_guard lock(mu_);
+        --stats_.active;
+        ++stats_.requests_done;
+      }
       if (p->req.on_done) p->req.on_done(cancelled());
       continue;
     }
@@ -200,8 +207,6 @@ void Engine::admit() {
     slot.text.emplace(model_.tokenizer(), /*sequence_start=*/false, /*special=*/false);
     slot.stops.emplace(p->req.stop);
     slot.active = std::move(p);
-    std::lock_guard lock(mu_);
-    ++stats_.active;
   }
 }
 

@@ -106,7 +106,7 @@ class Engine {
   Status submit(Request request);
 
   // Positions one slot holds: the longest prompt plus reply a request can have.
-  int64_t slot_context() const { return gen_->seq_ctx(); }
+  int64_t slot_context() const { return slot_context_; }
   EngineStats stats() const;
   const LlamaModel& model() const { return model_; }
   const EngineOptions& options() const { return options_; }
@@ -125,7 +125,8 @@ class Engine {
 
   const LlamaModel& model_;
   EngineOptions options_;
-  std::unique_ptr<Generator> gen_;
+  std::unique_ptr<Generator> gen_;  // used by the engine's thread only
+  int64_t slot_context_ = 0;        // gen_->seq_ctx(), read from any thread
   std::vector<std::unique_ptr<Slot>> slots_;  // used by the engine's thread only
   uint64_t admitted_ = 0;                      // requests admitted so far (the engine's thread)
 

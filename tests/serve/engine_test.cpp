@@ -92,8 +92,8 @@ TEST_F(EngineTest, RequestsGeneratedTogetherGiveWhatEachGivesAloneAndWhatTheGene
     for (const std::string& prompt : kPrompts) alone.push_back(generate_text(gen, prompt, g).value().text);
   }
   // Together: eight requests on four slots, submitted at once.
+  std::vector<std::unique_ptr<Collected>> got;  // before the engine, which may call them until it ends
   auto e = engine(4);
-  std::vector<std::unique_ptr<Collected>> got;
   for (const std::string& prompt : kPrompts) {
     got.push_back(std::make_unique<Collected>());
     ASSERT_TRUE(e->submit(got.back()->request(tokens(prompt), 24)).ok());
@@ -114,8 +114,8 @@ TEST_F(EngineTest, RequestsGeneratedTogetherGiveWhatEachGivesAloneAndWhatTheGene
 }
 
 TEST_F(EngineTest, APromptASlotStillHoldsIsNotEvaluatedAgain) {
+  Collected first, second, third;
   auto e = engine(1);
-  Collected first, second;
   ASSERT_TRUE(e->submit(first.request(tokens("In the beginning God created"), 8)).ok());
   first.wait();
   const uint64_t evaluated = e->stats().prompt_tokens;
@@ -128,16 +128,18 @@ TEST_F(EngineTest, APromptASlotStillHoldsIsNotEvaluatedAgain) {
   // The same text as from an empty slot.
   e.reset();
   auto fresh = engine(1);
-  Collected third;
   ASSERT_TRUE(fresh->submit(third.request(tokens("In the beginning God created the heaven"), 8)).ok());
   EXPECT_EQ(third.wait().cached_tokens, 0);
   EXPECT_EQ(second.text, third.text);
 }
 
 TEST_F(EngineTest, AFullQueueRefusesAndACancelledRequestFreesItsSlot) {
-  auto e = engine(1, /*queue=*/1);
   Collected running, waiting, refused;
-  ASSERT_TRUE(e->submit(running.request(tokens("In the beginning"), 100)).ok());
+  auto e = engine(1, /*queue=*/1);
+  // Held until cancelled: no end of text, more tokens than the context.
+  Request hold = running.request(tokens("In the beginning"), 1000);
+  hold.stop_at_eos = false;
+  ASSERT_TRUE(e->submit(std::move(hold)).ok());
   ASSERT_TRUE(e->submit(waiting.request(tokens("And God said"), 4)).ok());
   const Status s = e->submit(refused.request(tokens("Let there be"), 4));
   ASSERT_EQ(s.code(), StatusCode::out_of_memory) << s.to_string();
@@ -149,13 +151,12 @@ TEST_F(EngineTest, AFullQueueRefusesAndACancelledRequestFreesItsSlot) {
 }
 
 TEST_F(EngineTest, AStopStringEndsTheTextBeforeIt) {
+  Collected plain, cut;
   auto e = engine(1);
-  Collected plain;
   ASSERT_TRUE(e->submit(plain.request(tokens("In the beginning"), 24)).ok());
   plain.wait();
   ASSERT_GT(plain.text.size(), 12u);
   const std::string stop = plain.text.substr(6, 4);
-  Collected cut;
   Request r = cut.request(tokens("In the beginning"), 24);
   r.stop = {stop};
   ASSERT_TRUE(e->submit(std::move(r)).ok());
@@ -164,8 +165,8 @@ TEST_F(EngineTest, AStopStringEndsTheTextBeforeIt) {
 }
 
 TEST_F(EngineTest, BadRequestsAreRefusedBeforeTheyQueue) {
-  auto e = engine(2);
   Collected c;
+  auto e = engine(2);
   EXPECT_EQ(e->submit(c.request({}, 4)).code(), StatusCode::invalid_argument);
   EXPECT_EQ(e->submit(c.request({1, 999999}, 4)).code(), StatusCode::invalid_argument);
   EXPECT_EQ(e->submit(c.request(std::vector<int32_t>(128, 5), 4)).code(), StatusCode::invalid_argument);
@@ -176,8 +177,8 @@ TEST_F(EngineTest, BadRequestsAreRefusedBeforeTheyQueue) {
 }
 
 TEST_F(EngineTest, AReplyStopsAtTheEndOfItsSlotsContext) {
-  auto e = engine(2);
   Collected c;
+  auto e = engine(2);
   const std::vector<int32_t> prompt(120, tokens("And")[1]);
   ASSERT_TRUE(e->submit(c.request(prompt, 100)).ok());
   const Outcome o = c.wait();
@@ -187,6 +188,7 @@ TEST_F(EngineTest, AReplyStopsAtTheEndOfItsSlotsContext) {
 }
 
 TEST_F(EngineTest, OverTwoServersTheTextEqualsTheLocalText) {
+  std::vector<std::unique_ptr<Collected>> a, b;  // before the engines, which may call them until they end
   std::vector<std::unique_ptr<Server>> servers;
   std::vector<std::unique_ptr<Device>> remote;
   std::vector<Device*> devices;
@@ -205,7 +207,6 @@ TEST_F(EngineTest, OverTwoServersTheTextEqualsTheLocalText) {
   auto p = ModelPlacement::create(*copy, devices, po).value();
   auto over = Engine::create(*copy, *p, {.parallel = 3}).value();
   auto here = engine(3);
-  std::vector<std::unique_ptr<Collected>> a, b;
   for (size_t i = 0; i < 5; ++i) {
     a.push_back(std::make_unique<Collected>());
     b.push_back(std::make_unique<Collected>());
