@@ -156,6 +156,24 @@ void Engine::loop() {
 }
 
 void Engine::admit() {
+  // Requests whose client went away while they waited leave the queue, slot or no slot.
+  std::vector<std::unique_ptr<Pending>> gone;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if ((*it)->req.cancel->load()) {
+        gone.push_back(std::move(*it));
+        it = queue_.erase(it);
+        ++stats_.requests_done;
+      } else {
+        ++it;
+      }
+    }
+    stats_.queued = static_cast<int>(queue_.size());
+  }
+  for (auto& p : gone) {
+    if (p->req.on_done) p->req.on_done(cancelled());
+  }
   for (;;) {
     std::unique_ptr<Pending> p;
     {

@@ -149,7 +149,8 @@ void HttpServer::Routes::install(httplib::Server& http) {
       send_error(res, api_error(413, "invalid_request_error", "body_too_large", "the request body is too large"));
     } else {
       send_error(res, api_error(res.status, res.status >= 500 ? "server_error" : "invalid_request_error", "",
-                                "HTTP " + std::to_string(res.status)));
+                                res.status == 400 ? "the HTTP request is malformed (a POST needs a JSON body)"
+                                                  : "HTTP " + std::to_string(res.status)));
     }
   });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -317,7 +318,11 @@ void HttpServer::Routes::completion(Endpoint endpoint, const httplib::Request& r
           return false;
         }
         if (!done) {
-          if (sink.is_writable()) return true;
+          // Nothing to say for a while (waiting for a slot, a slow step): an SSE
+          // comment, which clients skip, and whose write fails once the client is gone.
+          static constexpr std::string_view kPing = ": ping\n\n";
+          if (text.empty() && sink.is_writable() && sink.write(kPing.data(), kPing.size())) return true;
+          if (!text.empty() && sink.is_writable()) return true;
           ex->cancel->store(true);
           return false;
         }

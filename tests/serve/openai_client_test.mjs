@@ -1,0 +1,187 @@
+// `tensorpc serve` through the official OpenAI client for Node (the `openai`
+// npm package, v4 API):
+//
+//   node tests/serve/openai_client_test.mjs BASE_URL [KEYED_URL KEY]
+//
+// BASE_URL is a serve without a key; KEYED_URL one started with --api-key KEY.
+// Each case prints one line; the first failure exits 1 with the reason.
+// Checks, in order:
+//   - models.list() lists the served model;
+//   - a chat completion at temperature 0 has text, a finish_reason and usage;
+//   - the same chat streamed (`for await`) comes in 2 or more content chunks
+//     whose concatenation is the non-streamed answer, with the same finish_reason;
+//   - with stream_options.include_usage the last chunk carries the usage;
+//   - completions.create equals the same completion fetched as plain JSON,
+//     and its stream concatenates to it;
+//   - with KEYED_URL: the right key is served, a wrong key throws
+//     AuthenticationError (401);
+//   - a malformed request (temperature "hot", messages missing) throws
+//     BadRequestError (400) naming the field.
+//
+// The package is found in TENSORPC_NPM_DIR (an `npm install --prefix` folder)
+// when set, else as usual: ESM imports ignore NODE_PATH, so it is required
+// from a path inside that folder.
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+function exitFailed(message) {
+  console.error(`openai client test FAILED: ${message}`);
+  process.exit(1);
+}
+
+function loadOpenAI() {
+  const dir = process.env.TENSORPC_NPM_DIR;
+  const require = createRequire(dir ? path.join(path.resolve(dir), 'index.js') : import.meta.url);
+  try {
+    const mod = require('openai');
+    return mod.OpenAI ?? mod.default ?? mod;
+  } catch (e) {
+    exitFailed(`the openai package is not found (${dir ? `TENSORPC_NPM_DIR=${dir}` : 'set TENSORPC_NPM_DIR'}): ${e.message}`);
+  }
+}
+
+const [baseUrl, keyedUrl, key] = process.argv.slice(2);
+if (!baseUrl || (keyedUrl && !key)) exitFailed('usage: node openai_client_test.mjs BASE_URL [KEYED_URL KEY]');
+const OpenAI = loadOpenAI();
+// No retries: a 5xx must show, not be hidden behind a second try.
+const client = new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+
+const MAX_TOKENS = 16;
+const MESSAGES = [{ role: 'user', content: 'Who made the heaven and the earth?' }];
+const PROMPT = 'And God said, Let there be light';
+
+async function check(name, body) {
+  try {
+    await body();
+  } catch (e) {
+    exitFailed(`${name}: ${e.stack || e.message}`);
+  }
+  console.log(`ok   ${name}`);
+}
+
+// Runs `body`, which must throw an instance of `errorClass` with `status`; returns the error.
+async function expectThrows(errorClass, status, body) {
+  let thrown = null;
+  try {
+    await body();
+  } catch (e) {
+    thrown = e;
+  }
+  assert.ok(thrown, `expected ${errorClass.name}, but the call succeeded`);
+  assert.ok(thrown instanceof errorClass, `expected ${errorClass.name}, got ${thrown.constructor.name}: ${thrown.message}`);
+  assert.equal(thrown.status, status);
+  return thrown;
+}
+
+function checkUsage(usage, what) {
+  assert.ok(usage, `${what}: no usage`);
+  assert.ok(usage.prompt_tokens > 0, `${what}: prompt_tokens ${usage.prompt_tokens}`);
+  assert.ok(usage.completion_tokens > 0 && usage.completion_tokens <= MAX_TOKENS,
+    `${what}: completion_tokens ${usage.completion_tokens} not in 1..${MAX_TOKENS}`);
+  assert.equal(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens, `${what}: total_tokens`);
+}
+
+let model = '';
+await check('models.list() lists the served model', async () => {
+  const ids = [];
+  for await (const m of client.models.list()) ids.push(m.id);
+  assert.equal(ids.length, 1, `models: ${JSON.stringify(ids)}`);
+  model = ids[0];
+  assert.ok(model.length > 0);
+});
+
+let chat = null;
+await check('a chat completion at temperature 0 has text, finish_reason and usage', async () => {
+  chat = await client.chat.completions.create({ model, messages: MESSAGES, temperature: 0, max_tokens: MAX_TOKENS });
+  assert.equal(chat.object, 'chat.completion');
+  assert.equal(chat.model, model);
+  assert.equal(chat.choices.length, 1);
+  const choice = chat.choices[0];
+  assert.equal(choice.message.role, 'assistant');
+  assert.equal(typeof choice.message.content, 'string');
+  assert.ok(choice.message.content.trim().length > 0, 'the answer is empty');
+  assert.ok(['stop', 'length'].includes(choice.finish_reason), `finish_reason ${choice.finish_reason}`);
+  checkUsage(chat.usage, 'chat');
+});
+
+await check('a streamed chat comes chunk by chunk and adds up to the non-streamed answer', async () => {
+  const stream = await client.chat.completions.create({
+    model, messages: MESSAGES, temperature: 0, max_tokens: MAX_TOKENS, stream: true,
+  });
+  const pieces = [];
+  let finish = null;
+  for await (const chunk of stream) {
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    const choice = chunk.choices[0];
+    if (!choice) continue;
+    if (choice.delta?.content) pieces.push(choice.delta.content);
+    if (choice.finish_reason) finish = choice.finish_reason;
+  }
+  assert.ok(pieces.length >= 2, `${pieces.length} content chunk(s): ${JSON.stringify(pieces)}`);
+  assert.equal(pieces.join(''), chat.choices[0].message.content);
+  assert.equal(finish, chat.choices[0].finish_reason);
+});
+
+await check('with stream_options.include_usage the last chunk has the usage', async () => {
+  const stream = await client.chat.completions.create({
+    model, messages: MESSAGES, temperature: 0, max_tokens: MAX_TOKENS, stream: true,
+    stream_options: { include_usage: true },
+  });
+  const chunks = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  assert.ok(chunks.length >= 3, `${chunks.length} chunks`);
+  const last = chunks.at(-1);
+  assert.deepEqual(last.choices, [], 'the usage chunk has choices');
+  checkUsage(last.usage, 'the last chunk');
+  assert.deepEqual(last.usage, chat.usage, 'streamed usage differs from the non-streamed one');
+  for (const c of chunks.slice(0, -1)) assert.ok(!c.usage, `an earlier chunk has usage: ${JSON.stringify(c)}`);
+});
+
+await check('completions.create equals the plain-JSON completion, streamed or not', async () => {
+  const request = { model, prompt: PROMPT, temperature: 0, max_tokens: MAX_TOKENS };
+  const viaPackage = await client.completions.create(request);
+  const res = await fetch(`${baseUrl}/v1/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(request),
+  });
+  assert.equal(res.status, 200);
+  const plain = await res.json();
+  assert.equal(viaPackage.object, 'text_completion');
+  const text = viaPackage.choices[0].text;
+  assert.ok(text.trim().length > 0, 'the completion is empty');
+  assert.equal(text, plain.choices[0].text);
+  assert.equal(viaPackage.choices[0].finish_reason, plain.choices[0].finish_reason);
+  checkUsage(viaPackage.usage, 'completion');
+
+  const stream = await client.completions.create({ ...request, stream: true });
+  let streamed = '';
+  for await (const chunk of stream) streamed += chunk.choices[0]?.text ?? '';
+  assert.equal(streamed, text);
+});
+
+if (keyedUrl) {
+  await check('with --api-key, the right key is served', async () => {
+    const keyed = new OpenAI({ baseURL: `${keyedUrl}/v1`, apiKey: key, maxRetries: 0, timeout: 60_000 });
+    const page = await keyed.models.list();
+    assert.equal(page.data.length, 1);
+  });
+  await check('a wrong key throws AuthenticationError (401)', async () => {
+    const wrong = new OpenAI({ baseURL: `${keyedUrl}/v1`, apiKey: `${key}-wrong`, maxRetries: 0, timeout: 60_000 });
+    const e = await expectThrows(OpenAI.AuthenticationError, 401, () => wrong.models.list());
+    assert.equal(e.type, 'authentication_error');
+  });
+}
+
+await check('temperature "hot" throws BadRequestError (400) naming it', async () => {
+  const e = await expectThrows(OpenAI.BadRequestError, 400, () =>
+    client.chat.completions.create({ model, messages: MESSAGES, temperature: 'hot' }));
+  assert.equal(e.param, 'temperature');
+  assert.equal(e.type, 'invalid_request_error');
+});
+
+await check('a chat without messages throws BadRequestError (400) naming them', async () => {
+  const e = await expectThrows(OpenAI.BadRequestError, 400, () => client.chat.completions.create({ model }));
+  assert.equal(e.param, 'messages');
+});
+
+console.log('openai client test passed');
