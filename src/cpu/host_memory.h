@@ -5,8 +5,9 @@
 // fresh buffer — a model's weights arriving from the file, the network or a
 // server's weights cache — then faults once per 2 MiB instead of once per
 // 4 KiB, and kernels that stream weights miss the TLB far less. On a virtual
-// machine where a page fault costs microseconds, copying 126 MiB into a fresh
-// buffer drops from about 350 ms to about 20 ms (docs/performance.md). Where
+// machine where a page fault costs microseconds, filling 126 MiB of fresh
+// memory took 345–384 ms with 4 KiB pages and 108–163 ms with huge pages
+// (docs/performance.md, "Over the link, and warm loads"). Where
 // the kernel has no huge pages the advice is ignored and nothing else changes.
 // Smaller buffers come from aligned_alloc. Either way a new buffer's bytes
 // are zero: no session of a server sees what another left in memory.
@@ -60,8 +61,8 @@ class HostMemory {
 // next allocation of about their size.
 //
 // On a virtual machine the first touch of fresh pages costs the host's work
-// too: the same 126 MiB that fill in about 10 ms when the process had them
-// before take 100–350 ms when they are new (docs/performance.md). A model
+// too: the same 126 MiB that fill in about 11 ms when the process had them
+// before take 108–384 ms when they are new (docs/performance.md). A model
 // reloaded right after it was freed (a client reconnecting, the next run of
 // a job) then waits on page faults. take() hands back a kept mapping of
 // about the asked size, zeroed; give() keeps a mapping for `keep_for`, while
