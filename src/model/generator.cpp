@@ -90,6 +90,12 @@ StatusOr<std::vector<float>> Generator::eval_batch(std::span<const SequenceToken
 
 StatusOr<std::vector<float>> Generator::run(std::span<const int32_t> tokens, int64_t k, bool all_logits) {
   if (tokens.empty()) return invalid_argument("generator: no tokens to evaluate");
+  // Refused before any chunk runs, so a prompt too long leaves the sequence where it was.
+  const int64_t need = positions_[0] + static_cast<int64_t>(tokens.size());
+  if (need > seq_ctx()) {
+    return out_of_memory("generator: " + std::to_string(need) + " tokens do not fit the context of " +
+                         std::to_string(seq_ctx()));
+  }
   std::vector<float> logits;
   StepTokens in;
   for (size_t begin = 0; begin < tokens.size();) {

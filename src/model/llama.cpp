@@ -313,12 +313,8 @@ LlamaStep build_llama_step(Context& ctx, const LlamaHparams& hp, const LlamaWeig
 }
 
 std::vector<float> causal_mask(const std::vector<int32_t>& positions, int64_t n_kv, int64_t window) {
-  std::vector<float> mask(positions.size() * static_cast<size_t>(n_kv), -std::numeric_limits<float>::infinity());
-  for (size_t t = 0; t < positions.size(); ++t) {
-    const int64_t first = window > 0 ? std::max<int64_t>(0, positions[t] - window + 1) : 0;
-    for (int64_t j = first; j <= positions[t] && j < n_kv; ++j) mask[t * static_cast<size_t>(n_kv) + j] = 0.0f;
-  }
-  return mask;
+  // One sequence: its cells are its positions.
+  return batch_mask(std::vector<int32_t>(positions.size(), 0), positions, /*n_seq=*/1, n_kv, window);
 }
 
 std::vector<float> batch_mask(const std::vector<int32_t>& seqs, const std::vector<int32_t>& positions, int64_t n_seq,

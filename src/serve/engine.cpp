@@ -250,7 +250,7 @@ void Engine::finish(Slot& slot, Finish finish, Status status) {
   if (ended->req.on_done) ended->req.on_done(slot.outcome);
 }
 
-bool Engine::step() {
+void Engine::step() {
   const int64_t n_vocab = model_.hparams().n_vocab;
   const Tokenizer& tok = model_.tokenizer();
   for (auto& s : slots_) {
@@ -290,7 +290,7 @@ bool Engine::step() {
     batch.push_back({s->seq, std::span<const int32_t>(prompt.data() + s->fed, count)});
     budget -= static_cast<int64_t>(count);
   }
-  if (batch.empty()) return false;
+  if (batch.empty()) return;
 
   // Candidates picked on the device when every sampling slot can decide from a few.
   int64_t k = gen_->can_select_on_device() ? 1 : 0;
@@ -312,7 +312,7 @@ bool Engine::step() {
       (void)gen_->rewind(e.slot->seq, 0);
       finish(*e.slot, Finish::error, out.status());
     }
-    return true;
+    return;
   }
   const size_t stride = k > 0 ? static_cast<size_t>(2 * k) : static_cast<size_t>(n_vocab);
   std::vector<float> all_logits;  // read once, when some slot's candidates cannot decide
@@ -382,7 +382,6 @@ bool Engine::step() {
     }
     s.next = t;
   }
-  return true;
 }
 
 }  // namespace tensorpc::serve

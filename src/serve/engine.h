@@ -118,8 +118,8 @@ class Engine {
   void loop();
   // Moves queued requests into free slots (the one holding the longest prefix of each prompt).
   void admit();
-  // One batched step over the active slots; false when there was nothing to do.
-  bool step();
+  // One batched step over the active slots; nothing when none is active.
+  void step();
   void finish(Slot& slot, Finish finish, Status status = Status());
   void note_generated(int64_t n);
 

@@ -41,7 +41,7 @@ struct HttpOptions {
   size_t max_body = 4u << 20;   // bytes of a request body at most (413 beyond)
   std::string model_id;         // the name /v1/models lists and requests may give
   std::string tls_cert, tls_key;  // both set: HTTPS only
-  int threads = 0;              // connections served at once; 0: slots + queue + 8
+  int threads = 0;              // connections served at once; 0: 64
 };
 
 // Where each device is and what it holds, for /v1/cluster.

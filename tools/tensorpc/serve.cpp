@@ -108,12 +108,16 @@ int serve_command(const ServeOptions& o, std::FILE* out, std::FILE* err, std::at
     engine.reset();
     return code;
   };
+  // The model could not be served: /health says why until the listener stops.
+  const auto failed_loading = [&](const Status& s) {
+    server.set_failed(s.message());
+    fail(s.message());
+    return shut_down(1);
+  };
   server.set_loading("opening " + o.setup.model);
   auto opened = LlamaModel::open(o.setup.model);
   if (!opened.ok()) {
-    server.set_failed(opened.status().message());
-    fail(opened.status().message());
-    return shut_down(1);
+    return failed_loading(opened.status());
   }
   std::optional<ChatTemplate> chat_template;
   std::string template_error;
@@ -134,9 +138,7 @@ int serve_command(const ServeOptions& o, std::FILE* out, std::FILE* err, std::at
   server.set_loading("placing the model on its devices");
   auto p = place_model(std::move(opened).value(), setup, err);
   if (!p.ok()) {
-    server.set_failed(p.status().message());
-    fail(p.status().message());
-    return shut_down(1);
+    return failed_loading(p.status());
   }
   placed = std::move(p).value();
   serve::EngineOptions eo;
@@ -145,9 +147,7 @@ int serve_command(const ServeOptions& o, std::FILE* out, std::FILE* err, std::at
   eo.queue = o.queue;
   auto e = serve::Engine::create(*placed->model, *placed->placement, eo);
   if (!e.ok()) {
-    server.set_failed(e.status().message());
-    fail(e.status().message());
-    return shut_down(1);
+    return failed_loading(e.status());
   }
   engine = std::move(e).value();
 
