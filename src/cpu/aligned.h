@@ -59,5 +59,16 @@ const T* row_at(const void* base, int64_t r, size_t stride) {
   return reinterpret_cast<const T*>(static_cast<const char*>(base) + r * stride);
 }
 
+// The row a kernel prefetches while it reads rows [i, i + step) of M rows `stride` bytes long:
+// the first whole row at least kPrefetchAhead bytes on. A weight stream from DRAM needs that
+// much in flight to run at the memory's speed; the next row alone (a few hundred bytes for
+// K = 1024) left a thread's decode at about 0.6x of the read loop (docs/performance.md,
+// "Decode reads one weight row at a time").
+inline constexpr size_t kPrefetchAhead = 2048;
+inline int64_t prefetch_row(int64_t i, int64_t step, int64_t M, size_t stride) {
+  const auto rows = static_cast<int64_t>((kPrefetchAhead + stride - 1) / stride);
+  return std::min(i + step * std::max<int64_t>(1, (rows + step - 1) / step), M - 1);
+}
+
 }  // namespace
 }  // namespace tensorpc::cpu

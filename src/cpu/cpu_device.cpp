@@ -286,8 +286,8 @@ Status CpuDevice::compute(Graph& g) {
   const bool alone = nth > 1 && average_node_work(g) < options_.min_work_per_node_for_threads;
   cpu::Barrier barrier(alone ? 1 : nth);
   const std::vector<uint8_t> wait_before = alone ? std::vector<uint8_t>(g.nodes().size(), 0) : cpu::plan_barriers(g);
-  // One chunk counter per node, all zero: no reset (and no extra barrier) between nodes.
-  std::vector<std::atomic<int64_t>> chunk_counters(g.nodes().size());
+  // nth chunk counters per node, all zero: no reset (and no extra barrier) between nodes.
+  std::vector<std::atomic<int64_t>> chunk_counters(g.nodes().size() * static_cast<size_t>(nth));
   // A kernel that throws (its scratch did not fit in memory) fails this
   // compute: its thread aborts the barrier, the others finish the node they
   // are in and stop, and the caller gets a Status. The pool lives on.
@@ -308,7 +308,7 @@ Status CpuDevice::compute(Graph& g) {
       if (entry.kernel == nullptr || n->nelements() == 0) continue;  // an empty result has nothing to write
       if (wait_before[i]) barrier.wait();
       if (barrier.aborted()) return;
-      params.next_chunk = &chunk_counters[i];
+      params.next_chunk = &chunk_counters[i * static_cast<size_t>(nth)];
       try {
         if (cpu::take_injected_kernel_failure(n->op)) throw std::bad_alloc();
         entry.kernel(params, *n);

@@ -408,8 +408,9 @@ struct Q8Kernel {
 };
 
 // out[c * RA + r] = dot(weight row a[r], prepared activation row b[c]) over nb blocks.
-// pf[r] is the matching row of the next tile: prefetched alongside, because weight rows are
-// short (a few KiB) and the hardware prefetcher alone cannot keep several such streams busy.
+// pf[r] is the matching row of a tile about 2 KiB on (prefetch_row): prefetched alongside, because
+// weight rows are short (a few KiB) and the hardware prefetcher alone cannot keep several such
+// streams busy.
 template <typename Kernel, int RA, int CB>
 void quant_tile(int64_t nb, const uint8_t* const* a, const uint8_t* const* pf,
                 const typename Kernel::Prepared* const* b, float* out) {
@@ -452,9 +453,10 @@ void quant_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size
   const int64_t mr = std::min<int64_t>(RA, M - i);
   const uint8_t* a[RA];
   const uint8_t* next[RA];
+  const int64_t ahead = prefetch_row(i, RA, M, lda);
   for (int r = 0; r < RA; ++r) {
     a[r] = row_at<uint8_t>(A, i + std::min<int64_t>(r, mr - 1), lda);
-    next[r] = row_at<uint8_t>(A, std::min(i + RA + r, M - 1), lda);
+    next[r] = row_at<uint8_t>(A, std::min(ahead + r, M - 1), lda);
   }
   float out[4 * RA];
   for (int64_t j = 0; j < N; j += 4) {
@@ -483,7 +485,7 @@ void gemm_quant(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, cons
   if (prepared == nullptr) throw std::bad_alloc();
   for (int64_t j = 0; j < N; ++j) prepare(row_at<BlockQ8_0>(B, j, ldb), nb, prepared + j * groups);
   // Decode (N == 1): one weight row at a time, so the weights are read as one stream in
-  // address order (rows lie one after another); the next row is prefetched alongside.
+  // address order (rows lie one after another); a row about 2 KiB on is prefetched alongside.
   // Interleaving four rows (four streams) read about half as fast where that was measured
   // (docs/performance.md, "Decode reads one weight row at a time").
   // Otherwise two rows x four columns, so each unpacked weight group feeds 4 columns.

@@ -17,8 +17,8 @@
 // horizontal work until the end of the row. The unpacking and arranging are shared by every
 // activation row of a tile.
 //
-// Decode (N = 1) reads one weight row at a time, in address order, prefetching the next row
-// alongside (docs/performance.md, "Decode reads one weight row at a time"); N > 1 runs tiles of
+// Decode (N = 1) reads one weight row at a time, in address order, prefetching a row about 2 KiB
+// ahead alongside (docs/performance.md, "Decode reads one weight row at a time"); N > 1 runs tiles of
 // two rows by four activation rows so each unpacked group feeds four dot products.
 #pragma once
 
@@ -216,8 +216,9 @@ inline WeightCodes load_codes(const uint8_t* group) {
 }
 
 // out[c * RA + r] = dot(weight row a[r], prepared activation row b[c]) over nb weight blocks.
-// pf[r] is the matching row of the next tile, prefetched alongside: weight rows are short (a few
-// KiB) and the hardware prefetcher alone does not run far enough ahead of one such stream.
+// pf[r] is the matching row of a tile about 2 KiB on (prefetch_row), prefetched alongside: weight
+// rows are short (a few KiB) and the hardware prefetcher alone does not run far enough ahead of
+// one such stream.
 template <typename Format, int RA, int CB>
 void codes_tile(int64_t nb, const uint8_t* const* a, const uint8_t* const* pf, const PreparedGroup* const* b,
                 float* out) {
@@ -271,9 +272,10 @@ void codes_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size
   const int64_t mr = std::min<int64_t>(RA, M - i);
   const uint8_t* a[RA];
   const uint8_t* next[RA];
+  const int64_t ahead = prefetch_row(i, RA, M, lda);
   for (int r = 0; r < RA; ++r) {
     a[r] = row_at<uint8_t>(A, i + std::min<int64_t>(r, mr - 1), lda);
-    next[r] = row_at<uint8_t>(A, std::min(i + RA + r, M - 1), lda);
+    next[r] = row_at<uint8_t>(A, std::min(ahead + r, M - 1), lda);
   }
   float out[CB * RA];
   for (int64_t j = 0; j < N; j += CB) {

@@ -30,8 +30,9 @@ struct ComputeParams {
   size_t wsize = 0;
   Barrier* barrier = nullptr;
   const KernelTable* kernels = nullptr;
-  // A counter that starts at 0 for each node, shared by its threads: kernels
-  // that deal out chunks dynamically take the next one with fetch_add, so a
+  // nth counters that start at 0 for each node, shared by its threads: kernels
+  // that deal out chunks dynamically take the next one with fetch_add on the
+  // first (or keep one per thread's part, as mul_mat at decode does), so a
   // thread that is descheduled (a shared or busy machine) delays no one.
   std::atomic<int64_t>* next_chunk = nullptr;
 };

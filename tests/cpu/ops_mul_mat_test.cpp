@@ -189,6 +189,24 @@ TEST_P(MulMatTest, ReadsWeightsFromTheirOwnBuffer) {
   EXPECT_TRUE(all_near_each(run.read(c), want.value, want.tolerance));
 }
 
+// At decode each thread reads its own part of the weight rows and then takes
+// pieces from the far end of the others' parts. Five threads on this
+// machine's few cores are descheduled often, so parts are finished by other
+// threads; every row must still be computed exactly once, whatever the split.
+TEST_P(MulMatTest, DecodeRowsSplitIntoPartsAreEachComputedOnce) {
+  auto device = std::make_unique<CpuDevice>(
+      CpuDeviceOptions{.threads = 5, .portable_kernels = std::get<1>(GetParam()).portable_kernels,
+                       .min_work_per_node_for_threads = 0});
+  uint32_t seed = 700;
+  for (int64_t M : {4, 79, 80, 81, 1000, 1027})
+    for (int64_t N : {1, 2, 7}) {
+      for (int rep = 0; rep < 3; ++rep) {
+        check_mul_mat(*device, weight_type(), {256, M, 1, 1}, {256, N, 1, 1}, seed++);
+        if (HasFatalFailure()) return;
+      }
+    }
+}
+
 class MulMatKernelsTest : public ::testing::TestWithParam<DType> {
  protected:
   DType weight_type() const { return GetParam(); }
