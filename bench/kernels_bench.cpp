@@ -172,6 +172,8 @@ void BM_GemmPrefill(benchmark::State& state) {
   BENCHMARK(BM_GemmPrefill<DType::type>) \
       ->Name("BM_Gemm" name "Prefill")   \
       ->Args({4096, 4096})               \
+      ->Args({1024, 2816})               \
+      ->Args({2816, 1024})               \
       ->ArgNames({"K", "M"})             \
       ->Unit(benchmark::kMillisecond)
 PREFILL_BENCHMARK(q4_0, "Q4_0");
