@@ -9,6 +9,19 @@
 #include <cerrno>
 #include <cstring>
 
+#if defined(__x86_64__)
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own helpers (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#else
+#include <immintrin.h>
+#endif
+#endif
+
 #include "tensorpc/cpu_device.h"
 
 namespace tensorpc::tools {
@@ -53,7 +66,89 @@ void spin_for(std::chrono::nanoseconds d) {
   }
 }
 
+// Independent chains of multiply-adds: enough to cover an FMA's latency on
+// two pipes, few enough to stay in registers.
+constexpr int kChains = 12;
+constexpr double kPassSeconds = 0.05;
+
+// GFLOP/s of one thread running kChains chains of vector FMAs of `lanes`
+// floats for about kPassSeconds; `step(acc)` advances every chain once.
+template <typename Acc, typename Step>
+double fma_pass(Acc& acc, int lanes, const Step& step) {
+  const auto t0 = BenchClock::now();
+  uint64_t rounds = 0;
+  do {
+    for (int i = 0; i < 1024; ++i) step(acc);
+    rounds += 1024;
+  } while (seconds_since(t0) < kPassSeconds);
+  return static_cast<double>(rounds) * kChains * lanes * 2 / seconds_since(t0) / 1e9;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) double fma_pass_avx512() {
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(0.001f * static_cast<float>(c));
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
+  const double gflops = fma_pass(acc, 16, [&](__m512* v) {
+    for (int c = 0; c < kChains; ++c) v[c] = _mm512_fmadd_ps(v[c], a, b);
+  });
+  volatile float sink = 0;
+  for (int c = 0; c < kChains; ++c) sink = sink + _mm512_reduce_add_ps(acc[c]);
+  return gflops;
+}
+
+__attribute__((target("avx2,fma"))) double fma_pass_avx2() {
+  __m256 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(0.001f * static_cast<float>(c));
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
+  const double gflops = fma_pass(acc, 8, [&](__m256* v) {
+    for (int c = 0; c < kChains; ++c) v[c] = _mm256_fmadd_ps(v[c], a, b);
+  });
+  alignas(32) float out[8];
+  volatile float sink = 0;
+  for (int c = 0; c < kChains; ++c) {
+    _mm256_store_ps(out, acc[c]);
+    sink = sink + out[0];
+  }
+  return gflops;
+}
+#endif
+
+double fma_pass_scalar() {
+  float acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = 0.001f * static_cast<float>(c);
+  const double gflops = fma_pass(acc, 1, [](float* v) {
+    for (int c = 0; c < kChains; ++c) v[c] = v[c] * 0.999f + 1e-3f;
+  });
+  volatile float sink = 0;
+  for (float v : acc) sink = sink + v;
+  return gflops;
+}
+
+double fma_pass_best() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return fma_pass_avx512();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return fma_pass_avx2();
+#endif
+  return fma_pass_scalar();
+}
+
 }  // namespace
+
+double fma_peak_gflops(int threads) {
+  threads = std::max(1, threads);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<double> each(static_cast<size_t>(threads));
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) workers.emplace_back([&each, t] { each[static_cast<size_t>(t)] = fma_pass_best(); });
+    for (auto& w : workers) w.join();
+    double sum = 0;
+    for (double g : each) sum += g;
+    best = std::max(best, sum);
+  }
+  return best;
+}
 
 double memory_read_gbs(int threads) {
   threads = std::max(1, threads);

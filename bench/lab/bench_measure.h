@@ -31,6 +31,11 @@ StatusOr<double> median_of(int repetitions, const std::function<StatusOr<double>
 // against (decode reads every weight once per token).
 double memory_read_gbs(int threads);
 
+// GFLOP/s of `threads` threads doing nothing but independent fused
+// multiply-adds on the widest vectors the CPU has (AVX-512, AVX2 or none),
+// the best of three passes: the peak prefill's matrix work is held against.
+double fma_peak_gflops(int threads);
+
 // A server in this process on 127.0.0.1 (its own threads, a real TCP
 // socket) with `devices` CPU devices of `threads_per_device` threads each
 // (devices 0: the server's default, one CPU device with every core), and

@@ -24,6 +24,16 @@ std::string prefill_prompt(const LlamaModel& model) {
   return prompt;
 }
 
+// Multiply-adds (times 2) of one prompt token's matrix products: every layer
+// weight once. The embedding is a row lookup, and the output projection runs
+// for the last token of a prompt only.
+double prefill_flops_per_token(const LlamaModel& model) {
+  const LlamaWeights& w = model.weights();
+  uint64_t params = model.parameter_count() - static_cast<uint64_t>(w.tok_embd->nelements());
+  if (w.output != nullptr && w.output != w.tok_embd) params -= static_cast<uint64_t>(w.output->nelements());
+  return 2.0 * static_cast<double>(params);
+}
+
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / name).string();
 }
@@ -80,6 +90,7 @@ StatusOr<std::vector<Figure>> bench_quantized_models(const std::vector<std::stri
   o.prompt = prefill_prompt(*base);
   TENSORPC_ASSIGN_OR_RETURN(auto on_base, GenerationLayout::prepare(*base, {}, o));
   const double mem = memory_read_gbs(o.threads);
+  const double peak = fma_peak_gflops(o.threads);
 
   std::vector<Figure> figures;
   for (const std::string& mix : mixes) {
@@ -105,6 +116,15 @@ StatusOr<std::vector<Figure>> bench_quantized_models(const std::vector<std::stri
                        .baseline = mem,
                        .baseline_name = "memory read loop, " + std::to_string(o.threads) + " threads",
                        .target = Target{.bound = Target::Bound::at_least, .limit = 0.6}});
+    figures.push_back({.id = id + "prefill_gflops",
+                       .name = "random 250M " + mix + ": prefill matrix GFLOP/s (128 tokens)",
+                       .value = s.prefill_tps * prefill_flops_per_token(*model) / 1e9,
+                       .unit = "GFLOP/s",
+                       .baseline = peak,
+                       .baseline_name = "FMA peak, " + std::to_string(o.threads) + " threads"});
+    if (mix == "Q8_0") continue;  // the baseline of the next figure
+    // The bar holds for the formats beyond q8_0/q4_0/f16; those show where they stand.
+    const bool held_to_bar = mix != "Q4_0" && mix != "F16" && mix != "BF16";
     std::vector<double> values, baselines;
     for (double tps : s.prefill_runs) values.push_back(tps * static_cast<double>(s.weight_bytes) / 1e9);
     for (double tps : b.prefill_runs) baselines.push_back(tps * static_cast<double>(b.weight_bytes) / 1e9);
@@ -115,7 +135,9 @@ StatusOr<std::vector<Figure>> bench_quantized_models(const std::vector<std::stri
                        .unit = "GB/s",
                        .baseline = b.prefill_tps * static_cast<double>(b.weight_bytes) / 1e9,
                        .baseline_name = "q8_0 prefill",
-                       .target = Target{.bound = Target::Bound::at_least, .limit = 1.0},
+                       .target = held_to_bar ? std::optional<Target>(Target{.bound = Target::Bound::at_least,
+                                                                             .limit = 1.0})
+                                             : std::nullopt,
                        .ratio_low = low,
                        .ratio_high = high});
   }
