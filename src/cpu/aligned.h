@@ -70,5 +70,14 @@ inline int64_t prefetch_row(int64_t i, int64_t step, int64_t M, size_t stride) {
   return std::min(i + step * std::max<int64_t>(1, (rows + step - 1) / step), M - 1);
 }
 
+// Prefetches the whole of `rows` rows from prefetch_row(i, rows, M, stride) on, for decode kernels
+// that read rows [i, i + rows) now and have no prefetch of their own in the loop.
+inline void prefetch_rows_ahead(const void* A, int64_t i, int64_t rows, int64_t M, size_t stride) {
+  const int64_t first = prefetch_row(i, rows, M, stride);
+  const size_t bytes = static_cast<size_t>(std::min(rows, M - first)) * stride;
+  const char* p = row_at<char>(A, first, stride);
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
+}
+
 }  // namespace
 }  // namespace tensorpc::cpu

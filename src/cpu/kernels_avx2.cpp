@@ -161,8 +161,20 @@ template <typename W>
 void gemm_quant(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                 size_t ldc) {
   using Block = typename W::Block;
-  constexpr int RA = 2;  // 2 rows x 2 columns: unpacked weights feed two columns, 4 chains
   const int64_t nb = K / kQK;
+  if (N == 1) {
+    // Decode: one weight row at a time, so the weights stream from memory in address order,
+    // with a row about 2 KiB on prefetched (two rows side by side were two streams, and read
+    // at about a third of the speed where measured: docs/performance.md).
+    const BlockQ8_0* b = row_at<BlockQ8_0>(B, 0, ldb);
+    for (int64_t i = 0; i < M; ++i) {
+      const Block* a = row_at<Block>(A, i, lda);
+      prefetch_rows_ahead(A, i, 1, M, lda);
+      quant_tile<W, 1, 1>(nb, &a, &b, C + i);
+    }
+    return;
+  }
+  constexpr int RA = 2;  // 2 rows x 2 columns: unpacked weights feed two columns, 4 chains
   float out[2 * RA];
   for (int64_t i = 0; i < M; i += RA) {
     const int64_t mr = std::min<int64_t>(RA, M - i);

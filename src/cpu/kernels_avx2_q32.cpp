@@ -176,6 +176,7 @@ void gemm_q32(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const 
     const ColumnScales cs = scales_of(0);
     for (int64_t i = 0; i < M; ++i) {
       const Block* a = row_at<Block>(A, i, lda);
+      prefetch_rows_ahead(A, i, 1, M, lda);
       quant_tile<F, 1, 1>(nb, &a, &b, &cs, C + i);
     }
     return;

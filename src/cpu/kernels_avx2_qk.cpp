@@ -285,6 +285,7 @@ __attribute__((flatten)) void gemm_k(int64_t K, int64_t M, int64_t N, const void
     const BlockQ8_K* x = row_at<BlockQ8_K>(B, 0, ldb);
     for (int64_t i = 0; i < M; ++i) {
       const Block* a = row_at<Block>(A, i, lda);
+      prefetch_rows_ahead(A, i, 1, M, lda);
       __m256 acc = _mm256_setzero_ps();
       for (int64_t q = 0; q < nb; ++q) {
         Unpacked w;
