@@ -66,6 +66,7 @@ const T* row_at(const void* base, int64_t r, size_t stride) {
 // "Decode reads one weight row at a time").
 inline constexpr size_t kPrefetchAhead = 2048;
 inline int64_t prefetch_row(int64_t i, int64_t step, int64_t M, size_t stride) {
+  if (stride == 0) return std::min(i + step, M - 1);  // rows that overlap (a view that repeats one)
   const auto rows = static_cast<int64_t>((kPrefetchAhead + stride - 1) / stride);
   return std::min(i + step * std::max<int64_t>(1, (rows + step - 1) / step), M - 1);
 }

@@ -207,6 +207,26 @@ TEST_P(MulMatTest, DecodeRowsSplitIntoPartsAreEachComputedOnce) {
     }
 }
 
+// Weights whose rows all lie on one (a view with a row stride of 0, as a
+// hostile graph can ask for): decode computes the same product for every
+// row, and the kernels' prefetch distance, measured in rows, stays defined.
+TEST_P(MulMatTest, WeightRowsOfStrideZeroGiveTheOneRowsProductEverywhere) {
+  const int64_t K = 256, M = 40;
+  Context ctx;
+  Tensor* row = input(ctx, weight_type(), {K, 1}, "row");
+  Tensor* a = ctx.view(row, {K, M}, {row->nb[0], 0}, 0);
+  Tensor* b = input(ctx, DType::f32, {K, 1}, "b");
+  Tensor* c = ctx.mul_mat(a, b);
+  GraphRun run(dev(), {c});
+  const auto va = run.write_raw(row, random_encoded(weight_type(), K, 801));
+  const auto vb = run.write(b, random_floats(K, 802));
+  run.compute();
+  const Expected one = expected_mul_mat(weight_type(), HostTensor({K, 1, 1, 1}, va), HostTensor({K, 1, 1, 1}, vb));
+  const std::vector<float> got = run.read(c);
+  ASSERT_EQ(got.size(), static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) EXPECT_NEAR(got[static_cast<size_t>(m)], one.value[0], one.tolerance[0]) << "row " << m;
+}
+
 class MulMatKernelsTest : public ::testing::TestWithParam<DType> {
  protected:
   DType weight_type() const { return GetParam(); }
