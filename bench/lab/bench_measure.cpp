@@ -10,16 +10,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
-// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own helpers (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#else
-#include <immintrin.h>
-#endif
+#include "cpu/immintrin_quiet.h"
 #endif
 
 #include "tensorpc/cpu_device.h"

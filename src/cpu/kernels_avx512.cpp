@@ -19,17 +19,7 @@
     defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
 
 #include <cpuid.h>
-// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_* helpers
-// (GCC bug 105593); the warning points into the header, so silence it there only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#else
-#include <immintrin.h>
-#endif
+#include "cpu/immintrin_quiet.h"
 
 #include <algorithm>
 #include <cstring>

@@ -10,7 +10,7 @@
 // rows are dealt out to threads, and each calls the table's gemm kernel on its
 // block against all N columns, so the weights — the bulk of the bytes at
 // decode — are read once. At decode each thread reads one contiguous part of
-// the rows (parts_of), as one stream from DRAM; otherwise (batch, block)
+// the rows (run_by_parts), as one stream from DRAM; otherwise (batch, block)
 // pairs are taken in turn.
 #include <algorithm>
 #include <vector>
