@@ -187,8 +187,7 @@ void gemm_quant(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, cons
         quant_tile<W, RA, 1>(nb, a, b, out);
       else
         quant_tile<W, RA, 2>(nb, a, b, out);
-      for (int64_t c = 0; c < nr; ++c)
-        for (int64_t r = 0; r < mr; ++r) C[(j + c) * ldc + i + r] = out[c * RA + r];
+      store_tile<RA>(out, mr, nr, C + j * ldc + i, ldc);
     }
   }
 }

@@ -202,8 +202,7 @@ void gemm_q32(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const 
         case 3: quant_tile<F, RA, 3>(nb, a, b, cs, out); break;
         default: quant_tile<F, RA, 4>(nb, a, b, cs, out); break;
       }
-      for (int64_t c = 0; c < nr; ++c)
-        for (int64_t r = 0; r < mr; ++r) C[(j + c) * ldc + i + r] = out[c * RA + r];
+      store_tile<RA>(out, mr, nr, C + j * ldc + i, ldc);
     }
   }
 }

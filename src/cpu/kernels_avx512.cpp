@@ -459,8 +459,7 @@ void quant_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size
       case 3: quant_tile<Kernel, RA, 3>(nb, a, next, b, out); break;
       default: quant_tile<Kernel, RA, 4>(nb, a, next, b, out); break;
     }
-    for (int64_t c = 0; c < nr; ++c)
-      for (int64_t r = 0; r < mr; ++r) C[(j + c) * ldc + i + r] = out[c * RA + r];
+    store_tile<RA>(out, mr, nr, C + j * ldc + i, ldc);
   }
 }
 
