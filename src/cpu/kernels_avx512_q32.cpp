@@ -18,6 +18,7 @@
 
 #include "cpu/immintrin_quiet.h"
 
+#include <algorithm>
 #include <cstddef>
 
 #include "cpu/kernels_avx512_codes.h"
@@ -47,6 +48,17 @@ constexpr WordIndex scale_index(int block_bytes, int m_offset, int half) {
   }
   return w;
 }
+// Whether every d (and m) of a half lies in its first 64 bytes (q4_1, iq4_nl), so the scales of
+// a group come from the two halves' x0 with one permute: word indices of the second half's x0
+// are those of the first plus 32.
+constexpr bool scales_in_x0(int block_bytes, int m_offset) { return 3 * block_bytes + std::max(m_offset, 0) + 2 <= 64; }
+constexpr WordIndex scale_index_x0(int block_bytes, int m_offset) {
+  WordIndex w = scale_index(block_bytes, m_offset, 0);
+  const WordIndex second = scale_index(block_bytes, m_offset, 1);
+  for (int k = 0; k < 16; ++k)
+    if (k % 8 >= 4) w.v[k] = static_cast<uint16_t>(second.v[k] + 32);
+  return w;
+}
 // Chunk c, bytes 0..3 = qh of block c.
 constexpr WordIndex qh_index(int block_bytes, int qh_offset) {
   WordIndex w{};
@@ -72,18 +84,21 @@ struct Blocks32Format {
   static constexpr WordIndex kQs = qs_index(B, kQsOffset);
   static constexpr WordIndex kScale0 = scale_index(B, kMOffset, 0);
   static constexpr WordIndex kScale1 = scale_index(B, kMOffset, 1);
+  static constexpr bool kScalesInX0 = scales_in_x0(B, kMOffset);
+  static constexpr WordIndex kScaleX0 = scale_index_x0(B, kMOffset);
   static constexpr WordIndex kQh = qh_index(B, kQhOffset);
   static constexpr LaneIndex kScaleLanes = lane_block32_index(kChunks, kArrange, 0);
   static constexpr LaneIndex kMinLanes = lane_block32_index(kChunks, kArrange, 8);
 
-  // Low and high nibble codes of the four blocks at p, and their scale words.
+  // Low and high nibble codes of the four blocks at p, and their scale words (scale_idx); with
+  // kScalesInX0, the half's first 64 bytes as they are instead, for load to permute once.
   static void load_half(const uint8_t* p, __m512i& lo, __m512i& hi, __m512i& scales, const WordIndex& scale_idx) {
     const __m512i x0 = _mm512_loadu_si512(p), x1 = _mm512_maskz_loadu_epi8((1ull << (4 * B - 64)) - 1, p + 64);
     const __m512i qs = _mm512_permutex2var_epi16(x0, load_words(kQs), x1);
     const __m512i m15 = _mm512_set1_epi8(15);
     lo = _mm512_and_si512(qs, m15);
     hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m15);
-    scales = _mm512_permutex2var_epi16(x0, load_words(scale_idx), x1);
+    scales = kScalesInX0 ? x0 : _mm512_permutex2var_epi16(x0, load_words(scale_idx), x1);
     if constexpr (kQhOffset >= 0) {
       // Bit j of block c's qh is bit 4 of value j: spread bytes 0-1 (values 0..15) and 2-3
       // (values 16..31) over the chunk, then test one bit per byte.
@@ -109,7 +124,9 @@ struct Blocks32Format {
     load_half(p, w.u[0], w.u[1], s0, kScale0);
     load_half(p + 4 * B, w.u[2], w.u[3], s1, kScale1);
     // Words 0..7: d of blocks 0..7, words 8..15: their m.
-    const __m512 dm = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_mask_blend_epi16(0xF0F0, s0, s1)));
+    const __m512i words =
+        kScalesInX0 ? _mm512_permutex2var_epi16(s0, load_words(kScaleX0), s1) : _mm512_mask_blend_epi16(0xF0F0, s0, s1);
+    const __m512 dm = _mm512_cvtph_ps(_mm512_castsi512_si256(words));
     w.scale = _mm512_permutexvar_ps(load_index(kScaleLanes), dm);
     w.min = kHasMin ? _mm512_permutexvar_ps(load_index(kMinLanes), dm) : _mm512_setzero_ps();
     return w;
