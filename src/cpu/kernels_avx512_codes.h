@@ -215,22 +215,50 @@ inline WeightCodes load_codes(const uint8_t* group) {
   return w;
 }
 
-// out[c * RA + r] = dot(weight row a[r], prepared activation row b[c]) over nb weight blocks.
-// pf[r] is the matching row of a tile about 2 KiB on (prefetch_row), prefetched alongside: weight
-// rows are short (a few KiB) and the hardware prefetcher alone does not run far enough ahead of
-// one such stream.
+// A weight group's per-lane scale and min (WeightCodes::scale, ::min), worked out once per row
+// and gemm call for the prefill tiles: a row's groups are unpacked again for every tile of
+// activation rows, and for the K formats the scales took about half of the unpacking.
+struct alignas(64) GroupScales {
+  float scale[16];
+  float min[16];
+};
+
+// Group g of a weight row of nb blocks; the last, partial group of a 32-value format is copied
+// into `tail` (zeroed past the row's blocks) so loads stay in bounds: the zero blocks have zero
+// scales and meet zero activations.
+template <typename Format>
+const uint8_t* group_at(const uint8_t* row, int64_t nb, int64_t g, uint8_t* tail) {
+  constexpr int64_t kBytes = kGroupBytes<Format>;
+  const int64_t blocks = std::min<int64_t>(kBlocksPerGroup<Format>, nb - g * kBlocksPerGroup<Format>);
+  if (blocks == kBlocksPerGroup<Format>) return row + g * kBytes;
+  std::memset(tail, 0, kBytes);
+  std::memcpy(tail, row + g * kBytes, blocks * Format::kBlockBytes);
+  return tail;
+}
+
+// out[c * RA + r] = dot(weight row a[r], prepared activation row b[c]) over nb weight blocks,
+// with the groups' scales from sc[r * groups + g] when kCached. pf[r] is the matching row of a
+// tile about 2 KiB on (prefetch_row), prefetched alongside: weight rows are short (a few KiB)
+// and the hardware prefetcher alone does not run far enough ahead of one such stream.
 // Not inlined into codes_rows: the prefill tile's 18 accumulators leave few registers, and
 // inlined its spills fell worse (iq4_nl 5-10 % slower in kernels_bench).
-template <typename Format, int RA, int CB>
+template <typename Format, int RA, int CB, bool kCached>
 __attribute__((noinline)) void codes_tile(int64_t nb, const uint8_t* const* a, const uint8_t* const* pf,
-                                          const PreparedGroup* const* b, float* out) {
+                                          const GroupScales* sc, const PreparedGroup* const* b, float* out) {
   constexpr int64_t kBytes = kGroupBytes<Format>;
+  const int64_t groups = (nb + kBlocksPerGroup<Format> - 1) / kBlocksPerGroup<Format>;
   __m512 acc[RA][CB];
   for (int r = 0; r < RA; ++r)
     for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_setzero_ps();
   auto step = [&](const uint8_t* const* ga, int64_t g) {
     WeightCodes w[RA];
-    for (int r = 0; r < RA; ++r) w[r] = load_codes<Format>(ga[r]);
+    for (int r = 0; r < RA; ++r) {
+      w[r] = load_codes<Format>(ga[r]);
+      if constexpr (kCached) {  // the loader's own scale work is then dead code, dropped
+        w[r].scale = _mm512_load_ps(sc[r * groups + g].scale);
+        w[r].min = _mm512_load_ps(sc[r * groups + g].min);
+      }
+    }
     for (int c = 0; c < CB; ++c)
       for (int r = 0; r < RA; ++r) acc[r][c] = dot_group<Format>(w[r], b[c][g], acc[r][c]);
   };
@@ -244,14 +272,9 @@ __attribute__((noinline)) void codes_tile(int64_t nb, const uint8_t* const* a, c
     }
     step(ga, g);
   }
-  if (const int64_t rest = nb - full * kBlocksPerGroup<Format>; rest > 0) {
-    // The last 1-7 blocks of a 32-value format, copied into a zeroed group so loads stay in
-    // bounds; the zero blocks have zero scales and meet zero activations.
-    alignas(64) uint8_t tail[RA][kBytes] = {};
-    for (int r = 0; r < RA; ++r) {
-      std::memcpy(tail[r], a[r] + full * kBytes, rest * Format::kBlockBytes);
-      ga[r] = tail[r];
-    }
+  if (full < groups) {
+    alignas(64) uint8_t tail[RA][kBytes];
+    for (int r = 0; r < RA; ++r) ga[r] = group_at<Format>(a[r], nb, full, tail[r]);
     step(ga, full);
   }
   for (int c = 0; c < CB; ++c)
@@ -259,13 +282,13 @@ __attribute__((noinline)) void codes_tile(int64_t nb, const uint8_t* const* a, c
 }
 
 // codes_tile for the last nr (< CB) activation rows too.
-template <typename Format, int RA, int CB>
-void codes_tile_upto(int64_t nr, int64_t nb, const uint8_t* const* a, const uint8_t* const* pf,
+template <typename Format, int RA, int CB, bool kCached>
+void codes_tile_upto(int64_t nr, int64_t nb, const uint8_t* const* a, const uint8_t* const* pf, const GroupScales* sc,
                      const PreparedGroup* const* b, float* out) {
   if constexpr (CB > 1) {
-    if (nr < CB) return codes_tile_upto<Format, RA, CB - 1>(nr, nb, a, pf, b, out);
+    if (nr < CB) return codes_tile_upto<Format, RA, CB - 1, kCached>(nr, nb, a, pf, sc, b, out);
   }
-  codes_tile<Format, RA, CB>(nb, a, pf, b, out);
+  codes_tile<Format, RA, CB, kCached>(nb, a, pf, sc, b, out);
 }
 
 template <typename Format, int RA, int CB>
@@ -279,12 +302,31 @@ void codes_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size
     a[r] = row_at<uint8_t>(A, i + std::min<int64_t>(r, mr - 1), lda);
     next[r] = row_at<uint8_t>(A, std::min(ahead + r, M - 1), lda);
   }
+  // Formats whose scales cost much to unpack work them out once per row when more than one
+  // tile of activation rows will use them.
+  const bool cached = Format::kCacheScales && CB > 1 && N > CB;
+  AlignedArray<GroupScales> owned;
+  GroupScales* sc = nullptr;
+  if (cached) {
+    sc = call_scratch<GroupScales, Format>(static_cast<size_t>(RA * groups), owned);
+    if (sc == nullptr) throw std::bad_alloc();  // the device fails the compute with a Status
+    alignas(64) uint8_t tail[kGroupBytes<Format>];
+    for (int r = 0; r < RA; ++r)
+      for (int64_t g = 0; g < groups; ++g) {
+        const WeightCodes w = Format::load(group_at<Format>(a[r], nb, g, tail));
+        _mm512_store_ps(sc[r * groups + g].scale, w.scale);
+        _mm512_store_ps(sc[r * groups + g].min, w.min);
+      }
+  }
   float out[CB * RA];
   for (int64_t j = 0; j < N; j += CB) {
     const int64_t nr = std::min<int64_t>(CB, N - j);
     const PreparedGroup* b[CB];
     for (int c = 0; c < CB; ++c) b[c] = prepared + (j + std::min<int64_t>(c, nr - 1)) * groups;
-    codes_tile_upto<Format, RA, CB>(nr, nb, a, next, b, out);
+    if (cached)
+      codes_tile_upto<Format, RA, CB, Format::kCacheScales>(nr, nb, a, next, sc, b, out);
+    else
+      codes_tile_upto<Format, RA, CB, false>(nr, nb, a, next, sc, b, out);
     store_tile<RA>(out, mr, nr, C + j * ldc + i, ldc);
   }
 }

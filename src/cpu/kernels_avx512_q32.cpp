@@ -78,6 +78,7 @@ struct Blocks32Format {
   static constexpr int kOffset = kOffsetValue;
   static constexpr bool kHasMin = kMOffset >= 0;
   static constexpr bool kBlocks32 = true;
+  static constexpr bool kCacheScales = false;  // one permute of bytes the codes load anyway
   static constexpr Arrange kArrange = Arrange::kPairs;  // registers 0/1 and 2/3 share blocks
   static constexpr size_t kBlockBytes = sizeof(Block);
   static constexpr int B = static_cast<int>(sizeof(Block));
