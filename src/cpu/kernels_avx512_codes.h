@@ -277,8 +277,10 @@ __attribute__((noinline)) void codes_tile(int64_t nb, const uint8_t* const* a, c
     for (int r = 0; r < RA; ++r) ga[r] = group_at<Format>(a[r], nb, full, tail[r]);
     step(ga, full);
   }
+  __m512 flat[CB * RA];
   for (int c = 0; c < CB; ++c)
-    for (int r = 0; r < RA; ++r) out[c * RA + r] = hsum_ps(acc[r][c]);
+    for (int r = 0; r < RA; ++r) flat[c * RA + r] = acc[r][c];
+  hsum_each<CB * RA>(flat, out);
 }
 
 // codes_tile for the last nr (< CB) activation rows too.
