@@ -44,7 +44,7 @@ Status fill_defaults(BenchOptions& o) {
   }
   if (fill_quant_mixes && o.quant_mixes.empty()) {
     o.quant_mixes = q ? std::vector<std::string>{"Q4_K_M"}
-                      : std::vector<std::string>{"Q8_0", "Q4_0", "F16", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_NL"};
+                      : std::vector<std::string>{"Q8_0", "Q4_0", "F16", "F32", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_NL"};
   }
   return Status();
 }

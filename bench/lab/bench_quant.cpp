@@ -123,8 +123,8 @@ StatusOr<std::vector<Figure>> bench_quantized_models(const std::vector<std::stri
                        .baseline = peak,
                        .baseline_name = "FMA peak, " + std::to_string(o.threads) + " threads"});
     if (mix == "Q8_0") continue;  // the baseline of the next figure
-    // The bar holds for the formats beyond q8_0/q4_0/f16; those show where they stand.
-    const bool held_to_bar = mix != "Q4_0" && mix != "F16" && mix != "BF16";
+    // The bar holds for the formats beyond q8_0/q4_0/f16/bf16/f32; those show where they stand.
+    const bool held_to_bar = mix != "Q4_0" && mix != "F16" && mix != "BF16" && mix != "F32";
     std::vector<double> values, baselines;
     for (double tps : s.prefill_runs) values.push_back(tps * static_cast<double>(s.weight_bytes) / 1e9);
     for (double tps : b.prefill_runs) baselines.push_back(tps * static_cast<double>(b.weight_bytes) / 1e9);

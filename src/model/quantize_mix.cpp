@@ -17,6 +17,7 @@ constexpr QuantMixInfo kMixes[] = {
     {QuantMix::q5_K_M, "Q5_K_M", DType::q5_K, 17},   {QuantMix::q6_K, "Q6_K", DType::q6_K, 18},
     {QuantMix::iq4_nl, "IQ4_NL", DType::iq4_nl, 25}, {QuantMix::iq4_xs, "IQ4_XS", DType::iq4_xs, 30},
     {QuantMix::f16, "F16", DType::f16, 1},           {QuantMix::bf16, "BF16", DType::bf16, 32},
+    {QuantMix::f32, "F32", DType::f32, 0},
 };
 
 bool ends_with(std::string_view s, std::string_view suffix) {
@@ -28,7 +29,7 @@ bool contains(std::string_view s, std::string_view part) { return s.find(part) !
 // the llama architecture, with no importance matrix).
 DType wanted_type(QuantMix mix, const QuantModelShape& shape, std::string_view name) {
   const DType base = mix_info(mix).base;
-  if (mix == QuantMix::f16 || mix == QuantMix::bf16) return base;
+  if (mix == QuantMix::f16 || mix == QuantMix::bf16 || mix == QuantMix::f32) return base;
   const int64_t n = shape.n_layer;
   const int64_t i = tensor_layer(name);
   using M = QuantMix;

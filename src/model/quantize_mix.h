@@ -49,6 +49,7 @@ enum class QuantMix {
   iq4_xs,
   f16,
   bf16,
+  f32,
 };
 
 struct QuantMixInfo {

@@ -26,10 +26,12 @@ TEST(QuantizeMix, NamesParseInAnyCaseAndUnknownOnesDoNot) {
   EXPECT_EQ(parse_quant_mix("q4_k_m"), QuantMix::q4_K_M);
   EXPECT_EQ(parse_quant_mix("iq4_Nl"), QuantMix::iq4_nl);
   EXPECT_EQ(parse_quant_mix("bf16"), QuantMix::bf16);
-  for (const char* bad : {"", "Q4_K", "Q3_K_S", "q4_0 ", "f32", "Q4_K_MM"}) EXPECT_FALSE(parse_quant_mix(bad)) << bad;
+  EXPECT_EQ(parse_quant_mix("f32"), QuantMix::f32);
+  for (const char* bad : {"", "Q4_K", "Q3_K_S", "q4_0 ", "f64", "Q4_K_MM"}) EXPECT_FALSE(parse_quant_mix(bad)) << bad;
   EXPECT_EQ(
       quant_mix_names(),
-      "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS, F16, BF16");
+      "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS, F16, BF16, "
+      "F32");
   for (const QuantMixInfo& m : quant_mixes()) EXPECT_EQ(parse_quant_mix(m.name), m.mix) << m.name;
 }
 
@@ -37,7 +39,8 @@ TEST(QuantizeMix, FileTypesAreLlamaCppFtypes) {
   const std::map<std::string, uint32_t> want = {{"Q4_0", 2},    {"Q4_1", 3},    {"Q5_0", 8},    {"Q5_1", 9},
                                                 {"Q8_0", 7},    {"Q2_K", 10},   {"Q3_K_M", 12}, {"Q4_K_S", 14},
                                                 {"Q4_K_M", 15}, {"Q5_K_S", 16}, {"Q5_K_M", 17}, {"Q6_K", 18},
-                                                {"IQ4_NL", 25}, {"IQ4_XS", 30}, {"F16", 1},     {"BF16", 32}};
+                                                {"IQ4_NL", 25}, {"IQ4_XS", 30}, {"F16", 1},     {"BF16", 32},
+                                                {"F32", 0}};
   for (const QuantMixInfo& m : quant_mixes()) EXPECT_EQ(m.file_type, want.at(m.name)) << m.name;
 }
 

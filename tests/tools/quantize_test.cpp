@@ -55,6 +55,7 @@ const BundledCase kBundled[] = {
     {"IQ4_XS", DType::iq4_nl, DType::iq4_nl, DType::iq4_nl, DType::iq4_nl, DType::iq4_nl, DType::iq4_nl, DType::q8_0},
     {"F16", DType::f16, DType::f16, DType::f16, DType::f16, DType::f16, DType::f16, DType::f16},
     {"BF16", DType::bf16, DType::bf16, DType::bf16, DType::bf16, DType::bf16, DType::bf16, DType::bf16},
+    {"F32", DType::f32, DType::f32, DType::f32, DType::f32, DType::f32, DType::f32, DType::f32},
 };
 
 // Whether two metadata values are equal, arrays element by element.

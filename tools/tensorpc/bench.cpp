@@ -49,7 +49,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-n,--tokens", o->n_predict, "tokens per generation (0: 33, quick 9)")
       ->check(whole_number(0, INT32_MAX));
   cmd->add_option("--quant", o->quant_mixes,
-                  "quantization mixes of the random 250M model to measure (default Q8_0, Q4_0, F16, Q4_K_M, Q5_K_M, Q6_K, IQ4_NL; "
+                  "quantization mixes of the random 250M model to measure (default Q8_0, Q4_0, F16, F32, Q4_K_M, Q5_K_M, Q6_K, IQ4_NL; "
                   "quick: Q4_K_M)")
       ->delimiter(',')
       ->check([](const std::string& s) {
