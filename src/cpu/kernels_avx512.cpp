@@ -29,25 +29,11 @@
 #include "core/quant.h"
 #include "cpu/aligned.h"
 #include "cpu/kernels_avx512_quant.h"
+#include "cpu/kernels_avx512_sums.h"
 #include "cpu/kernels_portable_quant.h"
 
 namespace tensorpc::cpu {
 namespace {
-
-// Horizontal reductions (written out because GCC 12's _mm512_reduce_* warn under -Wall).
-float hsum(__m512 v) {
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s4, _mm_movehdup_ps(s4)));
-}
-
-float hmax(__m512 v) {
-  const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
-}
 
 // ---------------------------------------------------------------------------------------------
 // Activation quantization.
@@ -57,7 +43,7 @@ void quantize_q8_0(const float* x, void* vy, int64_t n) {
   for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
     const __m512 v0 = _mm512_loadu_ps(x);
     const __m512 v1 = _mm512_loadu_ps(x + 16);
-    const float amax = hmax(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float amax = hmax_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
     // Same scalar d and 1/d as the reference, so only exact .5 ties can round differently.
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -110,7 +96,7 @@ void dot_tile(int64_t K, const T* const* a, const float* const* b, float* out /*
     }
   }
   for (int c = 0; c < RN; ++c)
-    for (int r = 0; r < RM; ++r) out[c * RM + r] = hsum(acc[r][c]);
+    for (int r = 0; r < RM; ++r) out[c * RM + r] = hsum_ps(acc[r][c]);
 }
 
 template <typename Load, typename T>
@@ -401,8 +387,9 @@ struct Q8Kernel {
 // pf[r] is the matching row of a tile about 2 KiB on (prefetch_row): prefetched alongside, because
 // weight rows are short (a few KiB) and the hardware prefetcher alone cannot keep several such
 // streams busy.
+// Not inlined, like codes_tile (kernels_avx512_codes.h): its spills cost less out of line.
 template <typename Kernel, int RA, int CB>
-void quant_tile(int64_t nb, const uint8_t* const* a, const uint8_t* const* pf,
+__attribute__((noinline)) void quant_tile(int64_t nb, const uint8_t* const* a, const uint8_t* const* pf,
                 const typename Kernel::Prepared* const* b, float* out) {
   constexpr int64_t kGroupBytes = kGroup * sizeof(typename Kernel::Block);
   __m512 acc[RA][CB];
@@ -433,11 +420,23 @@ void quant_tile(int64_t nb, const uint8_t* const* a, const uint8_t* const* pf,
     }
     step(ga, full);
   }
+  __m512 flat[CB * RA];
   for (int c = 0; c < CB; ++c)
-    for (int r = 0; r < RA; ++r) out[c * RA + r] = hsum(acc[r][c]);
+    for (int r = 0; r < RA; ++r) flat[c * RA + r] = acc[r][c];
+  hsum_each<CB * RA>(flat, out);
 }
 
-template <typename Kernel, int RA>
+// quant_tile for the last nr (< CB) activation rows too.
+template <typename Kernel, int RA, int CB>
+void quant_tile_upto(int64_t nr, int64_t nb, const uint8_t* const* a, const uint8_t* const* pf,
+                     const typename Kernel::Prepared* const* b, float* out) {
+  if constexpr (CB > 1) {
+    if (nr < CB) return quant_tile_upto<Kernel, RA, CB - 1>(nr, nb, a, pf, b, out);
+  }
+  quant_tile<Kernel, RA, CB>(nb, a, pf, b, out);
+}
+
+template <typename Kernel, int RA, int CB>
 void quant_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size_t lda,
                 const typename Kernel::Prepared* prepared, int64_t groups, float* C, size_t ldc) {
   const int64_t mr = std::min<int64_t>(RA, M - i);
@@ -448,20 +447,19 @@ void quant_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size
     a[r] = row_at<uint8_t>(A, i + std::min<int64_t>(r, mr - 1), lda);
     next[r] = row_at<uint8_t>(A, std::min(ahead + r, M - 1), lda);
   }
-  float out[4 * RA];
-  for (int64_t j = 0; j < N; j += 4) {
-    const int64_t nr = std::min<int64_t>(4, N - j);
-    const typename Kernel::Prepared* b[4];
-    for (int c = 0; c < 4; ++c) b[c] = prepared + (j + std::min<int64_t>(c, nr - 1)) * groups;
-    switch (nr) {
-      case 1: quant_tile<Kernel, RA, 1>(nb, a, next, b, out); break;
-      case 2: quant_tile<Kernel, RA, 2>(nb, a, next, b, out); break;
-      case 3: quant_tile<Kernel, RA, 3>(nb, a, next, b, out); break;
-      default: quant_tile<Kernel, RA, 4>(nb, a, next, b, out); break;
-    }
+  float out[CB * RA];
+  for (int64_t j = 0; j < N; j += CB) {
+    const int64_t nr = std::min<int64_t>(CB, N - j);
+    const typename Kernel::Prepared* b[CB];
+    for (int c = 0; c < CB; ++c) b[c] = prepared + (j + std::min<int64_t>(c, nr - 1)) * groups;
+    quant_tile_upto<Kernel, RA, CB>(nr, nb, a, next, b, out);
     store_tile<RA>(out, mr, nr, C + j * ldc + i, ldc);
   }
 }
+
+// Prefill tiles: 3 weight rows x 4 activation rows (2 x 4 before: q8_0 +20-27 %, q4_0 +37-40 % in
+// kernels_bench at the 250M model's shapes; 3 x 5 and 3 x 6 were no faster).
+constexpr int kQuantRows = 3, kQuantCols = 4;
 
 template <typename Kernel>
 void gemm_quant(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
@@ -477,12 +475,13 @@ void gemm_quant(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, cons
   // address order (rows lie one after another); a row about 2 KiB on is prefetched alongside.
   // Interleaving four rows (four streams) read about half as fast where that was measured
   // (docs/performance.md, "Decode reads one weight row at a time").
-  // Otherwise two rows x four columns, so each unpacked weight group feeds 4 columns.
-  for (int64_t i = 0; i < M; i += (N == 1 ? 1 : 2)) {
+  // Otherwise kQuantRows rows x kQuantCols columns, so each unpacked weight group feeds
+  // kQuantCols columns.
+  for (int64_t i = 0; i < M; i += (N == 1 ? 1 : kQuantRows)) {
     if (N == 1)
-      quant_rows<Kernel, 1>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
+      quant_rows<Kernel, 1, 1>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
     else
-      quant_rows<Kernel, 2>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
+      quant_rows<Kernel, kQuantRows, kQuantCols>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
   }
 }
 
