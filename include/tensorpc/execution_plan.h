@@ -22,6 +22,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <vector>
 
 #include "tensorpc/graph.h"
@@ -72,10 +74,15 @@ class PlanRunner {
   // whose plan needs this one's bytes. An error when a plan could not be
   // started; by default nothing to do.
   virtual Status settle() { return Status(); }
+  // settle(), unless another thread is using the server's connection: then
+  // nothing (nullopt), and that thread settles it first.
+  virtual std::optional<Status> try_settle() { return settle(); }
   // synchronize(), then reads all of t — a tensor in a buffer of this
   // runner's server — into dst; in one round trip where the server can. On
-  // an error dst holds nothing of use.
-  virtual Status synchronize_and_read(const Tensor& t, void* dst);
+  // an error dst holds nothing of use. `meanwhile`, when given, runs once
+  // while the reply is on its way (settling the other servers this one
+  // waits for: try_settle(), never a wait for another runner's lock).
+  virtual Status synchronize_and_read(const Tensor& t, void* dst, const std::function<void()>& meanwhile = {});
 
  protected:
   PlanRunner() = default;

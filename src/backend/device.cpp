@@ -125,7 +125,8 @@ Status write_from_f32(Tensor& t, const std::vector<float>& values) {
   return t.buffer->set(t, bytes.data(), 0, bytes.size());
 }
 
-Status PlanRunner::synchronize_and_read(const Tensor& t, void* dst) {
+Status PlanRunner::synchronize_and_read(const Tensor& t, void* dst, const std::function<void()>& meanwhile) {
+  if (meanwhile) meanwhile();
   TENSORPC_RETURN_IF_ERROR(synchronize());
   if (t.buffer == nullptr) return invalid_argument("read after plans: " + describe(t) + " is not placed");
   return t.buffer->get(t, dst, 0, t.nbytes());

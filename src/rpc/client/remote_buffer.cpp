@@ -74,15 +74,24 @@ Status RemoteBuffer::get_after_pending(const Tensor& t, void* dst) const {
   return read(t, dst, 0, t.nbytes(), kFlagSync);
 }
 
-Status RemoteBuffer::read(const Tensor& t, void* dst, uint64_t offset, uint64_t size, uint16_t flags) const {
+Status RemoteBuffer::get_after_pending(const Tensor& t, void* dst, const std::function<void()>& meanwhile) const {
+  return read(t, dst, 0, t.nbytes(), kFlagSync, &meanwhile);
+}
+
+Status RemoteBuffer::read(const Tensor& t, void* dst, uint64_t offset, uint64_t size, uint16_t flags,
+                          const std::function<void()>* meanwhile) const {
   TENSORPC_RETURN_IF_ERROR(check_range(t, offset, size, "get"));
-  if (size == 0 && flags == 0) return Status();
+  if (size == 0 && flags == 0) {
+    if (meanwhile != nullptr) (*meanwhile)();
+    return Status();
+  }
   const auto fields = encoded(GetTensorRequest{.handle = handle_, .offset = t.offset + offset, .size = size});
+  const Connection::Request request{
+      .command = Command::get_tensor, .fields = fields, .flags = flags, .timeout = device_->reply_timeout()};
+  const std::span<uint8_t> bulk(static_cast<uint8_t*>(dst), size);
   TENSORPC_ASSIGN_OR_RETURN(
       const std::vector<uint8_t> reply,
-      connection_->call(
-          {.command = Command::get_tensor, .fields = fields, .flags = flags, .timeout = device_->reply_timeout()},
-          std::span<uint8_t>(static_cast<uint8_t*>(dst), size)));
+      meanwhile != nullptr ? connection_->call_meanwhile(request, bulk, *meanwhile) : connection_->call(request, bulk));
   if (!reply.empty()) {
     return Status(StatusCode::protocol_error,
                   "GET_TENSOR to " + connection_->endpoint() + ": reply has unexpected bytes before the data");

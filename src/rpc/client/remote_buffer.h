@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -46,6 +47,9 @@ class RemoteBuffer final : public Buffer {
   Status get(const Tensor& t, void* dst, uint64_t offset, uint64_t size) const override;
   // All of t, flagged SYNC: the connection's pending error instead, if any.
   Status get_after_pending(const Tensor& t, void* dst) const;
+  // get_after_pending(), running `meanwhile` while the reply is on its way
+  // (Connection::call_meanwhile).
+  Status get_after_pending(const Tensor& t, void* dst, const std::function<void()>& meanwhile) const;
   Status synchronize() override;
   Status clear(uint8_t value) override;
   // From a RemoteBuffer on the same connection: on the server (COPY_TENSOR,
@@ -60,7 +64,8 @@ class RemoteBuffer final : public Buffer {
 
  private:
   // GET_TENSOR of [offset, +size) of t with these frame flags.
-  Status read(const Tensor& t, void* dst, uint64_t offset, uint64_t size, uint16_t flags) const;
+  Status read(const Tensor& t, void* dst, uint64_t offset, uint64_t size, uint16_t flags,
+              const std::function<void()>* meanwhile = nullptr) const;
   // Bytes bound for the weights cache.
   struct CachedRange {
     uint64_t server_offset = 0;

@@ -164,24 +164,28 @@ Status RemotePlanRunner::synchronize() {
   return s;
 }
 
-Status RemotePlanRunner::synchronize_and_read(const Tensor& t, void* dst) {
+Status RemotePlanRunner::synchronize_and_read(const Tensor& t, void* dst, const std::function<void()>& meanwhile) {
   const RemoteBuffer* b = remote_of(&t);
   if (b == nullptr || b->connection().get() != connection_.get()) {
+    if (meanwhile) meanwhile();
     return invalid_argument("read after plans on " + connection_->endpoint() + ": " + describe(t) +
                             " is not in a buffer of this server");
   }
   // A server before 1.3 ignores SYNC: wait, then read.
   const HelloReply& server = connection_->server_hello();
   if (server.major == 1 && server.minor < 3) {
+    if (meanwhile) meanwhile();
     TENSORPC_RETURN_IF_ERROR(synchronize());
     return b->get(t, dst, 0, t.nbytes());
   }
-  const Status s = b->get_after_pending(t, dst);
+  const Status s = meanwhile ? b->get_after_pending(t, dst, meanwhile) : b->get_after_pending(t, dst);
   if (!s.ok()) start_over();
   return s;
 }
 
 Status RemotePlanRunner::settle() { return connection_->settle(); }
+
+std::optional<Status> RemotePlanRunner::try_settle() { return connection_->try_settle(); }
 
 // After a failed run, wait under new grants (so plans are encoded anew), so
 // that a late send of the failed run is never taken for the next run's bytes.

@@ -32,8 +32,10 @@ class RemotePlanRunner final : public PlanRunner {
   Status run_async(const ExecutionPlanSpec& spec) override;
   Status synchronize() override;
   Status settle() override;
-  // One GET_TENSOR flagged SYNC: the server's pending error, or the bytes.
-  Status synchronize_and_read(const Tensor& t, void* dst) override;
+  std::optional<Status> try_settle() override;
+  // One GET_TENSOR flagged SYNC: the server's pending error, or the bytes;
+  // `meanwhile` runs once it is sent.
+  Status synchronize_and_read(const Tensor& t, void* dst, const std::function<void()>& meanwhile = {}) override;
 
  private:
   // A keyed spec once encoded: the plan it was stored as, and the standing

@@ -119,7 +119,14 @@ StatusOr<std::vector<uint8_t>> Connection::call(const Request& request, std::spa
   return call_locked(request, bulk_in);
 }
 
-StatusOr<std::vector<uint8_t>> Connection::call_locked(const Request& request, std::span<uint8_t> bulk_in) {
+StatusOr<std::vector<uint8_t>> Connection::call_meanwhile(const Request& request, std::span<uint8_t> bulk_in,
+                                                          const std::function<void()>& meanwhile) {
+  MutexLock lock(mutex_);
+  return call_locked(request, bulk_in, &meanwhile);
+}
+
+StatusOr<std::vector<uint8_t>> Connection::call_locked(const Request& request, std::span<uint8_t> bulk_in,
+                                                       const std::function<void()>* meanwhile) {
   TENSORPC_RETURN_IF_ERROR(check_usable_locked(request.command, /*expect_silence=*/false));
   const bool read_first = !unsettled_.empty() && only_reads(request.command);
   if (!read_first) TENSORPC_RETURN_IF_ERROR(settle_locked().status());
@@ -127,6 +134,7 @@ StatusOr<std::vector<uint8_t>> Connection::call_locked(const Request& request, s
   const auto sent = std::chrono::steady_clock::now();
   TENSORPC_RETURN_IF_ERROR(send_locked(request, request.flags, id));
   round_trips_.fetch_add(1, std::memory_order_relaxed);
+  if (meanwhile != nullptr) (*meanwhile)();
   if (read_first) {
     auto resent = settle_locked();
     if (!resent.ok()) return resent.status();
@@ -279,6 +287,14 @@ Status Connection::settle() {
   MutexLock lock(mutex_);
   TENSORPC_RETURN_IF_ERROR(settle_locked().status());
   return std::exchange(unsettled_error_, Status());
+}
+
+std::optional<Status> Connection::try_settle() {
+  if (!mutex_.try_lock()) return std::nullopt;
+  Status s = settle_locked().status();
+  if (s.ok()) s = std::exchange(unsettled_error_, Status());
+  mutex_.unlock();
+  return s;
 }
 
 Status Connection::run_by_id_locked(Command command, std::span<const uint8_t> fields, const Sent& sent,

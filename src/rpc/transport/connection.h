@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -93,6 +94,12 @@ class Connection {
   // `bulk_in` is not empty the reply ends with exactly that many bytes, which
   // are received straight into it.
   StatusOr<std::vector<uint8_t>> call(const Request& request, std::span<uint8_t> bulk_in = {});
+  // call(), running `meanwhile` once the request is sent and before its reply
+  // is read, while this connection stays held: the reply's wait overlaps
+  // whatever `meanwhile` waits for. It must not use this connection, nor wait
+  // for another connection's lock (try_settle()).
+  StatusOr<std::vector<uint8_t>> call_meanwhile(const Request& request, std::span<uint8_t> bulk_in,
+                                                const std::function<void()>& meanwhile);
   // Several requests in one round trip: sent back to back, then their
   // replies read in order (a server answers a connection's requests in
   // order). One result per request, as call() gives; a request the server
@@ -169,6 +176,9 @@ class Connection {
   // graph or plan (its run's own failure comes at the next synchronizing
   // call); an older one when the run is done.
   Status settle();
+  // settle(), unless another thread holds the connection: then nothing
+  // (nullopt), and that thread settles it before its own exchange.
+  std::optional<Status> try_settle();
   // A standing grant for exactly (handle, offset, size) of this connection's
   // buffers: asked for once (GRANT_STANDING, a round trip), then remembered
   // for the life of the connection, so every plan naming that range agrees.
@@ -262,7 +272,8 @@ class Connection {
                           std::chrono::milliseconds timeout) REQUIRES(mutex_);
   // A call: settles first, except for a read, which is sent first and asked
   // again when settling resent work that it must follow.
-  StatusOr<std::vector<uint8_t>> call_locked(const Request& request, std::span<uint8_t> bulk_in) REQUIRES(mutex_);
+  StatusOr<std::vector<uint8_t>> call_locked(const Request& request, std::span<uint8_t> bulk_in,
+                                             const std::function<void()>* meanwhile = nullptr) REQUIRES(mutex_);
 
   Mutex mutex_;  // one exchange at a time on the socket
   Socket socket_;
