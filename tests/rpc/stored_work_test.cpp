@@ -98,7 +98,12 @@ TEST(StoredGraphs, GraphsRunByTurnsOnAServerKeepingOneAreResentAndRightEachTime)
 // and another plan run on A in between drops the first. Running the first
 // again by id, A answers "not found"; settling A before waiting on B stores
 // and runs it again, so B's wait is met and the result is right.
-TEST(StoredPlans, APlanDroppedByItsServerIsStoredAgainBeforeTheServerWaitingForItsBytesIsAsked) {
+// The plan runs of the test below: whether the read of B goes out before A's
+// plans are settled (as the scheduler does it, settling while the read's reply
+// is on its way) or after.
+enum class SettleA { before_the_read, while_the_read_waits };
+
+void run_a_plan_dropped_by_its_server(SettleA when) {
   InProcessServer a(keeping_one()), b(keeping_one());
   auto da = remote_device(a.endpoint(), 0), db = remote_device(b.endpoint(), 0);
   Context ctx;
@@ -133,10 +138,21 @@ TEST(StoredPlans, APlanDroppedByItsServerIsStoredAgainBeforeTheServerWaitingForI
     check(write_from_f32(*src, values), "src");
     ASSERT_TRUE(on_a.value()->run_async(send).ok());
     ASSERT_TRUE(on_b.value()->run_async(receive).ok());
-    const Status settled = on_a.value()->settle();
-    ASSERT_TRUE(settled.ok()) << settled.to_string();
     std::vector<float> got(64);
-    const Status read = on_b.value()->synchronize_and_read(*y, got.data());
+    Status settled = internal_error("A not settled");
+    Status read;
+    if (when == SettleA::before_the_read) {
+      settled = on_a.value()->settle();
+      read = on_b.value()->synchronize_and_read(*y, got.data());
+    } else {
+      // B's read is out, waiting for B's plan, which waits for A's bytes:
+      // A's dropped plan must be sent again from in here.
+      read = on_b.value()->synchronize_and_read(*y, got.data(), [&] {
+        const std::optional<Status> s = on_a.value()->try_settle();
+        settled = s ? *s : internal_error("A's connection was busy");
+      });
+    }
+    ASSERT_TRUE(settled.ok()) << settled.to_string();
     ASSERT_TRUE(read.ok()) << read.to_string();
     for (size_t i = 0; i < values.size(); ++i) ASSERT_EQ(got[i], values[i] + values[i]) << "run " << run;
     ASSERT_TRUE(on_a.value()->run_async(other).ok());  // drops `send` on A
@@ -144,6 +160,14 @@ TEST(StoredPlans, APlanDroppedByItsServerIsStoredAgainBeforeTheServerWaitingForI
   }
   // Runs 1 and 2 found each of A's plans dropped by the other.
   EXPECT_EQ(connection_stats(a.endpoint()).resent - resent_before, 4u);
+}
+
+TEST(StoredPlans, APlanDroppedByItsServerIsStoredAgainBeforeTheServerWaitingForItsBytesIsAsked) {
+  run_a_plan_dropped_by_its_server(SettleA::before_the_read);
+}
+
+TEST(StoredPlans, APlanDroppedByItsServerIsStoredAgainWhileTheServerWaitingForItsBytesIsAsked) {
+  run_a_plan_dropped_by_its_server(SettleA::while_the_read_waits);
 }
 
 }  // namespace
