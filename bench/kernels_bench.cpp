@@ -2,7 +2,8 @@
 //   - gemm_f32 at the prefill shapes (N = 64) next to OpenBLAS cblas_sgemm on the same problem;
 //   - the gemm of every weight type at decode (N = 1), reporting the weight bytes streamed per
 //     second (BM_Gemm<TYPE>Decode, the activations quantized inside the timed loop as the op does);
-//   - the same gemms at prefill (N = 64, K = M = 4096; BM_Gemm<TYPE>Prefill);
+//   - the same gemms at prefill (N = 64, K = M = 4096; BM_Gemm<TYPE>Prefill), and the ceiling of
+//     the VNNI driver most formats' prefill runs on (BM_GemmDriverCeilingPrefill);
 //   - a plain 1 GiB memory-read loop, the bandwidth reference for the decode numbers.
 // Decode benchmarks rotate through enough copies of the weights (>= 512 MiB) that they come
 // from DRAM, as in a real model, not from the last-level cache.
@@ -17,6 +18,13 @@
 #include <vector>
 
 #include "cpu/kernels.h"
+// The VNNI driver, for its ceiling below, where this file is built for a CPU that has it.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && \
+    defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
+#define TENSORPC_BENCH_HAS_DRIVER 1
+#include "cpu/immintrin_quiet.h"
+#include "cpu/kernels_avx512_codes.h"
+#endif
 #include "openblas_core.h"
 #include "tensorpc/dtype.h"
 
@@ -189,6 +197,66 @@ PREFILL_BENCHMARK(q4_K, "Q4_K");
 PREFILL_BENCHMARK(q5_K, "Q5_K");
 PREFILL_BENCHMARK(q6_K, "Q6_K");
 PREFILL_BENCHMARK(iq4_xs, "IQ4_XS");
+
+// ---------------------------------------------------------------------------------------------
+// The ceiling of the VNNI driver's prefill tiles (src/cpu/kernels_avx512_codes.h), which every
+// block format but q4_0 runs: the same tiles on a made-up format whose groups hold 256 codes
+// already unpacked and arranged, and their 16 lane scales, so a group costs five loads, and with
+// neither offset nor min the dot product is the cheapest any format has (four vpdpbusd, a
+// conversion, a multiply and a multiply-add per 256 values and activation row). A format's
+// prefill against this says what its unpacking costs; no format can be faster.
+
+#if TENSORPC_BENCH_HAS_DRIVER
+
+struct PreArranged {
+  static constexpr cpu::ChunkMap kChunks = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  static constexpr int kOffset = 0;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kBlocks32 = false;
+  static constexpr bool kCacheScales = false;
+  static constexpr cpu::Arrange kArrange = cpu::Arrange::kNone;
+  static constexpr size_t kBlockBytes = 256 + 64;  // codes, then 16 float scales
+
+  static cpu::WeightCodes load(const uint8_t* p) {
+    cpu::WeightCodes w;
+    for (int r = 0; r < 4; ++r) w.u[r] = _mm512_loadu_si512(p + 64 * r);
+    w.scale = _mm512_loadu_ps(p + 256);
+    w.min = _mm512_setzero_ps();
+    return w;
+  }
+};
+
+void BM_GemmDriverCeilingPrefill(benchmark::State& state) {
+  const int64_t K = state.range(0), M = state.range(1), N = 64;
+  const int64_t groups = K / 256;
+  std::vector<uint8_t> weights(static_cast<size_t>(M * groups) * PreArranged::kBlockBytes);
+  std::mt19937 rng(5);
+  for (size_t g = 0; g < weights.size() / PreArranged::kBlockBytes; ++g) {
+    uint8_t* p = weights.data() + g * PreArranged::kBlockBytes;
+    for (int k = 0; k < 256; ++k) p[k] = static_cast<uint8_t>(rng() % 16);
+    for (int l = 0; l < 16; ++l) {
+      const float scale = 0.01f * static_cast<float>(rng() % 64);
+      std::memcpy(p + 256 + 4 * l, &scale, 4);
+    }
+  }
+  const auto x = random_floats(N * K, 4);
+  const cpu::KernelTable& t = cpu::best_kernels();
+  const size_t ldb = row_bytes(DType::q8_K, K);
+  std::vector<uint8_t> xq(N * ldb);
+  std::vector<float> y(M * N);
+  for (auto _ : state) {
+    for (int64_t j = 0; j < N; ++j) cpu::quantize_activations(t, DType::q8_K, x.data() + j * K, xq.data() + j * ldb, K);
+    cpu::gemm_codes<PreArranged>(K, M, N, weights.data(), groups * PreArranged::kBlockBytes, xq.data(), ldb, y.data(),
+                                 M);
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_gemm_counters(state, 2.0 * M * N * K, static_cast<double>(weights.size()));
+}
+BENCHMARK(BM_GemmDriverCeilingPrefill)
+    ->PREFILL_SHAPES
+    ->ArgNames({"K", "M"})
+    ->Unit(benchmark::kMillisecond);
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Memory-read reference: sum a 1 GiB buffer. The buffer is split into `streams` equal parts

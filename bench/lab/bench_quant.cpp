@@ -2,6 +2,7 @@
 #include "lab/bench_quant.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -129,8 +130,13 @@ StatusOr<std::vector<Figure>> bench_quantized_models(const std::vector<std::stri
     for (double tps : s.prefill_runs) values.push_back(tps * static_cast<double>(s.weight_bytes) / 1e9);
     for (double tps : b.prefill_runs) baselines.push_back(tps * static_cast<double>(b.weight_bytes) / 1e9);
     const auto [low, high] = ratio_range(values, baselines);
+    // The ratio at q8_0's matrix GFLOP/s (the same parameters, other bytes): the most a format
+    // whose kernel runs q8_0's dot products can reach (docs/performance.md, "Quantized formats").
+    char at_equal[48];
+    std::snprintf(at_equal, sizeof at_equal, "%.2fx at equal GFLOP/s",
+                  static_cast<double>(s.weight_bytes) / static_cast<double>(b.weight_bytes));
     figures.push_back({.id = id + "prefill",
-                       .name = "random 250M " + mix + ": prefill weight bytes/s (128 tokens)",
+                       .name = "random 250M " + mix + ": prefill weight bytes/s (128 tokens; " + at_equal + ")",
                        .value = s.prefill_tps * static_cast<double>(s.weight_bytes) / 1e9,
                        .unit = "GB/s",
                        .baseline = b.prefill_tps * static_cast<double>(b.weight_bytes) / 1e9,

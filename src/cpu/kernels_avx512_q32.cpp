@@ -1,5 +1,5 @@
-// The "avx512" table's 32-value block formats (q4_1, q5_0, q5_1, iq4_nl) against q8_0
-// activations.
+// The "avx512" table's 32-value block formats (q4_1, q5_0, q5_1, iq4_nl, and q8_0 for more than
+// one activation row) against q8_0 activations.
 //
 // kernels_avx512_codes.h runs on groups of 256 values, so here a group is eight consecutive
 // blocks. Each half (four blocks, 72 to 96 bytes) is read with one 64-byte load and one masked
@@ -9,7 +9,8 @@
 // of the four blocks give one code register, high nibbles another; as both hold the same blocks
 // chunk by chunk, interleaving dwords of the two halves (Arrange::kPairs) gives lanes of one
 // scale each. Offsets: q5_0 16, iq4_nl 128 (its levels looked up +128); q4_1 and q5_1 add their
-// min m times the activations' sum.
+// min m times the activations' sum. q8_0 (offset 128) loads each block's 32 quants whole and
+// flips their sign bits.
 #include "cpu/kernels.h"
 #include "cpu/kernels_avx512_quant.h"
 
@@ -20,6 +21,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 
 #include "cpu/kernels_avx512_codes.h"
 
@@ -140,7 +142,55 @@ using Q5_1 = Blocks32Format<BlockQ5_1, offsetof(BlockQ5_1, qs), offsetof(BlockQ5
                             Levels::kLinear>;
 using IQ4_NL = Blocks32Format<BlockIQ4_NL, offsetof(BlockIQ4_NL, qs), -1, -1, 128, Levels::kIQ4>;
 
+// q8_0 as codes u = q + 128 in the nibble formats' chunk layout (kHalfChunks): register 0 holds
+// the first 16 quants of blocks 0..3, register 1 their last 16, registers 2 and 3 the same of
+// blocks 4..7. One conversion to float per 256 values and activation row, where q8_0's decode
+// kernel (kernels_avx512.cpp) converts each block's sums on their own.
+struct Q8_0Codes {
+  static constexpr ChunkMap kChunks = kHalfChunks;
+  static constexpr int kOffset = 128;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kBlocks32 = true;
+  static constexpr bool kCacheScales = true;  // eight f16 words 34 bytes apart, gathered one by one
+  static constexpr Arrange kArrange = Arrange::kPairs;
+  static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
+  static constexpr LaneIndex kScaleLanes = lane_block32_index(kChunks, kArrange, 0);
+
+  // The first and last 16 quants of the four blocks at p, as codes.
+  static void load_half(const uint8_t* p, __m512i& first, __m512i& last) {
+    auto qs = [p](int b) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + b * kBlockBytes + offsetof(BlockQ8_0, qs)));
+    };
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    // 128-bit lanes: block 0 first, block 0 last, block 1 first, block 1 last (and 2, 3).
+    const __m512i b01 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs(0)), qs(1), 1), flip);
+    const __m512i b23 = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs(2)), qs(3), 1), flip);
+    first = _mm512_shuffle_i64x2(b01, b23, _MM_SHUFFLE(2, 0, 2, 0));
+    last = _mm512_shuffle_i64x2(b01, b23, _MM_SHUFFLE(3, 1, 3, 1));
+  }
+
+  static WeightCodes load(const uint8_t* p) {
+    WeightCodes w;
+    load_half(p, w.u[0], w.u[1]);
+    load_half(p + 4 * kBlockBytes, w.u[2], w.u[3]);
+    auto d = [p](int b) {
+      uint16_t h;
+      std::memcpy(&h, p + b * kBlockBytes + offsetof(BlockQ8_0, d), 2);
+      return static_cast<short>(h);
+    };
+    const __m128i words = _mm_setr_epi16(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7));
+    w.scale = _mm512_permutexvar_ps(load_index(kScaleLanes), _mm512_zextps256_ps512(_mm256_cvtph_ps(words)));
+    w.min = _mm512_setzero_ps();
+    return w;
+  }
+};
+
 }  // namespace
+
+void gemm_q8_0_tiles(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
+                     size_t ldc) {
+  gemm_codes<Q8_0Codes>(K, M, N, A, lda, B, ldb, C, ldc);
+}
 
 void add_avx512_q32_kernels(KernelTable& t) {
   t.gemm_q4_1 = gemm_codes<Q4_1>;
