@@ -63,11 +63,25 @@ void Session::run() {
   }
   const SessionBuffers::Held held = buffers_.held();
   if (admitted_.load(std::memory_order_acquire) && env_.admission != nullptr) env_.admission->leave();
+  tell_fed_grants();
   release_all();
   channel_.close();
   channel_.release_socket();
   log::info(who + channel_.peer() + " ended (" + channel_.end_reason() + "); freed " + std::to_string(held.buffers) +
             " buffers, " + std::to_string(held.bytes) + " bytes");
+}
+
+void Session::tell_fed_grants() {
+  const Status gone = io_error("the connection from " + channel_.peer() + " that brought these bytes before ended (" +
+                               channel_.end_reason() + ")");
+  for (const std::weak_ptr<GrantArrivals>& fed : fed_) {
+    const std::shared_ptr<GrantArrivals> a = fed.lock();
+    if (!a) continue;
+    std::lock_guard<std::mutex> lock(a->mutex);
+    a->sender_gone = gone;
+    a->changed.notify_all();
+  }
+  fed_.clear();
 }
 
 void Session::keep_alive(std::chrono::steady_clock::time_point now) { channel_.keep_alive(now); }

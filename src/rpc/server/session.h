@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rpc/server/frame_channel.h"
 #include "rpc/server/peer_links.h"
@@ -140,6 +141,11 @@ class Session {
   StatusOr<GrantToken> issue_grant(uint64_t handle, uint64_t offset, uint64_t size, const char* what,
                                    std::shared_ptr<GrantArrivals> arrivals);
   void release_all();
+  // The connection has ended: the waits for bytes it would have brought fail.
+  void tell_fed_grants();
+  void remember_fed(const std::shared_ptr<GrantArrivals>& arrivals);
+  // A plan run failed at `failed_step`: the peers its later sends go to are told.
+  void tell_unsent(const StoredPlan& plan, size_t failed_step);
   // The handshake is over (phase_ is serving): lifts its deadline and asks
   // env_.admission for a place; the refusal when the server is full.
   Status enter_serving();
@@ -155,6 +161,9 @@ class Session {
   SessionBuffers buffers_;
   StoredWork work_;  // after buffers_: its graphs point into them
   PeerLinks peers_;
+  // The standing grants this connection brought bytes to (a peer server's
+  // plan sends), told when it ends (GrantArrivals::sender_gone).
+  std::vector<std::weak_ptr<GrantArrivals>> fed_;
 
   // Where the connection stands: HELLO first; then, when the server has a
   // key, AUTH; then any command.

@@ -112,6 +112,12 @@ Status Session::on_write_granted(WireReader&, Reply&) {
     }
     return s;
   };
+  if (req.size == 0 && grant->size != 0 && grant->arrivals) {
+    // No bytes under a standing grant of some: the sender's run failed before
+    // this send (Session::tell_unsent), and its WAIT_FOR need not wait.
+    (void)record(io_error("the plan run that sends these bytes failed before sending them"));
+    return Status();
+  }
   if (grant->size != req.size) {
     return channel_.fail_draining(
         data, record(invalid_argument(refused + "the token grants " + std::to_string(grant->size) + " bytes, not " +
@@ -143,11 +149,25 @@ Status Session::on_write_granted(WireReader&, Reply&) {
   // A standing grant's WAIT_FOR learns that this run's bytes are in place;
   // its mutex orders the bytes before the waiter's use of them.
   if (grant->arrivals) {
-    std::lock_guard<std::mutex> lock(grant->arrivals->mutex);
-    grant->arrivals->arrived += 1;
-    grant->arrivals->changed.notify_all();
+    {
+      std::lock_guard<std::mutex> lock(grant->arrivals->mutex);
+      grant->arrivals->arrived += 1;
+      grant->arrivals->sender_gone = Status();
+      grant->arrivals->changed.notify_all();
+    }
+    remember_fed(grant->arrivals);
   }
   return Status();
+}
+
+// A plan sends to a handful of standing grants; entries whose grant is gone
+// make room, so the list stays as small as what this connection still feeds.
+void Session::remember_fed(const std::shared_ptr<GrantArrivals>& arrivals) {
+  for (const std::weak_ptr<GrantArrivals>& fed : fed_) {
+    if (fed.lock() == arrivals) return;
+  }
+  std::erase_if(fed_, [](const std::weak_ptr<GrantArrivals>& fed) { return fed.expired(); });
+  fed_.push_back(arrivals);
 }
 
 }  // namespace tensorpc::rpc

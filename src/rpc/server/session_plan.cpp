@@ -119,11 +119,30 @@ Status Session::on_plan_run(WireReader& in, Reply&) {
       case PlanStepKind::wait_for: s = wait_for_arrival(f); break;
     }
     if (!s.ok()) {
+      tell_unsent(plan, i);
       return Status(s.code(), "PLAN_RUN: plan " + std::to_string(plan.id) + " step " + std::to_string(i) + " (" +
                                   name_of(f.kind) + "): " + s.message());
     }
   }
   return Status();
+}
+
+// The sends after a failed step will not happen: each destination gets a
+// WRITE_GRANTED of no bytes under its standing grant instead (protocol.md),
+// so its WAIT_FOR fails now rather than at its timeout, and the failure goes
+// down the pipeline server by server. Best effort: a destination that cannot
+// be reached is not waiting on a live connection anyway.
+void Session::tell_unsent(const StoredPlan& plan, size_t failed_step) {
+  for (size_t j = failed_step + 1; j < plan.steps.size(); ++j) {
+    const PlanStepFields& f = plan.steps[j].fields;
+    if (f.kind != PlanStepKind::send_to_peer) continue;
+    auto connection = peers_.get(f.endpoint);
+    if (!connection.ok()) continue;
+    WireWriter fields;
+    encode(fields, WriteGrantedRequest{.token = f.token, .size = 0});
+    (void)connection.value()->send_one_way(
+        {.command = Command::write_granted, .fields = fields.bytes(), .timeout = env_.io_timeout});
+  }
 }
 
 Status Session::wait_for_arrival(const PlanStepFields& step) {
@@ -137,6 +156,10 @@ Status Session::wait_for_arrival(const PlanStepFields& step) {
   // variable) ends the wait promptly.
   while (a.arrived <= a.seen) {
     if (!a.failure.ok()) return std::exchange(a.failure, Status());
+    if (!a.sender_gone.ok()) {
+      return Status(a.sender_gone.code(), "no bytes from " + step.endpoint + " reached " + env_.endpoint + ": " +
+                                              a.sender_gone.message());
+    }
     if (stopping_.load(std::memory_order_acquire)) return io_error("the server is stopping");
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {

@@ -50,13 +50,17 @@ struct BufferTable {
 // granting session's WAIT_FOR consumes them (`seen`), so a wait returns once
 // bytes came after the previous wait returned. A write under the grant that
 // failed (its sender does not wait to hear) is kept in `failure`, so the
-// wait fails at once with its reason instead of timing out.
+// wait fails at once with its reason instead of timing out. So does a wait
+// whose bytes have not come when the connection that brought the grant's
+// earlier bytes ends (`sender_gone`, until bytes arrive again): its sender, a
+// server killed or cut off, will not send them.
 struct GrantArrivals {
   std::mutex mutex;
   std::condition_variable changed;
   uint64_t arrived = 0;  // guarded by mutex
   uint64_t seen = 0;     // guarded by mutex; only the granting session moves it
   Status failure;        // guarded by mutex; the first failed write, until a wait reports it
+  Status sender_gone;    // guarded by mutex; the last sender's connection ended, until the next arrival
 };
 
 struct WriteGrant {
