@@ -4,7 +4,9 @@
 // never come and a send to a server that is gone fail within a bounded time,
 // naming both endpoints, and leave client and servers usable; Server::stop
 // ends a waiting plan promptly (PlanFailures); bad steps are refused when the
-// plan is stored, and forged standing-grant tokens are refused (PlanHostile).
+// plan is stored, and forged standing-grant tokens are refused; a wait fails
+// at once when its sender says its run failed or its sender's connection ends
+// (PlanHostile).
 #include <chrono>
 #include <thread>
 
@@ -485,6 +487,62 @@ TEST_F(PlanHostile, ARefusedWriteUnderAStandingGrantFailsTheWaitingPlanWithItsRe
   EXPECT_TRUE(contains(s.message(), "the token grants 32 bytes, not 33")) << s.to_string();
   // Reported once: the next run waits for the next good write.
   EXPECT_TRUE(write_granted(writer, token.value(), 32).ok());
+  EXPECT_TRUE(c_.call_status(Command::plan_run, run).ok());
+}
+
+TEST_F(PlanHostile, NoBytesUnderAStandingGrantSayTheSendersRunFailedAndTheWaitFailsAtOnce) {
+  // What a plan that failed sends for each later send (docs/protocol.md):
+  // the plan waiting for those bytes fails now, not at its timeout.
+  RawClient writer(port());
+  ASSERT_TRUE(writer.hello().ok());
+  auto token = grant_standing(c_, handle_, 64, 32);
+  ASSERT_TRUE(token.ok()) << token.status().to_string();
+  rpc::PlanStepFields wait;
+  wait.kind = rpc::PlanStepKind::wait_for;
+  wait.token = token.value();
+  wait.timeout_ms = 600000;  // a plan that timed out instead would stall this test for ten minutes
+  ASSERT_TRUE(store(1, {wait}).ok());
+  EXPECT_TRUE(write_granted(writer, token.value(), 0).ok()) << "the notice is taken";
+  rpc::WireWriter run;
+  rpc::encode(run, rpc::PlanRunRequest{1});
+  Status s = c_.call_status(Command::plan_run, run);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(contains(s.message(), "step 0 (WAIT_FOR)")) << s.to_string();
+  EXPECT_TRUE(contains(s.message(), "failed before sending them")) << s.to_string();
+  // Reported once: the next run waits for the next good write.
+  EXPECT_TRUE(write_granted(writer, token.value(), 32).ok());
+  EXPECT_TRUE(c_.call_status(Command::plan_run, run).ok());
+}
+
+TEST_F(PlanHostile, AWaitWhoseSendersConnectionEndedFailsAtOnceUntilBytesComeAgain) {
+  auto token = grant_standing(c_, handle_, 64, 32);
+  ASSERT_TRUE(token.ok()) << token.status().to_string();
+  rpc::PlanStepFields wait;
+  wait.kind = rpc::PlanStepKind::wait_for;
+  wait.token = token.value();
+  wait.timeout_ms = 600000;
+  ASSERT_TRUE(store(1, {wait}).ok());
+  rpc::WireWriter run;
+  rpc::encode(run, rpc::PlanRunRequest{1});
+  {
+    RawClient sender(port());
+    ASSERT_TRUE(sender.hello().ok());
+    EXPECT_TRUE(write_granted(sender, token.value(), 32).ok());
+    EXPECT_TRUE(c_.call_status(Command::plan_run, run).ok()) << "its bytes came";
+    sender.socket().close();  // as a sending server killed between runs
+  }
+  // The connection that brought the grant's bytes is gone: the next wait
+  // fails as soon as the server has seen the end (before the wait, or during
+  // it, which wakes it), naming that connection.
+  const auto start = std::chrono::steady_clock::now();
+  const Status s = c_.call_status(Command::plan_run, run);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(contains(s.message(), "that brought these bytes before ended")) << s.to_string();
+  // Bytes under the grant again, from another connection: waits go on as before.
+  RawClient again(port());
+  ASSERT_TRUE(again.hello().ok());
+  EXPECT_TRUE(write_granted(again, token.value(), 32).ok());
   EXPECT_TRUE(c_.call_status(Command::plan_run, run).ok());
 }
 
