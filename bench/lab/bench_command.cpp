@@ -32,6 +32,11 @@ Status fill_defaults(BenchOptions& o) {
     if (!o.bundled_model.empty() && std::filesystem::exists(o.bundled_model)) {
       o.models.push_back({.key = "kjv_tiny", .label = "kjv-tiny", .path = o.bundled_model});
     }
+    if (!q) {
+      auto path = random_24m_f32_model();
+      if (!path.ok()) return path.status().with_context("random model");
+      o.models.push_back({.key = "f32_24m", .label = "random 24M f32", .path = path.value()});
+    }
     for (DType type : q ? std::vector<DType>{DType::q8_0} : std::vector<DType>{DType::q8_0, DType::q4_0}) {
       auto path = random_100m_model(type);
       if (!path.ok()) return path.status().with_context("random model");

@@ -424,20 +424,12 @@ StatusOr<std::vector<Figure>> bench_model_load(const BenchModel& m, const ModelB
   };
 }
 
-StatusOr<std::string> random_100m_model(DType type) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("tensorpc_bench_100m_" + std::string(name_of(type)) + ".gguf"))
-          .string();
+namespace {
+
+// The random model `o` as `name` under the temporary directory, written once.
+StatusOr<std::string> random_model_once(const std::string& name, const RandomModelOptions& o) {
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
   if (std::filesystem::exists(path)) return path;
-  const RandomModelOptions o{.n_vocab = 32000,
-                             .n_embd = 768,
-                             .n_layer = 12,
-                             .n_head = 12,
-                             .n_head_kv = 4,
-                             .n_ff = 2048,
-                             .n_ctx = 512,
-                             .type = type,
-                             .seed = 7};
   // Written under another name first: an interrupted run leaves no half file behind the final name.
   const std::string partial = path + ".partial";
   TENSORPC_RETURN_IF_ERROR(write_random_llama(partial, o));
@@ -445,6 +437,33 @@ StatusOr<std::string> random_100m_model(DType type) {
   std::filesystem::rename(partial, path, ec);
   if (ec) return io_error("cannot rename " + partial + ": " + ec.message());
   return path;
+}
+
+}  // namespace
+
+StatusOr<std::string> random_100m_model(DType type) {
+  return random_model_once("tensorpc_bench_100m_" + std::string(name_of(type)) + ".gguf",
+                           {.n_vocab = 32000,
+                            .n_embd = 768,
+                            .n_layer = 12,
+                            .n_head = 12,
+                            .n_head_kv = 4,
+                            .n_ff = 2048,
+                            .n_ctx = 512,
+                            .type = type,
+                            .seed = 7});
+}
+
+StatusOr<std::string> random_24m_f32_model() {
+  return random_model_once("tensorpc_bench_24m_f32.gguf", {.n_vocab = 32000,
+                                                           .n_embd = 256,
+                                                           .n_layer = 8,
+                                                           .n_head = 4,
+                                                           .n_head_kv = 2,
+                                                           .n_ff = 896,
+                                                           .n_ctx = 512,
+                                                           .type = DType::f32,
+                                                           .seed = 9});
 }
 
 }  // namespace tensorpc::tools

@@ -94,4 +94,10 @@ StatusOr<std::vector<Figure>> bench_model_load(const BenchModel& model, const Mo
 // temporary directory unless already there. Returns its path.
 StatusOr<std::string> random_100m_model(DType type);
 
+// A random ~24 M-parameter f32 llama model (n_embd 256, 8 layers, n_ff 896,
+// vocabulary 32,000; two thirds of it the embedding and output), written as
+// random_100m_model's: a model whose decode step is short next to a link's
+// round trip, as the pipeline's figures over the link want.
+StatusOr<std::string> random_24m_f32_model();
+
 }  // namespace tensorpc::tools
