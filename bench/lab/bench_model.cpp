@@ -426,44 +426,37 @@ StatusOr<std::vector<Figure>> bench_model_load(const BenchModel& m, const ModelB
 
 namespace {
 
-// The random model `o` as `name` under the temporary directory, written once.
-StatusOr<std::string> random_model_once(const std::string& name, const RandomModelOptions& o) {
-  const std::string path = (std::filesystem::temp_directory_path() / name).string();
-  if (std::filesystem::exists(path)) return path;
-  // Written under another name first: an interrupted run leaves no half file behind the final name.
-  const std::string partial = path + ".partial";
-  TENSORPC_RETURN_IF_ERROR(write_random_llama(partial, o));
-  std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  if (ec) return io_error("cannot rename " + partial + ": " + ec.message());
-  return path;
+// `name` under the temporary directory. The random models are written there
+// atomically (write_random_llama_once): an interrupted run leaves no half file.
+std::string temp_model_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / name).string();
 }
 
 }  // namespace
 
 StatusOr<std::string> random_100m_model(DType type) {
-  return random_model_once("tensorpc_bench_100m_" + std::string(name_of(type)) + ".gguf",
-                           {.n_vocab = 32000,
-                            .n_embd = 768,
-                            .n_layer = 12,
-                            .n_head = 12,
-                            .n_head_kv = 4,
-                            .n_ff = 2048,
-                            .n_ctx = 512,
-                            .type = type,
-                            .seed = 7});
+  return write_random_llama_once(temp_model_path("tensorpc_bench_100m_" + std::string(name_of(type)) + ".gguf"),
+                                 {.n_vocab = 32000,
+                                  .n_embd = 768,
+                                  .n_layer = 12,
+                                  .n_head = 12,
+                                  .n_head_kv = 4,
+                                  .n_ff = 2048,
+                                  .n_ctx = 512,
+                                  .type = type,
+                                  .seed = 7});
 }
 
 StatusOr<std::string> random_24m_f32_model() {
-  return random_model_once("tensorpc_bench_24m_f32.gguf", {.n_vocab = 32000,
-                                                           .n_embd = 256,
-                                                           .n_layer = 8,
-                                                           .n_head = 4,
-                                                           .n_head_kv = 2,
-                                                           .n_ff = 896,
-                                                           .n_ctx = 512,
-                                                           .type = DType::f32,
-                                                           .seed = 9});
+  return write_random_llama_once(temp_model_path("tensorpc_bench_24m_f32.gguf"), {.n_vocab = 32000,
+                                                                                  .n_embd = 256,
+                                                                                  .n_layer = 8,
+                                                                                  .n_head = 4,
+                                                                                  .n_head_kv = 2,
+                                                                                  .n_ff = 896,
+                                                                                  .n_ctx = 512,
+                                                                                  .type = DType::f32,
+                                                                                  .seed = 9});
 }
 
 }  // namespace tensorpc::tools

@@ -58,23 +58,17 @@ Status quantize_for_bench(const std::string& source, const std::string& path, co
 }  // namespace
 
 StatusOr<std::string> random_250m_model(const std::string& mix, std::FILE* progress) {
-  const std::string source = temp_path("tensorpc_bench_250m_q8_0.gguf");
-  if (!std::filesystem::exists(source)) {
-    const RandomModelOptions o{.n_vocab = 32000,
-                               .n_embd = 1024,
-                               .n_layer = 14,
-                               .n_head = 16,
-                               .n_head_kv = 4,
-                               .n_ff = 2816,
-                               .n_ctx = 512,
-                               .type = DType::q8_0,
-                               .seed = 11};
-    const std::string partial = source + ".partial";  // no half file behind the final name
-    TENSORPC_RETURN_IF_ERROR(write_random_llama(partial, o));
-    std::error_code ec;
-    std::filesystem::rename(partial, source, ec);
-    if (ec) return io_error("cannot rename " + partial + ": " + ec.message());
-  }
+  TENSORPC_ASSIGN_OR_RETURN(const std::string source,
+                            write_random_llama_once(temp_path("tensorpc_bench_250m_q8_0.gguf"),
+                                                    {.n_vocab = 32000,
+                                                     .n_embd = 1024,
+                                                     .n_layer = 14,
+                                                     .n_head = 16,
+                                                     .n_head_kv = 4,
+                                                     .n_ff = 2816,
+                                                     .n_ctx = 512,
+                                                     .type = DType::q8_0,
+                                                     .seed = 11}));
   if (mix == "Q8_0") return source;
   const std::string path = temp_path("tensorpc_bench_250m_" + mix + ".gguf");
   if (std::filesystem::exists(path)) return path;

@@ -4,6 +4,7 @@
 #include "lab/random_model.h"
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <span>
 #include <vector>
@@ -170,6 +171,12 @@ Status write_random_llama(const std::string& path, const RandomModelOptions& o) 
   GgufWriter w;
   TENSORPC_RETURN_IF_ERROR(add_random_model(w, o));
   return w.write(path);
+}
+
+StatusOr<std::string> write_random_llama_once(const std::string& path, const RandomModelOptions& o) {
+  if (std::filesystem::exists(path)) return path;
+  TENSORPC_RETURN_IF_ERROR(write_random_llama(path, o));
+  return path;
 }
 
 StatusOr<std::vector<uint8_t>> random_model_bytes(const RandomModelOptions& o) {

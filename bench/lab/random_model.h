@@ -46,6 +46,9 @@ struct RandomModelOptions {
 
 // Writes the model to `path` (atomically, through GgufWriter::write).
 Status write_random_llama(const std::string& path, const RandomModelOptions& options);
+// `path` as is when a file is there (a model written by an earlier run), else
+// the model written there by write_random_llama. Returns `path`.
+StatusOr<std::string> write_random_llama_once(const std::string& path, const RandomModelOptions& options);
 // The same file's bytes, in memory.
 StatusOr<std::vector<uint8_t>> random_model_bytes(const RandomModelOptions& options);
 

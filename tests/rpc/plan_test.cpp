@@ -388,6 +388,21 @@ class PlanHostile : public ::testing::Test {
     if (!reply.ok()) return reply.status();
     return reply.value().token;
   }
+  // Plan 1: one WAIT_FOR under `token`, for 600 s: a plan that timed out
+  // instead of failing at once would stall its test for ten minutes.
+  Status store_wait(const rpc::GrantToken& token) {
+    rpc::PlanStepFields wait;
+    wait.kind = rpc::PlanStepKind::wait_for;
+    wait.token = token;
+    wait.timeout_ms = 600000;
+    return store(1, {wait});
+  }
+  Status run_plan() {
+    rpc::WireWriter run;
+    rpc::encode(run, rpc::PlanRunRequest{1});
+    return c_.call_status(Command::plan_run, run);
+  }
+
   Status write_granted(RawClient& c, const rpc::GrantToken& token, uint64_t size) {
     rpc::WireWriter w;
     rpc::encode(w, rpc::WriteGrantedRequest{token, size});
@@ -473,21 +488,15 @@ TEST_F(PlanHostile, ARefusedWriteUnderAStandingGrantFailsTheWaitingPlanWithItsRe
   ASSERT_TRUE(writer.hello().ok());
   auto token = grant_standing(c_, handle_, 64, 32);
   ASSERT_TRUE(token.ok()) << token.status().to_string();
-  rpc::PlanStepFields wait;
-  wait.kind = rpc::PlanStepKind::wait_for;
-  wait.token = token.value();
-  wait.timeout_ms = 600000;  // a plan that timed out instead would stall this test for ten minutes
-  ASSERT_TRUE(store(1, {wait}).ok());
+  ASSERT_TRUE(store_wait(token.value()).ok());
   EXPECT_FALSE(write_granted(writer, token.value(), 33).ok());
-  rpc::WireWriter run;
-  rpc::encode(run, rpc::PlanRunRequest{1});
-  Status s = c_.call_status(Command::plan_run, run);
+  Status s = run_plan();
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(contains(s.message(), "step 0 (WAIT_FOR)")) << s.to_string();
   EXPECT_TRUE(contains(s.message(), "the token grants 32 bytes, not 33")) << s.to_string();
   // Reported once: the next run waits for the next good write.
   EXPECT_TRUE(write_granted(writer, token.value(), 32).ok());
-  EXPECT_TRUE(c_.call_status(Command::plan_run, run).ok());
+  EXPECT_TRUE(run_plan().ok());
 }
 
 TEST_F(PlanHostile, NoBytesUnderAStandingGrantSayTheSendersRunFailedAndTheWaitFailsAtOnce) {
@@ -497,45 +506,33 @@ TEST_F(PlanHostile, NoBytesUnderAStandingGrantSayTheSendersRunFailedAndTheWaitFa
   ASSERT_TRUE(writer.hello().ok());
   auto token = grant_standing(c_, handle_, 64, 32);
   ASSERT_TRUE(token.ok()) << token.status().to_string();
-  rpc::PlanStepFields wait;
-  wait.kind = rpc::PlanStepKind::wait_for;
-  wait.token = token.value();
-  wait.timeout_ms = 600000;  // a plan that timed out instead would stall this test for ten minutes
-  ASSERT_TRUE(store(1, {wait}).ok());
+  ASSERT_TRUE(store_wait(token.value()).ok());
   EXPECT_TRUE(write_granted(writer, token.value(), 0).ok()) << "the notice is taken";
-  rpc::WireWriter run;
-  rpc::encode(run, rpc::PlanRunRequest{1});
-  Status s = c_.call_status(Command::plan_run, run);
+  Status s = run_plan();
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(contains(s.message(), "step 0 (WAIT_FOR)")) << s.to_string();
   EXPECT_TRUE(contains(s.message(), "failed before sending them")) << s.to_string();
   // Reported once: the next run waits for the next good write.
   EXPECT_TRUE(write_granted(writer, token.value(), 32).ok());
-  EXPECT_TRUE(c_.call_status(Command::plan_run, run).ok());
+  EXPECT_TRUE(run_plan().ok());
 }
 
 TEST_F(PlanHostile, AWaitWhoseSendersConnectionEndedFailsAtOnceUntilBytesComeAgain) {
   auto token = grant_standing(c_, handle_, 64, 32);
   ASSERT_TRUE(token.ok()) << token.status().to_string();
-  rpc::PlanStepFields wait;
-  wait.kind = rpc::PlanStepKind::wait_for;
-  wait.token = token.value();
-  wait.timeout_ms = 600000;
-  ASSERT_TRUE(store(1, {wait}).ok());
-  rpc::WireWriter run;
-  rpc::encode(run, rpc::PlanRunRequest{1});
+  ASSERT_TRUE(store_wait(token.value()).ok());
   {
     RawClient sender(port());
     ASSERT_TRUE(sender.hello().ok());
     EXPECT_TRUE(write_granted(sender, token.value(), 32).ok());
-    EXPECT_TRUE(c_.call_status(Command::plan_run, run).ok()) << "its bytes came";
+    EXPECT_TRUE(run_plan().ok()) << "its bytes came";
     sender.socket().close();  // as a sending server killed between runs
   }
   // The connection that brought the grant's bytes is gone: the next wait
   // fails as soon as the server has seen the end (before the wait, or during
   // it, which wakes it), naming that connection.
   const auto start = std::chrono::steady_clock::now();
-  const Status s = c_.call_status(Command::plan_run, run);
+  const Status s = run_plan();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(contains(s.message(), "that brought these bytes before ended")) << s.to_string();
@@ -543,7 +540,7 @@ TEST_F(PlanHostile, AWaitWhoseSendersConnectionEndedFailsAtOnceUntilBytesComeAga
   RawClient again(port());
   ASSERT_TRUE(again.hello().ok());
   EXPECT_TRUE(write_granted(again, token.value(), 32).ok());
-  EXPECT_TRUE(c_.call_status(Command::plan_run, run).ok());
+  EXPECT_TRUE(run_plan().ok());
 }
 
 }  // namespace
