@@ -42,6 +42,21 @@ struct RopeParams {
   float beta_slow = 1.0f;      // YaRN: finite, > 0
 };
 
+// The sample op's settings (op.h; the chain is described in
+// src/model/sampler.h).
+struct SampleSettings {
+  float temperature = 0.8f;     // >= 0; 0 = greedy
+  int top_k = 40;               // >= 0; 0 = off
+  float top_p = 0.95f;          // in (0, 1]; 1 = off
+  float min_p = 0.0f;           // in [0, 1]; 0 = off
+  float repeat_penalty = 1.0f;  // > 0; 1 = off
+
+  // invalid_argument naming the first setting out of range (NaN included),
+  // prefixed with `who`.
+  Status validate(const std::string& who) const;
+  bool operator==(const SampleSettings&) const = default;
+};
+
 class Context {
  public:
   Context() = default;
@@ -72,6 +87,10 @@ class Context {
   Tensor* get_rows(Tensor* a, Tensor* rows);
   Tensor* argmax(Tensor* a);
   Tensor* top_k(Tensor* a, int k);
+  // The token the sampling chain picks from top_k's candidates f32 [k, 2]
+  // for a vocabulary of n_vocab (>= k), the ids i32 [m] `recent` penalised
+  // and the draw i32 [2] (low 32 bits, then high): i32 [1] (op.h).
+  Tensor* sample(Tensor* candidates, Tensor* recent, Tensor* draw, const SampleSettings& s, int64_t n_vocab);
 
   // ---- normalisation, attention ------------------------------------------
   Tensor* rms_norm(Tensor* a, float eps);

@@ -59,9 +59,21 @@ enum class Op : uint32_t {
   top_k = 24,
 
   tanh = 25,  // element-wise tanh(a), f32
+
+  // A token sampled from candidates f32 [k, 2] as top_k lays them out (the
+  // largest logits and their ids in a vocabulary of n_vocab >= k), with the
+  // repetition penalty on the ids in i32 src[1] [m] (negative ids ignored)
+  // and the draw in i32 src[2] [2], 53 random bits (low 32, then high 21):
+  // i32 [1], the token — or kSampleNoToken (no finite candidate),
+  // kSampleUndecided (every candidate +inf and k < n_vocab: more may be
+  // outside) or kSampleBadCandidates (an id outside the vocabulary or twice).
+  // The chain is the client's (src/core/sample_chain.h), so with the same
+  // inputs a server picks the token the client would.  params: see "sample's
+  // params" below
+  sample = 26,
 };
 
-inline constexpr uint32_t kOpCount = 26;
+inline constexpr uint32_t kOpCount = 27;
 
 // rope's params, by slot:
 //   0 i32 n_dims (rotated dims, even, <= D)
@@ -87,6 +99,18 @@ inline constexpr int kRopeParamAttnFactor = 5;
 inline constexpr int kRopeParamCorrLow = 6;
 inline constexpr int kRopeParamCorrHigh = 7;
 inline constexpr int32_t kRopeYarnBit = 1 << 8;
+
+// sample's params, by slot: 0 f32 temperature, 1 i32 top_k, 2 f32 top_p,
+// 3 f32 min_p, 4 f32 repeat_penalty, 5 i32 n_vocab (SampleSettings, context.h).
+inline constexpr int kSampleParamTemperature = 0;
+inline constexpr int kSampleParamTopK = 1;
+inline constexpr int kSampleParamTopP = 2;
+inline constexpr int kSampleParamMinP = 3;
+inline constexpr int kSampleParamRepeatPenalty = 4;
+inline constexpr int kSampleParamNVocab = 5;
+inline constexpr int32_t kSampleNoToken = -1;
+inline constexpr int32_t kSampleUndecided = -2;
+inline constexpr int32_t kSampleBadCandidates = -3;
 
 // The longest row top_k takes: every index below it is exact as a float.
 inline constexpr int64_t kTopKMaxRow = int64_t{1} << 24;

@@ -161,6 +161,33 @@ Tensor* Context::top_k(Tensor* a, int k) {
   return t;
 }
 
+Tensor* Context::sample(Tensor* candidates, Tensor* recent, Tensor* draw, const SampleSettings& s, int64_t n_vocab) {
+  const Op op = Op::sample;
+  require_type(candidates, DType::f32, op, "candidates");
+  require_type(recent, DType::i32, op, "recent");
+  require_type(draw, DType::i32, op, "draw");
+  const Tensor& c = *candidates;
+  REQUIRE(c.ne[0] >= 1 && c.ne[1] == 2 && c.ne[2] == 1 && c.ne[3] == 1, op,
+          "candidates " + describe(c) + " must be [k, 2]: values, then ids");
+  REQUIRE(c.rows_are_contiguous(), op, "candidates " + describe(c) + ": rows must be contiguous");
+  REQUIRE(n_vocab >= c.ne[0] && n_vocab <= kTopKMaxRow, op,
+          "a vocabulary of " + std::to_string(n_vocab) + " must be in [k, 2^24] for candidates " + describe(c));
+  REQUIRE(recent->ne[0] >= 1 && recent->nelements() == recent->ne[0] && recent->rows_are_contiguous(), op,
+          "recent " + describe(*recent) + " must be one contiguous row");
+  REQUIRE(draw->nelements() == 2 && draw->ne[0] == 2 && draw->rows_are_contiguous(), op,
+          "draw " + describe(*draw) + " must be [2]");
+  const Status valid = s.validate("sample");
+  REQUIRE(valid.ok(), op, valid.message());
+  Tensor* t = make(DType::i32, {1, 1, 1, 1}, op, {candidates, recent, draw});
+  t->set_param(kSampleParamTemperature, s.temperature);
+  t->set_param(kSampleParamTopK, static_cast<int32_t>(s.top_k));
+  t->set_param(kSampleParamTopP, s.top_p);
+  t->set_param(kSampleParamMinP, s.min_p);
+  t->set_param(kSampleParamRepeatPenalty, s.repeat_penalty);
+  t->set_param(kSampleParamNVocab, static_cast<int32_t>(n_vocab));
+  return t;
+}
+
 Tensor* Context::rms_norm(Tensor* a, float eps) {
   Tensor* t = unary(Op::rms_norm, a);
   t->set_param(0, eps);

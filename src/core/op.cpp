@@ -7,7 +7,7 @@ const char* name_of(Op op) {
       "none",     "add",      "sub",    "mul",     "div",    "scale",         "mul_mat", "get_rows",
       "cpy",      "rms_norm", "norm",   "rope",    "soft_max", "silu",        "gelu",    "swiglu",
       "diag_mask_inf", "concat", "argmax", "view", "reshape", "permute",      "transpose", "set_rows",
-      "top_k",    "tanh"};
+      "top_k",    "tanh",   "sample"};
   const auto i = static_cast<uint32_t>(op);
   return i < kOpCount ? kNames[i] : "unknown op";
 }

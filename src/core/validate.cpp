@@ -54,6 +54,7 @@ Arity arity_of(Op op) {
     case Op::set_rows: return {2, 0};
     case Op::soft_max: return {1, 1};
     case Op::rope: return {2, 1};
+    case Op::sample: return {3, 0};
     case Op::scale:
     case Op::cpy:
     case Op::rms_norm:
@@ -124,6 +125,14 @@ Tensor* rebuild(Context& ctx, const Tensor& node) {
     case Op::concat: return ctx.concat(a, b, node.param<int32_t>(0));
     case Op::argmax: return ctx.argmax(a);
     case Op::top_k: return ctx.top_k(a, node.param<int32_t>(0));
+    case Op::sample: {
+      const SampleSettings settings{.temperature = node.param<float>(kSampleParamTemperature),
+                                    .top_k = node.param<int32_t>(kSampleParamTopK),
+                                    .top_p = node.param<float>(kSampleParamTopP),
+                                    .min_p = node.param<float>(kSampleParamMinP),
+                                    .repeat_penalty = node.param<float>(kSampleParamRepeatPenalty)};
+      return ctx.sample(a, b, stand_in(ctx, *node.src[2]), settings, node.param<int32_t>(kSampleParamNVocab));
+    }
     case Op::reshape: return ctx.reshape(a, {node.ne[0], node.ne[1], node.ne[2], node.ne[3]});
     case Op::permute:
       return ctx.permute(a, node.param<int32_t>(0), node.param<int32_t>(1), node.param<int32_t>(2),

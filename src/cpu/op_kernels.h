@@ -165,6 +165,8 @@ void op_get_rows(const ComputeParams&, Tensor&);
 void op_concat(const ComputeParams&, Tensor&);
 void op_argmax(const ComputeParams&, Tensor&);
 void op_top_k(const ComputeParams&, Tensor&);
+// ops_sample.cpp
+void op_sample(const ComputeParams&, Tensor&);
 void op_set_rows(const ComputeParams&, Tensor&);
 // ops_mul_mat.cpp
 void op_mul_mat(const ComputeParams&, Tensor&);

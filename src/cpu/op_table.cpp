@@ -37,6 +37,7 @@ constexpr std::array<OpEntry, kOpCount> make_table() {
   set(Op::concat, op_concat);
   set(Op::argmax, op_argmax);
   set(Op::top_k, op_top_k);
+  set(Op::sample, op_sample);
   set(Op::set_rows, op_set_rows);
   return t;
 }

@@ -2,6 +2,8 @@
 #include "model/generator.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 
 namespace tensorpc {
 
@@ -46,11 +48,36 @@ StatusOr<std::vector<float>> Generator::eval_top(std::span<const int32_t> tokens
   return run(tokens, k);
 }
 
-bool Generator::can_select_on_device() const {
+StatusOr<int32_t> Generator::eval_sample(std::span<const int32_t> tokens, int64_t k, const DeviceSampling& sampling) {
+  if (k < 1 || k > model_.hparams().n_vocab) {
+    return invalid_argument("generator: " + std::to_string(k) + " candidates asked of a vocabulary of " +
+                            std::to_string(model_.hparams().n_vocab));
+  }
+  TENSORPC_RETURN_IF_ERROR(sampling.settings.validate("generator"));
+  if (sampling.recent.empty()) return invalid_argument("generator: sampling needs at least one recent slot");
+  TENSORPC_ASSIGN_OR_RETURN(const std::vector<float> out, run(tokens, k, false, &sampling));
+  int32_t token = 0;
+  std::memcpy(&token, out.data(), sizeof token);  // the i32 result, read into a float's place
+  if (token == kSampleBadCandidates) return internal_error("generator: the device refused its own top_k candidates");
+  return token;
+}
+
+bool Generator::device_computes(const Tensor& node) const {
   if (!options_.select_on_device || placement_.layer_device().empty()) return false;
+  return placement_.devices()[placement_.layer_device().back()]->supports(node);
+}
+
+bool Generator::can_select_on_device() const {
   Context probe;
-  const Tensor* top = probe.top_k(probe.new_tensor(DType::f32, {2}), 1);
-  return placement_.devices()[placement_.layer_device().back()]->supports(*top);
+  return device_computes(*probe.top_k(probe.new_tensor(DType::f32, {2}), 1));
+}
+
+bool Generator::can_sample_on_device() const {
+  Context probe;
+  Tensor* top = probe.top_k(probe.new_tensor(DType::f32, {2}), 1);
+  const Tensor* token = probe.sample(top, probe.new_tensor(DType::i32, {1}), probe.new_tensor(DType::i32, {2}),
+                                     SampleSettings{}, 2);
+  return can_select_on_device() && device_computes(*token);
 }
 
 StatusOr<std::vector<float>> Generator::read_logits() const {
@@ -88,7 +115,8 @@ StatusOr<std::vector<float>> Generator::eval_batch(std::span<const SequenceToken
   return out;
 }
 
-StatusOr<std::vector<float>> Generator::run(std::span<const int32_t> tokens, int64_t k, bool all_logits) {
+StatusOr<std::vector<float>> Generator::run(std::span<const int32_t> tokens, int64_t k, bool all_logits,
+                                            const DeviceSampling* sampling) {
   if (tokens.empty()) return invalid_argument("generator: no tokens to evaluate");
   // Refused before any chunk runs, so a prompt too long leaves the sequence where it was.
   const int64_t need = positions_[0] + static_cast<int64_t>(tokens.size());
@@ -105,13 +133,14 @@ StatusOr<std::vector<float>> Generator::run(std::span<const int32_t> tokens, int
     in.seqs.assign(n, 0);
     // all: this step's rows after the last step's; else the last step's result only
     if (!all_logits) logits.clear();
-    TENSORPC_RETURN_IF_ERROR(step(in, k, all_logits, logits));
+    TENSORPC_RETURN_IF_ERROR(step(in, k, all_logits, logits, sampling));
     begin += n;
   }
   return logits;
 }
 
-Status Generator::step(const StepTokens& in, int64_t k, bool all_logits, std::vector<float>& out) {
+Status Generator::step(const StepTokens& in, int64_t k, bool all_logits, std::vector<float>& out,
+                       const DeviceSampling* sampling) {
   const LlamaHparams& hp = model_.hparams();
   const size_t n = in.tokens.size();
   const int64_t n_seq = this->n_seq();
@@ -144,7 +173,12 @@ Status Generator::step(const StepTokens& in, int64_t k, bool all_logits, std::ve
     return a.n_tokens == b.n_tokens && a.n_kv == b.n_kv && a.all_logits == b.all_logits && a.n_out == b.n_out &&
            a.cells == b.cells;
   };
-  const bool reuse = built_ && same(built_->shape, shape) && built_->k == k;
+  const auto same_sampling = [&](const BuiltStep& b) {
+    if (sampling == nullptr) return b.token == nullptr;
+    return b.token != nullptr && b.settings == sampling->settings &&
+           b.recent->ne[0] == static_cast<int64_t>(sampling->recent.size());
+  };
+  const bool reuse = built_ && same(built_->shape, shape) && built_->k == k && same_sampling(*built_);
   if (!reuse) {
     built_.reset();
     auto b = std::make_unique<BuiltStep>();
@@ -154,7 +188,17 @@ Status Generator::step(const StepTokens& in, int64_t k, bool all_logits, std::ve
       // The logits stay an output: read_logits() can still read them.
       b->top = b->ctx.top_k(b->step.logits, static_cast<int>(k));
       b->k = k;
-      b->graph = Graph::build({b->step.logits, b->top});
+      if (sampling != nullptr) {
+        b->recent = b->ctx.new_tensor(DType::i32, {static_cast<int64_t>(sampling->recent.size())}, "recent");
+        b->draw = b->ctx.new_tensor(DType::i32, {2}, "draw");
+        b->recent->flags |= kFlagInput;
+        b->draw->flags |= kFlagInput;
+        b->token = b->ctx.sample(b->top, b->recent, b->draw, sampling->settings, hp.n_vocab);
+        b->settings = sampling->settings;
+        b->graph = Graph::build({b->step.logits, b->token});
+      } else {
+        b->graph = Graph::build({b->step.logits, b->top});
+      }
     } else {
       b->graph = Graph::build({b->step.logits});
     }
@@ -179,7 +223,12 @@ Status Generator::step(const StepTokens& in, int64_t k, bool all_logits, std::ve
   if (step.mask_swa != nullptr) {
     TENSORPC_RETURN_IF_ERROR(set(step.mask_swa, batch_mask(in.seqs, positions, n_seq, n_kv, hp.n_swa)));
   }
-  const Tensor& result = built_->top ? *built_->top : *step.logits;
+  if (sampling != nullptr) {
+    TENSORPC_RETURN_IF_ERROR(set(built_->recent, sampling->recent));
+    const std::array<uint32_t, 2> draw{static_cast<uint32_t>(sampling->draw), static_cast<uint32_t>(sampling->draw >> 32)};
+    TENSORPC_RETURN_IF_ERROR(set(built_->draw, draw));
+  }
+  const Tensor& result = built_->token ? *built_->token : built_->top ? *built_->top : *step.logits;
   const size_t offset = out.size();
   out.resize(offset + static_cast<size_t>(result.nelements()));
   TENSORPC_RETURN_IF_ERROR(scheduler_.compute_and_read(g, result, out.data() + offset));

@@ -19,6 +19,12 @@
 // step's traffic (128 KiB for 32,000 tokens). The logits stay on the device
 // for read_logits().
 //
+// eval_sample() goes one step further: the top_k node feeds a sample node
+// (op.h) given the sampler's settings, its recent tokens and its next draw,
+// and the step's whole answer is the token id, picked by the device of the
+// output projection — the last server of a pipeline — exactly as the
+// client's Sampler would pick it.
+//
 // Several sequences can share the generator (GeneratorOptions::n_seq), as a
 // server answering several requests at once does: each has its own position
 // and its own cells of the KV cache (cache_cell() in llama.h), and
@@ -36,6 +42,7 @@
 #include <vector>
 
 #include "model/placement.h"
+#include "tensorpc/context.h"
 #include "tensorpc/scheduler.h"
 
 namespace tensorpc {
@@ -45,6 +52,15 @@ struct GeneratorOptions {
   int64_t kv_granularity = 32;   // decode graphs change only when the KV window grows by this
   bool select_on_device = true;  // false: can_select_on_device() says no (measurements, tests)
   int64_t n_seq = 1;             // sequences sharing the cache, each up to n_ctx / n_seq positions
+};
+
+// What a device needs to sample as a Sampler would (sampler.h): its chain's
+// settings, its recent tokens (Sampler::recent) and its next draw
+// (Sampler::peek_draw).
+struct DeviceSampling {
+  SampleSettings settings;
+  std::vector<int32_t> recent;
+  uint64_t draw = 0;
 };
 
 // One sequence's tokens in a batched step.
@@ -72,7 +88,14 @@ class Generator {
   // Whether the device of the output projection computes top_k (a server
   // older than protocol 1.6 does not; callers then use eval()).
   bool can_select_on_device() const;
-  // All logits of the last step that eval_top() ran (one more read).
+  // The same step ending in a sample node over those k candidates: the
+  // token, or kSampleUndecided (every candidate +inf, more may be outside:
+  // read_logits() and sample them all) or kSampleNoToken. Needs
+  // can_sample_on_device().
+  StatusOr<int32_t> eval_sample(std::span<const int32_t> tokens, int64_t k, const DeviceSampling& sampling);
+  // Whether that device also computes the sample op (protocol 1.10).
+  bool can_sample_on_device() const;
+  // All logits of the last step that eval_top() or eval_sample() ran (one more read).
   StatusOr<std::vector<float>> read_logits() const;
 
   // One forward pass over the next tokens of several distinct sequences
@@ -114,6 +137,11 @@ class Generator {
     LlamaStep step;
     Tensor* top = nullptr;  // top_k of the logits, when k > 0
     int64_t k = 0;
+    // The sample node over `top` and its inputs, when the step samples.
+    Tensor* token = nullptr;
+    Tensor* recent = nullptr;
+    Tensor* draw = nullptr;
+    SampleSettings settings;
     LlamaStepShape shape;
     Graph graph;
   };
@@ -122,12 +150,16 @@ class Generator {
   struct StepTokens {
     std::vector<int32_t> tokens, seqs, last;
   };
-  // Runs one step and appends its result (logits or top k) to `out`.
-  Status step(const StepTokens& in, int64_t k, bool all_logits, std::vector<float>& out);
-  // Runs `tokens` through steps ending in top_k(logits, k) when k > 0; reads
-  // the last step's result (the logits or the top) into the returned vector,
-  // or with all_logits every step's logits, one after the other.
-  StatusOr<std::vector<float>> run(std::span<const int32_t> tokens, int64_t k, bool all_logits = false);
+  // Runs one step and appends its result (logits, top k, or with `sampling`
+  // the sampled token's bits as one float) to `out`.
+  Status step(const StepTokens& in, int64_t k, bool all_logits, std::vector<float>& out,
+              const DeviceSampling* sampling = nullptr);
+  // Runs `tokens` through steps ending in top_k(logits, k) when k > 0 (and
+  // then sample with `sampling`); reads the last step's result into the
+  // returned vector, or with all_logits every step's logits, one after the other.
+  StatusOr<std::vector<float>> run(std::span<const int32_t> tokens, int64_t k, bool all_logits = false,
+                                   const DeviceSampling* sampling = nullptr);
+  bool device_computes(const Tensor& node) const;
   std::unique_ptr<BuiltStep> built_;
 };
 

@@ -3,7 +3,9 @@
 // When the sampler needs only the largest logits (Sampler::candidates_needed)
 // and the device of the output projection can pick them, the step ends in a
 // top_k node there and only those few values come back; otherwise every
-// logit does. Either way the token is the one sampling from every logit gives.
+// logit does. A device that also computes the sample op picks the token
+// itself and only its id comes back. Either way the token is the one
+// sampling from every logit gives.
 #pragma once
 
 #include <span>

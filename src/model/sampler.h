@@ -18,7 +18,11 @@
 // Draws come from std::mt19937_64 seeded with `seed`, turned into a uniform
 // number by our own code (the standard distributions are not portable), and
 // candidates are ordered by a total order (logit, then id); so one seed gives
-// the same tokens on every platform whose exp() agrees.
+// the same tokens on every platform whose exp() agrees. The chain itself is
+// src/core/sample_chain.h, which the sample op runs too: a device that
+// samples (Generator::eval_sample) is given the settings, the recent tokens
+// and the next draw (peek_draw), and picks the token this sampler would; the
+// caller then moves the engine on (commit_draw).
 //
 // The chain needs only the largest logits when it keeps few tokens: the
 // top_k after the penalty are among the top_k + (penalised tokens) largest
@@ -37,21 +41,21 @@
 #include <span>
 #include <vector>
 
+#include "core/sample_chain.h"
 #include "tensorpc/status.h"
 
 namespace tensorpc {
 
-struct SamplerOptions {
-  float temperature = 0.8f;     // >= 0; 0 = greedy
-  int top_k = 40;               // >= 0; 0 = off
-  float top_p = 0.95f;          // in (0, 1]; 1 = off
-  float min_p = 0.0f;           // in [0, 1]; 0 = off
-  float repeat_penalty = 1.0f;  // > 0; 1 = off
-  int repeat_last_n = 64;       // >= 0; 0 = off
-  uint64_t seed = 0;            // used as is: the same seed gives the same tokens
+// The chain's settings (SampleSettings, tensorpc/context.h: temperature 0.8,
+// top-k 40, top-p 0.95, min-p 0, repeat penalty 1) and the sampler's own.
+struct SamplerOptions : SampleSettings {
+  int repeat_last_n = 64;  // >= 0; 0 = off
+  uint64_t seed = 0;       // used as is: the same seed gives the same tokens
 
   // invalid_argument naming the first option out of range (NaN included).
   Status validate() const;
+  // The options the chain reads (all but the history's length and the seed).
+  const SampleSettings& chain_settings() const { return *this; }
 };
 
 class Sampler {
@@ -74,7 +78,7 @@ class Sampler {
   // kUndecided when they cannot decide (all are +inf: more may be outside);
   // the caller then samples from all logits. Ids that are not distinct
   // tokens of the vocabulary are invalid_argument.
-  static constexpr int32_t kUndecided = -2;
+  static constexpr int32_t kUndecided = tensorpc::kUndecided;
   StatusOr<int32_t> sample_candidates(std::span<const float> top, int64_t n_vocab);
 
   // Records `token` (a prompt or generated token) for the repetition penalty.
@@ -86,30 +90,30 @@ class Sampler {
 
   const SamplerOptions& options() const { return options_; }
 
+  // For a device that samples: the recent tokens the penalty looks at, as
+  // recent_slots() ids (oldest first, -1 where the history is shorter), and
+  // the next draw, which stays the next until commit_draw() (the device's
+  // token used it) or a sample() here uses it.
+  int64_t recent_slots() const;
+  std::vector<int32_t> recent() const;
+  uint64_t peek_draw();
+  void commit_draw() { pending_draw_ = false; }
+
  private:
-  explicit Sampler(const SamplerOptions& options) : options_(options), rng_(options.seed) {}
+  explicit Sampler(const SamplerOptions& options)
+      : options_(options), rng_(options.seed) {}
 
-  // A uniform double in [0, 1) from the engine's top 53 bits.
-  double uniform();
   // The chain over pool_ (tokens in id order: all of the vocabulary, or the
-  // candidates that decide it).
+  // candidates that decide it); takes a draw when temperature > 0.
   int32_t choose();
-
-  struct Candidate {
-    float logit;
-    int32_t id;
-    double weight;  // unnormalised probability, exp((logit - max) / temperature)
-  };
 
   SamplerOptions options_;
   std::mt19937_64 rng_;
-  std::deque<int32_t> history_;        // the last repeat_last_n accepted tokens, oldest first
-  std::vector<Candidate> candidates_;  // scratch, kept to avoid an allocation per token
-  struct Token {
-    float logit;
-    int32_t id;
-  };
-  std::vector<Token> pool_;  // scratch: the tokens the chain chooses among
+  uint64_t draw_ = 0;  // the next draw, when pending_draw_
+  bool pending_draw_ = false;
+  std::deque<int32_t> history_;  // the last repeat_last_n accepted tokens, oldest first
+  SampleChain chain_;
+  std::vector<SampleToken> pool_;  // scratch: the tokens the chain chooses among
 };
 
 }  // namespace tensorpc

@@ -4,7 +4,9 @@
 // one-way) and the last (the result). The text equals the local CPU's, the
 // client waits for one reply a step whatever the number of servers, and a
 // server killed in the middle of the text ends the generation with an error
-// naming it, never a hang.
+// naming it, never a hang. The last server samples the token (the sample
+// op), with the client's settings and draws: the text equals the local
+// CPU's sampled on the client from every logit.
 #include <signal.h>
 
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@
 #include <thread>
 
 #include "lab/random_model.h"
+#include "model/sampler.h"
 #include "rpc/rpc_test_util.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/generation.h"
@@ -60,7 +63,9 @@ class Pipeline : public ::testing::Test {
     return placement.ok() ? std::move(placement).value() : nullptr;
   }
 
-  std::vector<int32_t> local_tokens(const std::string& prompt, const GenerateOptions& g, int64_t n_ctx) {
+  // The local CPU's tokens, sampled on the client from every logit.
+  std::vector<int32_t> local_tokens(const std::string& prompt, GenerateOptions g, int64_t n_ctx) {
+    g.generator.select_on_device = false;
     CpuDevice cpu({.threads = 2});
     auto placement = load_model(*model_, {&cpu}, {}, {}, n_ctx, nullptr);
     EXPECT_TRUE(placement.ok()) << placement.status().to_string();
@@ -122,6 +127,14 @@ TEST_F(Pipeline, TextOverThreeServersEqualsLocalAndTakesOneReplyAStep) {
     EXPECT_EQ(again.value().decode_steps, 39);
     EXPECT_EQ(again.value().decode.round_trips, static_cast<uint64_t>(again.value().decode_steps))
         << again.value().schedule;
+    if (temperature > 0.0f) {
+      // The last server samples (the sample op): each step's answer is a
+      // token id, less than the candidates a client would sample from.
+      const int64_t k = Sampler::create(g.sampler).value().candidates_needed(model_->hparams().n_vocab);
+      ASSERT_GT(k, 1);
+      EXPECT_LT(again.value().decode.bytes_received / static_cast<uint64_t>(again.value().decode_steps),
+                static_cast<uint64_t>(2 * k) * sizeof(float));
+    }
   }
 }
 

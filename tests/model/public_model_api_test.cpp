@@ -54,7 +54,9 @@ std::string internal_greedy_text(int n) {
   EXPECT_TRUE(placement.ok()) << placement.status().to_string();
   if (!placement.ok()) return {};
   Generator gen(m, *placement.value());
-  auto sampler = Sampler::create(SamplerOptions{.temperature = 0});
+  SamplerOptions greedy;
+  greedy.temperature = 0;
+  auto sampler = Sampler::create(greedy);
   EXPECT_TRUE(sampler.ok());
   const Tokenizer& tok = m.tokenizer();
   std::vector<int32_t> step = tok.encode(kPrompt);

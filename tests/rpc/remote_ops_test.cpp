@@ -105,6 +105,15 @@ std::vector<OpCase> op_cases() {
   });
   add("argmax", [](Context& c) { return Built{{c.argmax(input(c, DType::f32, {50, 9, 2}))}, {}}; });
   add("top_k", [](Context& c) { return Built{{c.top_k(input(c, DType::f32, {500, 3, 2}), 20)}, {}}; });
+  add("sample", [](Context& c) {
+    // Candidates from top_k, as a decode step makes them; a penalty on two of
+    // the recent ids and a draw that is not at either end.
+    Tensor* recent = input(c, DType::i32, {4});
+    Tensor* draw = input(c, DType::i32, {2});
+    SampleSettings s{.temperature = 0.9f, .top_k = 12, .top_p = 0.9f, .min_p = 0.01f, .repeat_penalty = 1.3f};
+    Tensor* token = c.sample(c.top_k(input(c, DType::f32, {500}), 30), recent, draw, s, 500);
+    return Built{{token}, {{recent, {3, 17, -1, 3}}, {draw, {0x5bd1e995, 0x000abcde}}}};
+  });
   add("views_permute_reshape", [](Context& c) {
     Tensor* x = input(c, DType::f32, {16, 6, 4, 2});
     Tensor* p = c.cont(c.permute(x, 2, 0, 1, 3));                      // a strided source materialised

@@ -113,6 +113,7 @@ bool RemoteDevice::supports(const Tensor& node) const {
   // Ops, and forms of ops, newer than 1.0 go only to servers that said they compute them.
   uint32_t needs = 0;
   if (node.op == Op::top_k) needs = kTopKMinor;
+  if (node.op == Op::sample) needs = kSampleMinor;
   if (node.op == Op::set_rows && !node.rows_are_contiguous()) needs = kStridedSetRowsMinor;
   if (node.op == Op::tanh ||
       (node.op == Op::rope && (node.src[2] != nullptr || (node.param<int32_t>(kRopeParamMode) & kRopeYarnBit) != 0))) {

@@ -39,6 +39,8 @@ inline constexpr uint32_t kRopeTanhMinor = 8;
 // a graph or plan it no longer holds, until the next store, replying
 // kSkippedRun: a client may send several such runs before reading replies.
 inline constexpr uint32_t kSkipAfterDroppedMinor = 9;
+// The sample op: from 1.10.
+inline constexpr uint32_t kSampleMinor = 10;
 inline constexpr const char* kSkippedRun = "not run: an earlier run named a graph or plan this server no longer holds";
 inline constexpr uint32_t kVersionPatch = kProtocolVersionPatch;
 inline constexpr uint32_t kFrameMagic = 0x43505254;  // "TRPC"
