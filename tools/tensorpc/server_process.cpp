@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -103,6 +104,7 @@ StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start_on(const std::stri
   for (std::string& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(log_fd);
@@ -110,6 +112,10 @@ StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start_on(const std::stri
     return io_error(std::string("fork: ") + std::strerror(errno));
   }
   if (pid == 0) {
+    // A parent that dies without its destructor running (a crash, SIGKILL)
+    // takes the server with it; checked again in case it died before the call.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
     ::dup2(log_fd, STDOUT_FILENO);
     ::dup2(log_fd, STDERR_FILENO);
     ::execv(binary.c_str(), argv.data());

@@ -1,7 +1,9 @@
 // ServerProcess: a tensorpc-server child process on a loopback port, for
 // `tensorpc demo`. The destructor stops it (SIGTERM, then SIGKILL if it
 // does not exit in time) and reaps it, so no path — error paths included —
-// leaves a server running or a zombie behind.
+// leaves a server running or a zombie behind; and a parent killed outright
+// (a crash, SIGKILL) takes its servers with it (PR_SET_PDEATHSIG: the death
+// of the thread that started them, so start them from one that outlives them).
 #pragma once
 
 #include <sys/types.h>
