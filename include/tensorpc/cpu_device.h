@@ -68,9 +68,6 @@ class CpuDevice final : public Device {
 
   StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t size) override;
   StatusOr<std::unique_ptr<Stream>> create_stream() override;
-  // Lets the pool's lingering workers sleep now (ThreadPool::release_lingering);
-  // nothing while another caller computes on this device.
-  void expect_idle() override;
 
   // Threads for CpuDeviceOptions::shared_threads: `threads` of them (0:
   // every hardware thread), pinned to cores as pin_threads says.

@@ -168,11 +168,6 @@ class Device {
   // Traffic of the connection behind this device; zeros for a local one.
   virtual DeviceTraffic traffic() const { return {}; }
 
-  // A hint that no graph comes to this device soon: threads it keeps awake
-  // between graphs for the next one (CpuDevice's lingering workers) may
-  // sleep now and leave their cores to other work.
-  virtual void expect_idle() {}
-
   // A runner of execution plans on the server behind this device, whose
   // steps may use any device reached through the same connection (the same
   // DeviceTraffic::channel). Devices that run each graph themselves (local

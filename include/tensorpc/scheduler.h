@@ -153,6 +153,7 @@ struct SchedulerCounters {
   uint64_t bytes_sent = 0;           // remote devices: bytes through this client, out
   uint64_t bytes_received = 0;       //   and in (frame headers included)
   uint64_t plans_run = 0;            // server runs carried out as one execution plan
+  uint64_t early_sends = 0;          // of their sends, inputs sent before their computations
   // The three traffic counters above, per server (ExecutorId::name(), the
   // connection's DeviceTraffic::channel).
   std::map<std::string, DeviceTraffic> channels;

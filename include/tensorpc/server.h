@@ -81,9 +81,6 @@ struct ServerStats {
   // (WAIT_FOR). For profiles (tensorpc bench).
   uint64_t compute_ns = 0;
   uint64_t peer_wait_ns = 0;
-  // Sends of execution plans (of up to 16 KiB) held to leave in one write
-  // with the plan's next send, to the same server.
-  uint64_t held_sends = 0;
   uint64_t dropped_pending = 0;  // connections in their handshake dropped for newer ones (max_pending)
 };
 

@@ -41,6 +41,7 @@ SchedulerCounters& SchedulerCounters::operator+=(const SchedulerCounters& o) {
   bytes_sent += o.bytes_sent;
   bytes_received += o.bytes_received;
   plans_run += o.plans_run;
+  early_sends += o.early_sends;
   for (const auto& [channel, t] : o.channels) {
     DeviceTraffic& mine = channels[channel];
     mine.channel = channel;

@@ -245,6 +245,7 @@ Status Scheduler::Execution::issue_plan(size_t r) {
   }
   counters_.splits_run += plan_.info.server_runs[r].n_splits;
   ++counters_.plans_run;
+  counters_.early_sends += run.early_sends;
   return s.ok() ? s : s.with_context("scheduler: execution plan on " + run.server.name());
 }
 

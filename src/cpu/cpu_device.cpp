@@ -239,11 +239,6 @@ std::shared_ptr<cpu::ThreadPool> CpuDevice::shared_threads(int threads, bool pin
 
 int CpuDevice::threads() const { return pool_->size(); }
 
-void CpuDevice::expect_idle() {
-  std::unique_lock<std::mutex> lock(compute_mutex_, std::try_to_lock);
-  if (lock.owns_lock()) pool_->release_lingering();
-}
-
 void CpuDevice::set_threads(int threads) {
   std::lock_guard<std::mutex> lock(compute_mutex_);
   pool_ = shared_threads(threads, options_.pin_threads);

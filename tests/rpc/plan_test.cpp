@@ -10,7 +10,6 @@
 #include <chrono>
 #include <thread>
 
-#include "cpu/thread_pool.h"
 #include "remote_test_util.h"
 #include "rpc/transport/connection.h"
 #include "rpc/wire/plan_codec.h"
@@ -88,53 +87,16 @@ TEST_F(PlanPair, APlanSendsServerToServerAndTheWaitingPlanRunsOnItsBytesRunAfter
     ASSERT_TRUE(out.ok());
     EXPECT_FLOAT_EQ(out.value()[3], values[3] / (1.0f + std::exp(-values[3])));
   }
-  // The profile counters saw B's computations and waits, and A's none; A's
-  // lone send went out at once.
-  EXPECT_EQ(a_.stats().held_sends, 0u);
+  // The profile counters saw B's computations and waits, and A's none.
   EXPECT_GT(b_.stats().compute_ns, 0u);
   EXPECT_GT(b_.stats().peer_wait_ns, 0u);
   EXPECT_EQ(a_.stats().compute_ns, 0u);
   EXPECT_EQ(a_.stats().peer_wait_ns, 0u);
 }
 
-// After a plan's last compute the server's devices let their threads sleep:
-// what follows is a hand-over to another server or the reply, and the cores
-// belong to that work (on one machine, the next stage's server). A lone
-// GRAPH_COMPUTE keeps them lingering for the graph that may follow. The pool
-// here lingers 20 s, so a spinning worker shows as CPU time while the test
-// sleeps.
-TEST(PlanThreads, AfterAPlansLastComputeTheServersThreadsSleep) {
-  auto pool = std::make_shared<cpu::ThreadPool>(2, /*pinned=*/false, std::chrono::seconds(20));
-  InProcessServer server({std::make_shared<CpuDevice>(
-      CpuDeviceOptions{.name = "cpu0", .min_work_per_node_for_threads = 0, .shared_threads = pool})});
-  auto device = remote_device(server.endpoint(), 0);
-  Context ctx;
-  Placed in(ctx, *device, "in"), out(ctx, *device, "out");
-  Tensor* y = ctx.silu(in.t);
-  check(out.buffer->place(*y, 0), "place y");
-  Graph g = Graph::build({y});
-  check(write_from_f32(*in.t, random_floats(kFloats, 1)), "in");
-
-  auto stream = device->create_stream();
-  ASSERT_TRUE(stream.ok());
-  ASSERT_TRUE(stream.value()->compute(g).ok());
-  EXPECT_GT(others_cpu_while_sleeping(std::chrono::milliseconds(400)), 0.1) << "a lone compute: it lingers";
-
-  auto runner = runner_of(*device);
-  ExecutionPlanSpec plan;
-  plan.compute(*device, g);
-  ASSERT_TRUE(runner->run_async(plan).ok());
-  const Status s = runner->synchronize();
-  ASSERT_TRUE(s.ok()) << s.to_string();
-  (void)others_cpu_while_sleeping(std::chrono::milliseconds(20));  // time for the worker to see it
-  EXPECT_LT(others_cpu_while_sleeping(std::chrono::milliseconds(400)), 0.05) << "after a plan: it sleeps";
-}
-
 // A plan that hands several tensors to one server asks that server for all
 // their standing grants in one round trip (over a LAN, one link round trip
-// instead of one per tensor), sends them one after another in one write (the
-// first two held for the third: the receiver wakes once), and every tensor
-// arrives.
+// instead of one per tensor), and every tensor arrives.
 TEST_F(PlanPair, APlanGetsTheGrantsOfAllItsSendsToAServerInOneRoundTrip) {
   Placed src2(ctx_, *da_, "src2"), src3(ctx_, *da_, "src3");
   Placed dst2(ctx_, *db_, "dst2"), dst3(ctx_, *db_, "dst3");
@@ -163,7 +125,6 @@ TEST_F(PlanPair, APlanGetsTheGrantsOfAllItsSendsToAServerInOneRoundTrip) {
     ASSERT_TRUE(got.ok());
     EXPECT_EQ(got.value(), values[i]) << "tensor " << i;
   }
-  EXPECT_EQ(a_.stats().held_sends, 2u);
 }
 
 // Grants asked together: a refused one is the error, the others are still

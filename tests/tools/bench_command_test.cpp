@@ -81,6 +81,7 @@ TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
                          "model.tiny.prefill.2x2",
                          "model.tiny.bytes_per_token.1x1",
                          "model.tiny.round_trips_per_server_token.2x2",
+                         "model.tiny.decode.1x1_ceiling.sleeping",
                          "model.tiny.decode.2x2_ceiling.sleeping",
                          "model.tiny.decode.2x2_ceiling.polling",
                          "model.tiny.decode.2x2_link",
@@ -123,10 +124,10 @@ TEST(BenchCommand, AQuickRunWritesEveryFigureWithPositiveValues) {
   EXPECT_NEAR(low[0], ratio[0], 1e-4 * ratio[0]) << spread_figure;
   EXPECT_NEAR(high[0], ratio[0], 1e-4 * ratio[0]) << spread_figure;
 
-  // A ceiling runs each repetition's local step, in two halves, plus two
-  // hand-overs: below the local CPU's speed, never above.
-  for (const char* kind : {"sleeping", "polling"}) {
-    const std::string key = "\"id\": \"model.tiny.decode.2x2_ceiling." + std::string(kind) + "\"";
+  // A ceiling runs each repetition's local step, whole or in two halves,
+  // plus its hand-overs: below the local CPU's speed, never above.
+  for (const char* kind : {"1x1_ceiling.sleeping", "2x2_ceiling.sleeping", "2x2_ceiling.polling"}) {
+    const std::string key = "\"id\": \"model.tiny.decode." + std::string(kind) + "\"";
     const size_t at = json.find(key);
     ASSERT_NE(at, std::string::npos) << key;
     const std::string figure = json.substr(at, json.find('}', at) - at);

@@ -63,7 +63,6 @@ class TcpServer final : public Server {
     s.cache_hits = cache_->hits();
     s.compute_ns = counters_->compute_ns.load();
     s.peer_wait_ns = counters_->peer_wait_ns.load();
-    s.held_sends = counters_->held_sends.load();
     s.dropped_pending = dropped_pending_.load();
     return s;
   }

@@ -130,9 +130,8 @@ class Session {
   StatusOr<bool> fill_from_cache(BufferEntry& entry, const SetTensorHashRequest& e);
   // COPY_TO_PEER waits for the destination's reply (`wait_for_reply`); a
   // plan's SEND_TO_PEER does not: the destination's WAIT_FOR hears of it.
-  // `hold`: the frame leaves with the next one sent to that peer.
   Status send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t size, const std::string& endpoint,
-                      const GrantToken& token, bool wait_for_reply, bool hold = false);
+                      const GrantToken& token, bool wait_for_reply);
   // WAIT_FOR: until bytes arrived under the step's standing grant since the
   // last wait, the step's timeout, or shutdown().
   Status wait_for_arrival(const PlanStepFields& step);

@@ -42,7 +42,6 @@ struct SessionCounters {
   std::atomic<uint64_t> buffer_bytes{0};
   std::atomic<uint64_t> compute_ns{0};    // time spent in graph computations, all sessions
   std::atomic<uint64_t> peer_wait_ns{0};  // time plans spent in WAIT_FOR
-  std::atomic<uint64_t> held_sends{0};    // plan sends that left with the next one to their peer
 };
 
 // What a session shares with the server and its other sessions.

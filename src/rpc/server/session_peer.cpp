@@ -46,7 +46,7 @@ Status Session::on_copy_to_peer(WireReader& in, Reply&) {
 }
 
 Status Session::send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t size, const std::string& endpoint,
-                             const GrantToken& token, bool wait_for_reply, bool hold) {
+                             const GrantToken& token, bool wait_for_reply) {
   const std::string route =
       "copy of " + std::to_string(size) + " bytes from " + env_.endpoint + " to " + endpoint + ": ";
   auto src = buffers_.find_range(src_handle, src_offset, size, "COPY_TO_PEER: source");
@@ -71,10 +71,7 @@ Status Session::send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t 
   if (!wait_for_reply) {
     // A plan's send: the destination's WAIT_FOR learns of the arrival, or of
     // a refused write (GrantArrivals::failure), so no round trip is spent here.
-    // Held, it leaves with the next frame to that peer (the plan's next step).
-    const Status sent =
-        hold ? connection.value()->send_one_way_later(request) : connection.value()->send_one_way(request);
-    if (hold && sent.ok()) env_.counters->held_sends += 1;
+    const Status sent = connection.value()->send_one_way(request);
     return sent.ok() ? sent : Status(sent.code(), route + sent.message());
   }
   // Waits for the destination's status: the client's reply means "written".

@@ -35,7 +35,7 @@ Status Session::on_plan_store(WireReader& in, Reply&) {
     return invalid_argument("PLAN_STORE: " + std::to_string(n_steps) + " steps, more than the limit of " +
                             std::to_string(kMaxPlanSteps));
   }
-  StoredPlan plan{.id = req.plan_id, .steps = {}, .handles = {}, .compute_devices = {}};
+  StoredPlan plan{.id = req.plan_id, .steps = {}, .handles = {}};
   // Bytes left bound the count before anything is reserved for it.
   plan.steps.reserve(std::min<size_t>(n_steps, in.remaining()));
   for (uint32_t i = 0; i < n_steps; ++i) {
@@ -103,18 +103,12 @@ Status Session::on_plan_run(WireReader& in, Reply&) {
     switch (f.kind) {
       case PlanStepKind::compute:
         s = buffers_.compute_on(f.device, step.graph.graph);
-        // What follows is a hand-over to another server, or the reply: the
-        // cores the devices' threads would spin on belong to that work now.
-        if (step.last_compute) {
-          for (uint32_t d : plan.compute_devices) env_.devices[d]->expect_idle();
-        }
         break;
       case PlanStepKind::copy:
         s = buffers_.copy_range(f.src_handle, f.src_offset, f.dst_handle, f.dst_offset, f.size);
         break;
       case PlanStepKind::send_to_peer:
-        s = send_to_peer(f.src_handle, f.src_offset, f.size, f.endpoint, f.token, /*wait_for_reply=*/false,
-                         /*hold=*/step.ride_with_next);
+        s = send_to_peer(f.src_handle, f.src_offset, f.size, f.endpoint, f.token, /*wait_for_reply=*/false);
         break;
       case PlanStepKind::wait_for: s = wait_for_arrival(f); break;
     }

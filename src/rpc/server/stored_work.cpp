@@ -8,10 +8,6 @@
 namespace tensorpc::rpc {
 namespace {
 
-// The largest plan send held to ride with the next (PlanStep::ride_with_next):
-// a larger one is better written at once than copied.
-constexpr uint64_t kMaxRidingSendBytes = 16 << 10;
-
 // Sorted, each once.
 void make_set(std::vector<uint64_t>& handles) {
   std::sort(handles.begin(), handles.end());
@@ -42,21 +38,6 @@ StatusOr<StoredGraph*> StoredWork::use_graph(uint64_t id, uint32_t device) {
 }
 
 void StoredWork::store_plan(StoredPlan plan) {
-  PlanStep* last_compute = nullptr;
-  for (PlanStep& step : plan.steps) {
-    if (step.fields.kind != PlanStepKind::compute) continue;
-    last_compute = &step;
-    const uint32_t d = step.fields.device;
-    if (std::find(plan.compute_devices.begin(), plan.compute_devices.end(), d) == plan.compute_devices.end())
-      plan.compute_devices.push_back(d);
-  }
-  if (last_compute != nullptr) last_compute->last_compute = true;
-  for (size_t i = 0; i + 1 < plan.steps.size(); ++i) {
-    const PlanStepFields& f = plan.steps[i].fields;
-    const PlanStepFields& next = plan.steps[i + 1].fields;
-    plan.steps[i].ride_with_next = f.kind == PlanStepKind::send_to_peer && f.size <= kMaxRidingSendBytes &&
-                                   next.kind == PlanStepKind::send_to_peer && next.endpoint == f.endpoint;
-  }
   make_set(plan.handles);
   const uint64_t id = plan.id;
   plans_.put(id, std::move(plan));

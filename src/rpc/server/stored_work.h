@@ -31,21 +31,12 @@ struct StoredGraph {
 struct PlanStep {
   PlanStepFields fields;
   DecodedGraph graph;  // COMPUTE only
-  // COMPUTE only: the plan's last; after it, no device needs its threads
-  // kept awake for the plan (Device::expect_idle).
-  bool last_compute = false;
-  // SEND_TO_PEER only: the next step sends to the same peer and this send
-  // is small (16 KiB at most), so its frame is held and goes out in front
-  // of the next, in one write: the receiver wakes once for the lot
-  // (Connection::send_one_way_later).
-  bool ride_with_next = false;
 };
 
 struct StoredPlan {
   uint64_t id = 0;
   std::vector<PlanStep> steps;
-  std::vector<uint64_t> handles;          // buffers it uses: freeing one forgets the plan
-  std::vector<uint32_t> compute_devices;  // each device a step computes on, once
+  std::vector<uint64_t> handles;  // buffers it uses: freeing one forgets the plan
 };
 
 class StoredWork {
