@@ -48,7 +48,7 @@
 namespace tensorpc {
 
 struct GeneratorOptions {
-  int64_t n_batch = 64;          // prompt tokens per step at most
+  int64_t n_batch = 512;         // prompt tokens per step at most
   int64_t kv_granularity = 32;   // decode graphs change only when the KV window grows by this
   bool select_on_device = true;  // false: can_select_on_device() says no (measurements, tests)
   int64_t n_seq = 1;             // sequences sharing the cache, each up to n_ctx / n_seq positions
