@@ -27,9 +27,16 @@ std::string vocab_path(const std::string& name) {
   return std::string(TENSORPC_SOURCE_DIR) + "/../shared/vocab/ggml-vocab-" + name + ".gguf";
 }
 
+// A skip or a failure in load() ends only load(): the test body returns too.
+#define LOAD_OR_RETURN(name)                          \
+  do {                                                \
+    load(name);                                       \
+    if (IsSkipped() || HasFatalFailure()) return;     \
+  } while (0)
+
 class TokenizerVocab : public ::testing::Test {
  protected:
-  // Loads ../shared/vocab/ggml-vocab-<name>.gguf, or skips.
+  // Loads ../shared/vocab/ggml-vocab-<name>.gguf, or skips (LOAD_OR_RETURN).
   void load(const std::string& name) {
     const std::string path = vocab_path(name);
     if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (the shared vocabularies are not here)";
@@ -70,7 +77,7 @@ class TokenizerVocab : public ::testing::Test {
 };
 
 TEST_F(TokenizerVocab, Gpt2KnownIds) {
-  load("gpt-2");
+  LOAD_OR_RETURN("gpt-2");
   EXPECT_EQ(tok_->kind(), VocabularyKind::bpe);
   EXPECT_EQ(tok_->pre(), "gpt-2");
   expect_known({
@@ -89,7 +96,7 @@ TEST_F(TokenizerVocab, Gpt2KnownIds) {
 }
 
 TEST_F(TokenizerVocab, Qwen2KnownIds) {
-  load("qwen2");
+  LOAD_OR_RETURN("qwen2");
   EXPECT_EQ(tok_->pre(), "qwen2");
   expect_known({
       {"Hello world", false, {9707, 1879}},
@@ -107,7 +114,7 @@ TEST_F(TokenizerVocab, Qwen2KnownIds) {
 }
 
 TEST_F(TokenizerVocab, Phi3KnownIdsAndSpecialTokens) {
-  load("phi-3");
+  LOAD_OR_RETURN("phi-3");
   EXPECT_EQ(tok_->kind(), VocabularyKind::spm);
   expect_known({
       {"Hello world", false, {1, 15043, 3186}},
@@ -126,7 +133,7 @@ TEST_F(TokenizerVocab, Phi3KnownIdsAndSpecialTokens) {
 }
 
 TEST_F(TokenizerVocab, Gpt2EndsAtEndOfText) {
-  load("gpt-2");
+  LOAD_OR_RETURN("gpt-2");
   EXPECT_EQ(tok_->eot(), 50256);
   EXPECT_TRUE(tok_->is_end_of_generation(50256));
   EXPECT_FALSE(tok_->is_end_of_generation(15496));
@@ -135,7 +142,7 @@ TEST_F(TokenizerVocab, Gpt2EndsAtEndOfText) {
 }
 
 TEST_F(TokenizerVocab, Qwen2EndsAtImEndAndEndOfText) {
-  load("qwen2");
+  LOAD_OR_RETURN("qwen2");
   EXPECT_EQ(tok_->eot(), 151645);
   EXPECT_TRUE(tok_->is_end_of_generation(151643));   // <|endoftext|>, the file's EOS
   EXPECT_TRUE(tok_->is_end_of_generation(151645));   // <|im_end|>
@@ -145,7 +152,7 @@ TEST_F(TokenizerVocab, Qwen2EndsAtImEndAndEndOfText) {
 }
 
 TEST_F(TokenizerVocab, Phi3EndsAtEndAndEndOfText) {
-  load("phi-3");
+  LOAD_OR_RETURN("phi-3");
   EXPECT_EQ(tok_->eot(), 32007);
   EXPECT_TRUE(tok_->is_end_of_generation(32000));   // <|endoftext|>, the file's EOS
   EXPECT_TRUE(tok_->is_end_of_generation(32007));   // <|end|>
@@ -156,12 +163,12 @@ TEST_F(TokenizerVocab, Phi3EndsAtEndAndEndOfText) {
 }
 
 TEST_F(TokenizerVocab, Gpt2RoundTrips) {
-  load("gpt-2");
+  LOAD_OR_RETURN("gpt-2");
   expect_round_trips();
 }
 
 TEST_F(TokenizerVocab, Qwen2RoundTrips) {
-  load("qwen2");
+  LOAD_OR_RETURN("qwen2");
   expect_round_trips();
 }
 
