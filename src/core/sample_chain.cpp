@@ -21,6 +21,14 @@ Status SampleSettings::validate(const std::string& who) const {
   return Status();
 }
 
+SampleSettings sample_settings_of(const Tensor& node) {
+  return SampleSettings{.temperature = node.param<float>(kSampleParamTemperature),
+                        .top_k = node.param<int32_t>(kSampleParamTopK),
+                        .top_p = node.param<float>(kSampleParamTopP),
+                        .min_p = node.param<float>(kSampleParamMinP),
+                        .repeat_penalty = node.param<float>(kSampleParamRepeatPenalty)};
+}
+
 Status SampleChain::pool_from_candidates(std::span<const float> top, int64_t n_vocab, std::vector<SampleToken>& pool,
                                          bool& undecided) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -81,7 +89,7 @@ int32_t SampleChain::choose(std::vector<SampleToken>& pool, const SampleSettings
 
   // 3. Greedy: strict > keeps the lowest id among equals; all -inf gives -1.
   if (s.temperature <= 0.0f) {
-    int32_t best = kNoTokenPossible;
+    int32_t best = kSampleNoToken;
     float best_logit = -kInf;
     for (const SampleToken& t : pool) {
       if (t.logit > best_logit) {
@@ -96,7 +104,7 @@ int32_t SampleChain::choose(std::vector<SampleToken>& pool, const SampleSettings
   for (const SampleToken& t : pool) {
     if (t.logit > -kInf) candidates_.push_back({t.logit, t.id, 0.0});
   }
-  if (candidates_.empty()) return kNoTokenPossible;
+  if (candidates_.empty()) return kSampleNoToken;
 
   // 4. Top-k. A total order (logit, then id) makes the kept set and its order
   // the same on every standard library. Top-p needs them sorted; without

@@ -18,13 +18,11 @@
 
 namespace tensorpc {
 
-
 // A draw is an integer of 53 random bits; the chain's uniform number is it / 2^53.
 inline constexpr int kDrawBits = 53;
 
-// What a top_k row of candidates says, before the chain runs.
-inline constexpr int32_t kNoTokenPossible = kSampleNoToken;  // every candidate NaN or -inf
-inline constexpr int32_t kUndecided = kSampleUndecided;  // all +inf and more may be outside: sample from every logit
+// The settings a sample node carries in its params (op.h, "sample's params").
+SampleSettings sample_settings_of(const Tensor& node);
 
 struct SampleToken {
   float logit;
@@ -36,7 +34,7 @@ class SampleChain {
   // Runs the chain over `pool` (distinct ids in increasing order; the
   // logits are changed in place): the repetition penalty on the ids in
   // `recent` (each distinct id once; negative ids ignored), then greedy or
-  // top-k / top-p / min-p and the draw. kNoTokenPossible when no candidate
+  // top-k / top-p / min-p and the draw. kSampleNoToken when no candidate
   // is finite or +inf.
   int32_t choose(std::vector<SampleToken>& pool, const SampleSettings& s, std::span<const int32_t> recent,
                  uint64_t draw);

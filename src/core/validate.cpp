@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "core/sample_chain.h"
 #include "tensorpc/context.h"
 
 namespace tensorpc {
@@ -125,14 +126,9 @@ Tensor* rebuild(Context& ctx, const Tensor& node) {
     case Op::concat: return ctx.concat(a, b, node.param<int32_t>(0));
     case Op::argmax: return ctx.argmax(a);
     case Op::top_k: return ctx.top_k(a, node.param<int32_t>(0));
-    case Op::sample: {
-      const SampleSettings settings{.temperature = node.param<float>(kSampleParamTemperature),
-                                    .top_k = node.param<int32_t>(kSampleParamTopK),
-                                    .top_p = node.param<float>(kSampleParamTopP),
-                                    .min_p = node.param<float>(kSampleParamMinP),
-                                    .repeat_penalty = node.param<float>(kSampleParamRepeatPenalty)};
-      return ctx.sample(a, b, stand_in(ctx, *node.src[2]), settings, node.param<int32_t>(kSampleParamNVocab));
-    }
+    case Op::sample:
+      return ctx.sample(a, b, stand_in(ctx, *node.src[2]), sample_settings_of(node),
+                        node.param<int32_t>(kSampleParamNVocab));
     case Op::reshape: return ctx.reshape(a, {node.ne[0], node.ne[1], node.ne[2], node.ne[3]});
     case Op::permute:
       return ctx.permute(a, node.param<int32_t>(0), node.param<int32_t>(1), node.param<int32_t>(2),

@@ -36,9 +36,8 @@ class ThreadPool {
   bool pinned() const { return pinned_; }
   void run(const std::function<void(int ith, int nth)>& fn);
   // Workers lingering after the last run go to sleep now instead of at the
-  // end of the linger time: the caller knows no run follows soon, and their
-  // cores are better left to other work (the next stage of a pipeline on
-  // another server of this machine).
+  // end of the linger time: the caller knows no run follows soon (the pool
+  // is being destroyed).
   void release_lingering();
 
  private:

@@ -77,7 +77,7 @@ bool Generator::can_sample_on_device() const {
   Tensor* top = probe.top_k(probe.new_tensor(DType::f32, {2}), 1);
   const Tensor* token = probe.sample(top, probe.new_tensor(DType::i32, {1}), probe.new_tensor(DType::i32, {2}),
                                      SampleSettings{}, 2);
-  return can_select_on_device() && device_computes(*token);
+  return device_computes(*top) && device_computes(*token);
 }
 
 StatusOr<std::vector<float>> Generator::read_logits() const {

@@ -33,22 +33,18 @@ uint64_t Sampler::peek_draw() {
   return draw_;
 }
 
-int64_t Sampler::recent_slots() const {
-  const bool penalising = options_.repeat_penalty != 1.0f && options_.repeat_last_n > 0;
-  return penalising ? options_.repeat_last_n : 1;
-}
+int64_t Sampler::recent_slots() const { return penalising() ? options_.repeat_last_n : 1; }
 
 std::vector<int32_t> Sampler::recent() const {
   std::vector<int32_t> out(static_cast<size_t>(recent_slots()), -1);
-  if (options_.repeat_penalty == 1.0f) return out;
+  if (!penalising()) return out;
   std::copy(history_.begin(), history_.end(), out.begin());
   return out;
 }
 
 int64_t Sampler::candidates_needed(int64_t n_vocab) const {
-  const bool penalising = options_.repeat_penalty != 1.0f && options_.repeat_last_n > 0;
-  if (penalising && options_.repeat_penalty < 1.0f) return 0;
-  const int64_t penalised = penalising ? options_.repeat_last_n : 0;
+  if (penalising() && options_.repeat_penalty < 1.0f) return 0;
+  const int64_t penalised = penalising() ? options_.repeat_last_n : 0;
   int64_t kept = 1;  // greedy
   if (options_.temperature > 0.0f) {
     if (options_.top_k == 0) return 0;

@@ -78,7 +78,7 @@ class Sampler {
   // kUndecided when they cannot decide (all are +inf: more may be outside);
   // the caller then samples from all logits. Ids that are not distinct
   // tokens of the vocabulary are invalid_argument.
-  static constexpr int32_t kUndecided = tensorpc::kUndecided;
+  static constexpr int32_t kUndecided = kSampleUndecided;
   StatusOr<int32_t> sample_candidates(std::span<const float> top, int64_t n_vocab);
 
   // Records `token` (a prompt or generated token) for the repetition penalty.
@@ -103,6 +103,8 @@ class Sampler {
   explicit Sampler(const SamplerOptions& options)
       : options_(options), rng_(options.seed) {}
 
+  // Whether the repetition penalty applies (not 1, over some tokens).
+  bool penalising() const { return options_.repeat_penalty != 1.0f && options_.repeat_last_n > 0; }
   // The chain over pool_ (tokens in id order: all of the vocabulary, or the
   // candidates that decide it); takes a draw when temperature > 0.
   int32_t choose();
