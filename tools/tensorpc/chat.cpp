@@ -13,18 +13,14 @@
 
 #include "cli_checks.h"
 #include "model/chat_session.h"
+#include "tensorpc/signal_watch.h"
 
 namespace tensorpc::tools {
 namespace {
 
-// Ctrl-C: set by the handler, read by the reply loop and the line reader.
-std::atomic<bool> g_interrupted{false};
-
-extern "C" void on_interrupt(int) { g_interrupted.store(true); }
-
 // Lines from a file descriptor, read without blocking past a Ctrl-C: the
-// reader waits in poll() for at most 100 ms at a time and checks the flag,
-// so a SIGINT that lands just before a read still ends the wait.
+// reader waits in poll() for at most 100 ms at a time and checks the flag
+// (SignalWatch sets it from its own thread).
 class LineReader {
  public:
   LineReader(int fd, const std::atomic<bool>* cancel) : fd_(fd), cancel_(cancel) {}
@@ -46,7 +42,7 @@ class LineReader {
       }
       if (cancel_ != nullptr && cancel_->load()) return Result::interrupted;
       pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;  // a timeout, or EINTR: check the flag again
+      if (::poll(&p, 1, 100) <= 0) continue;  // a timeout: check the flag again
       char chunk[4096];
       const ssize_t n = ::read(fd_, chunk, sizeof chunk);
       if (n < 0 && errno == EINTR) continue;
@@ -201,14 +197,9 @@ void add_chat_command(CLI::App& app, int* exit_code) {
     ChatCommandOptions options = *o;
     where->apply(options.setup);
     // Ctrl-C interrupts a read or a reply instead of ending the process.
-    struct sigaction action {};
-    action.sa_handler = on_interrupt;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = 0;  // no SA_RESTART: a read at the prompt returns
-    struct sigaction previous {};
-    ::sigaction(SIGINT, &action, &previous);
-    *exit_code = chat_command(options, stdin, stdout, stderr, &g_interrupted);
-    ::sigaction(SIGINT, &previous, nullptr);
+    std::atomic<bool> interrupted{false};
+    SignalWatch watch({SIGINT}, &interrupted);  // before the devices start their threads
+    *exit_code = chat_command(options, stdin, stdout, stderr, &interrupted);
   });
 }
 

@@ -13,12 +13,10 @@
 #include "serve/engine.h"
 #include "serve/http_server.h"
 #include "tensorpc/chat.h"
+#include "tensorpc/signal_watch.h"
 
 namespace tensorpc::tools {
 namespace {
-
-std::atomic<bool> g_signalled{false};
-extern "C" void on_stop_signal(int) { g_signalled.store(true); }
 
 // The key from --api-key or the first line of --api-key-file.
 StatusOr<std::string> api_key_of(const ServeOptions& o) {
@@ -167,14 +165,7 @@ int serve_command(const ServeOptions& o, std::FILE* out, std::FILE* err, std::at
                o.host.c_str(), server.port(), o.parallel, static_cast<long long>(per_slot));
   std::fflush(out);
 
-  std::atomic<bool>* flag = stop;
-  if (flag == nullptr) {
-    g_signalled.store(false);
-    std::signal(SIGINT, on_stop_signal);
-    std::signal(SIGTERM, on_stop_signal);
-    flag = &g_signalled;
-  }
-  while (!flag->load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (!stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::fprintf(err, "stopping\n");
   return shut_down(0);
 }
@@ -218,7 +209,10 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->callback([o, where, exit_code] {
     ServeOptions options = *o;
     where->apply(options.setup);
-    *exit_code = serve_command(options, stdout, stderr);
+    std::atomic<bool> stop{false};
+    // Before the server starts its threads; a second signal ends a load or a shutdown that takes too long.
+    SignalWatch watch({SIGINT, SIGTERM}, &stop, SignalWatch::Again::end_process);
+    *exit_code = serve_command(options, stdout, stderr, &stop);
   });
 }
 

@@ -36,11 +36,11 @@ struct ServeOptions {
   std::string http_cert, http_key;  // HTTPS
 };
 
-// Serves until `stop` is set (or SIGINT/SIGTERM when `stop` is null).
+// Serves until `stop` is set (the command line sets it on SIGINT or SIGTERM).
 // Prints where it listens to `out` once the model is ready; progress and
 // errors to `err`. Returns the exit code: 0 after a stop, 1 when the address
 // cannot be bound or the model cannot be loaded.
-int serve_command(const ServeOptions& options, std::FILE* out, std::FILE* err, std::atomic<bool>* stop = nullptr);
+int serve_command(const ServeOptions& options, std::FILE* out, std::FILE* err, std::atomic<bool>* stop);
 
 // Adds the `serve` subcommand; when it runs, its exit code goes to *exit_code.
 void add_serve_command(CLI::App& app, int* exit_code);
