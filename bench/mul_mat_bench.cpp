@@ -1,7 +1,11 @@
 // mul_mat on the CPU device at decode (N=1) and prefill (N=64) shapes, with
 // its baselines measured in the same run: OpenBLAS cblas_sgemm for the f32
 // shapes, and a plain multi-threaded memory-read loop for weight bandwidth.
-// Ends with a table of ratios (ours / baseline).
+// Ends with a table of ratios (ours / baseline). One more shape, 4096 x 14336
+// at N=1 and N=512 (a 7-8 B model's feed-forward, the shape ggml's
+// `test-backend-ops perf -o MUL_MAT` times, one weight tensor over and over),
+// is for comparing with other runtimes' kernels (docs/performance.md); it has
+// no ratio of its own.
 //
 //   ./build/bench/mul_mat_bench [--benchmark_min_time=0.5] [--benchmark_filter=…]
 #include <benchmark/benchmark.h>
@@ -32,12 +36,15 @@ struct Shape {
   int64_t k, m;
 };
 constexpr Shape kShapes[] = {{4096, 4096}, {1024, 2816}};
+constexpr Shape kWideShape = {14336, 4096};
+constexpr DType kWideTypes[] = {DType::f32, DType::f16, DType::q8_0, DType::q4_0, DType::q4_K, DType::q6_K};
 constexpr DType kTypes[] = {DType::f32, DType::f16, DType::q8_0, DType::q4_0};
 
 // mul_mat graphs on a CPU device with random weights and activations. At
 // decode (N=1) the weights are spread over enough copies (512 MiB in all) that
 // they come from memory, not from the last-level cache, as in a real model;
-// each iteration multiplies by the next copy.
+// each iteration multiplies by the next copy. The comparison shape keeps one
+// copy, as ggml's perf mode does, so that both sides run alike.
 struct MulMatSetup {
   static constexpr uint64_t kDecodeWorkingSet = uint64_t{512} << 20;
 
@@ -49,11 +56,11 @@ struct MulMatSetup {
   std::vector<Graph> graphs;
   uint64_t weight_bytes = 0;
 
-  MulMatSetup(DType type, Shape s, int64_t n) {
+  MulMatSetup(DType type, Shape s, int64_t n, bool spread) {
     Tensor* first = ctx.new_tensor(type, {s.k, s.m});
     weight_bytes = first->nbytes();
     const uint64_t stride = (weight_bytes + 63) / 64 * 64;
-    const uint64_t copies = n == 1 ? std::max<uint64_t>(1, kDecodeWorkingSet / stride) : 1;
+    const uint64_t copies = n == 1 && spread ? std::max<uint64_t>(1, kDecodeWorkingSet / stride) : 1;
     weights = device.allocate(stride * copies).value();
     Tensor* b = ctx.new_tensor(DType::f32, {s.k, n});
     Tensor* out = ctx.new_tensor(DType::f32, {s.m, n});
@@ -87,7 +94,7 @@ struct MulMatSetup {
 };
 
 void BM_MulMat(benchmark::State& state, DType type, Shape s, int64_t n) {
-  MulMatSetup setup(type, s, n);
+  MulMatSetup setup(type, s, n, /*spread=*/s.k != kWideShape.k || s.m != kWideShape.m);
   size_t next = 0;
   for (auto _ : state) {
     if (!setup.stream->compute(setup.graphs[next]).ok()) state.SkipWithError("compute failed");
@@ -175,20 +182,24 @@ int main(int argc, char** argv) {
       ->Arg(4 * bench_threads())
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
+  const auto add_mul_mat = [](DType t, Shape s, int64_t n) {
+    benchmark::RegisterBenchmark(("mul_mat/" + std::string(name_of(t)) + "/" + shape_name(s, n)).c_str(), BM_MulMat,
+                                 t, s, n)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
+  };
   for (Shape s : kShapes) {
     for (int64_t n : {int64_t{1}, int64_t{64}}) {
-      for (DType t : kTypes) {
-        benchmark::RegisterBenchmark(("mul_mat/" + std::string(name_of(t)) + "/" + shape_name(s, n)).c_str(),
-                                     BM_MulMat, t, s, n)
-            ->Unit(benchmark::kMicrosecond)
-            ->UseRealTime();
-      }
+      for (DType t : kTypes) add_mul_mat(t, s, n);
       if (n == 64) {
         benchmark::RegisterBenchmark(("openblas_sgemm/" + shape_name(s, n)).c_str(), BM_OpenBLAS, s, n)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
       }
     }
+  }
+  for (int64_t n : {int64_t{1}, int64_t{512}}) {
+    for (DType t : kWideTypes) add_mul_mat(t, kWideShape, n);
   }
   // Three repetitions and their median by default, so one noisy run does not decide a ratio.
   std::vector<char*> args = tensorpc::bench::with_default_repetitions(argc, argv);
