@@ -93,8 +93,8 @@ struct MulMatSetup {
   }
 };
 
-void BM_MulMat(benchmark::State& state, DType type, Shape s, int64_t n) {
-  MulMatSetup setup(type, s, n, /*spread=*/s.k != kWideShape.k || s.m != kWideShape.m);
+void BM_MulMat(benchmark::State& state, DType type, Shape s, int64_t n, bool spread) {
+  MulMatSetup setup(type, s, n, spread);
   size_t next = 0;
   for (auto _ : state) {
     if (!setup.stream->compute(setup.graphs[next]).ok()) state.SkipWithError("compute failed");
@@ -182,15 +182,15 @@ int main(int argc, char** argv) {
       ->Arg(4 * bench_threads())
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
-  const auto add_mul_mat = [](DType t, Shape s, int64_t n) {
+  const auto add_mul_mat = [](DType t, Shape s, int64_t n, bool spread) {
     benchmark::RegisterBenchmark(("mul_mat/" + std::string(name_of(t)) + "/" + shape_name(s, n)).c_str(), BM_MulMat,
-                                 t, s, n)
+                                 t, s, n, spread)
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
   };
   for (Shape s : kShapes) {
     for (int64_t n : {int64_t{1}, int64_t{64}}) {
-      for (DType t : kTypes) add_mul_mat(t, s, n);
+      for (DType t : kTypes) add_mul_mat(t, s, n, /*spread=*/true);
       if (n == 64) {
         benchmark::RegisterBenchmark(("openblas_sgemm/" + shape_name(s, n)).c_str(), BM_OpenBLAS, s, n)
             ->Unit(benchmark::kMicrosecond)
@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
     }
   }
   for (int64_t n : {int64_t{1}, int64_t{512}}) {
-    for (DType t : kWideTypes) add_mul_mat(t, kWideShape, n);
+    for (DType t : kWideTypes) add_mul_mat(t, kWideShape, n, /*spread=*/false);
   }
   // Three repetitions and their median by default, so one noisy run does not decide a ratio.
   std::vector<char*> args = tensorpc::bench::with_default_repetitions(argc, argv);

@@ -30,7 +30,8 @@ void op_sample(const ComputeParams& params, Tensor& dst) {
       const auto* ids = reinterpret_cast<const int32_t*>(recent.data);
       const auto* bits = reinterpret_cast<const uint32_t*>(draw.data);
       const uint64_t d = (static_cast<uint64_t>(bits[1]) << 32) | bits[0];
-      token = chain.choose(pool, sample_settings_of(dst), std::span<const int32_t>(ids, static_cast<size_t>(recent.ne[0])), d);
+      token = chain.choose(pool, sample_settings_of(dst),
+                           std::span<const int32_t>(ids, static_cast<size_t>(recent.ne[0])), d);
     }
   }
   *reinterpret_cast<int32_t*>(dst.data) = token;
