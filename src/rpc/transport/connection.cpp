@@ -464,10 +464,12 @@ Status Connection::check_usable_locked(Command command, bool expect_silence) {
   // readable means it hung up (or broke the protocol).
   // Keep-alives sent while this side was not waiting are read and dropped.
   for (;;) {
-    pollfd p{.fd = socket_.fd(), .events = POLLIN | POLLRDHUP, .revents = 0};
-    if (::poll(&p, 1, 0) <= 0) return Status();
-    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
-      return break_locked(command, io_error("connection closed by peer"));
+    if (!socket_.buffered()) {
+      pollfd p{.fd = socket_.fd(), .events = POLLIN | POLLRDHUP, .revents = 0};
+      if (::poll(&p, 1, 0) <= 0) return Status();
+      if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
+        return break_locked(command, io_error("connection closed by peer"));
+    }
     auto header = receive_any_header_locked(command);
     if (!header.ok()) return header.status();
     if (header.value().command != Command::keepalive)

@@ -115,6 +115,9 @@ Socket& Socket::operator=(Socket&& other) noexcept {
     deadline_ = other.deadline_;
     deadline_what_ = std::move(other.deadline_what_);
     tls_ = std::move(other.tls_);
+    ahead_ = std::move(other.ahead_);
+    ahead_begin_ = std::exchange(other.ahead_begin_, 0);
+    ahead_end_ = std::exchange(other.ahead_end_, 0);
   }
   return *this;
 }
@@ -222,10 +225,20 @@ Status Socket::send_all(const void* data, size_t size) {
 
 Status Socket::recv_all(void* data, size_t size) {
   if (tls_) return tls_recv(data, size);
-  auto* p = static_cast<char*>(data);
+  auto* p = static_cast<uint8_t*>(data);
+  const size_t have = std::min(size, ahead_end_ - ahead_begin_);
+  if (have > 0) {
+    std::memcpy(p, ahead_.get() + ahead_begin_, have);
+    ahead_begin_ += have;
+    p += have;
+    size -= have;
+  }
+  // Here the read-ahead is empty, or size is 0.
   const bool timed = this->timed();
   while (size > 0) {
-    const ssize_t n = ::recv(fd_, p, size, timed ? MSG_DONTWAIT : 0);
+    const bool small = size < kReadAhead;
+    if (small && !ahead_) ahead_ = std::make_unique<uint8_t[]>(kReadAhead);
+    const ssize_t n = ::recv(fd_, small ? ahead_.get() : p, small ? kReadAhead : size, timed ? MSG_DONTWAIT : 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (timed && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -235,20 +248,27 @@ Status Socket::recv_all(void* data, size_t size) {
       return os_error("recv", errno);
     }
     if (n == 0) return io_error("connection closed by peer");
-    p += n;
-    size -= static_cast<size_t>(n);
+    size_t moved = static_cast<size_t>(n);
+    if (small) {
+      ahead_end_ = moved;
+      moved = std::min(moved, size);
+      std::memcpy(p, ahead_.get(), moved);
+      ahead_begin_ = moved;
+    }
+    p += moved;
+    size -= moved;
   }
   return Status();
 }
 
 Status Socket::wait_readable() {
-  if (tls_buffered()) return Status();  // decrypted bytes are waiting: poll would not see them
+  if (buffered()) return Status();  // poll would not see them
   if (deadline_) return wait_for(POLLIN, "wait for the next frame");
   return wait_unbounded(POLLIN, "wait for the next frame");
 }
 
 bool Socket::readable_now() const {
-  if (tls_buffered()) return true;
+  if (buffered()) return true;
   pollfd p{fd_, POLLIN, 0};
   return ::poll(&p, 1, 0) > 0;
 }
