@@ -271,21 +271,17 @@ void gemm_f16(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const 
 
 constexpr int64_t kGroup = 4;
 
-// Activations for q4_0 weights. Lane group L (128 bits) of lo/hi holds values [0,16) and
-// [16,32) of block L, matching where the low and high nibbles of weight block L land.
-struct alignas(64) PreparedQ8ForQ4 {
+// Activations for both weight formats, in the layout their weight groups load into (Halves):
+// lane group L (128 bits) of lo/hi holds values [0,16) and [16,32) of block L.
+template <int kOffset>  // what the weights are offset by to be unsigned
+struct alignas(64) PreparedHalves {
   int8_t lo[64];
   int8_t hi[64];
   float d[16];       // scale of block L in lanes 4L..4L+3
-  int32_t bias[16];  // -8 * sum(qs) of block L in lane 4L
+  int32_t bias[16];  // -kOffset * sum(qs) of block L in lane 4L
 };
-
-// Activations for q8_0 weights: blocks in natural order, two per zmm.
-struct alignas(64) PreparedQ8ForQ8 {
-  int8_t q[128];
-  float d[32];       // scale of block L in lanes 8L..8L+7
-  int32_t bias[32];  // -128 * sum(qs) of block L in lane 8L
-};
+using PreparedQ8ForQ4 = PreparedHalves<8>;
+using PreparedQ8ForQ8 = PreparedHalves<128>;
 
 int32_t sum_qs(const BlockQ8_0& b) {
   int32_t s = 0;
@@ -293,26 +289,16 @@ int32_t sum_qs(const BlockQ8_0& b) {
   return s;
 }
 
-void prepare(const BlockQ8_0* x, int64_t nb, PreparedQ8ForQ4* out) {
-  std::memset(static_cast<void*>(out), 0, sizeof(PreparedQ8ForQ4) * ((nb + kGroup - 1) / kGroup));
+template <int kOffset>
+void prepare(const BlockQ8_0* x, int64_t nb, PreparedHalves<kOffset>* out) {
+  std::memset(static_cast<void*>(out), 0, sizeof(PreparedHalves<kOffset>) * ((nb + kGroup - 1) / kGroup));
   for (int64_t b = 0; b < nb; ++b) {
-    PreparedQ8ForQ4& g = out[b / kGroup];
+    PreparedHalves<kOffset>& g = out[b / kGroup];
     const int L = static_cast<int>(b % kGroup);
     std::memcpy(g.lo + 16 * L, x[b].qs, 16);
     std::memcpy(g.hi + 16 * L, x[b].qs + 16, 16);
     for (int u = 0; u < 4; ++u) g.d[4 * L + u] = fp16_to_fp32(x[b].d);
-    g.bias[4 * L] = -8 * sum_qs(x[b]);
-  }
-}
-
-void prepare(const BlockQ8_0* x, int64_t nb, PreparedQ8ForQ8* out) {
-  std::memset(static_cast<void*>(out), 0, sizeof(PreparedQ8ForQ8) * ((nb + kGroup - 1) / kGroup));
-  for (int64_t b = 0; b < nb; ++b) {
-    PreparedQ8ForQ8& g = out[b / kGroup];
-    const int L = static_cast<int>(b % kGroup);
-    std::memcpy(g.q + 32 * L, x[b].qs, 32);
-    for (int u = 0; u < 8; ++u) g.d[8 * L + u] = fp16_to_fp32(x[b].d);
-    g.bias[8 * L] = -128 * sum_qs(x[b]);
+    g.bias[4 * L] = -kOffset * sum_qs(x[b]);
   }
 }
 
@@ -322,17 +308,19 @@ alignas(64) constexpr uint16_t kQ4QsIdx[32] = {1,  2,  3,  4,  5,  6,  7,  8,  1
 // Word indices picking each block's f16 scale 4 times (lanes 4L..4L+3).
 alignas(64) constexpr uint16_t kQ4ScaleIdx[32] = {0, 0, 0, 0, 9, 9, 9, 9, 18, 18, 18, 18, 27, 27, 27, 27,
                                                   0, 0, 0, 0, 0, 0, 0, 0, 0,  0,  0,  0,  0,  0,  0,  0};
-// Word indices into [group bytes 0..64) ++ [group bytes 68..132) picking each q8_0 scale 8 times.
-alignas(64) constexpr uint16_t kQ8ScaleIdx[32] = {0,  0,  0,  0,  0,  0,  0,  0,  17, 17, 17, 17, 17, 17, 17, 17,
-                                                  32, 32, 32, 32, 32, 32, 32, 32, 49, 49, 49, 49, 49, 49, 49, 49};
+// Word indices into [group bytes 0..64) ++ [group bytes 68..132) picking each q8_0 scale 4 times.
+alignas(64) constexpr uint16_t kQ8ScaleIdx[32] = {0, 0, 0, 0, 17, 17, 17, 17, 32, 32, 32, 32, 49, 49, 49, 49,
+                                                  0, 0, 0, 0, 0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0};
 
-struct Q4Group {
-  __m512i lo, hi;  // unsigned nibbles, lane group L = block L
-  __m512 d;        // weight scales per lane
+// A group of 4 weight blocks as unsigned bytes, lane group L = block L: values [0,16) in lo,
+// [16,32) in hi, so that one product with PreparedHalves serves all 4 blocks.
+struct Halves {
+  __m512i lo, hi;
+  __m512 d;  // weight scales per lane
 };
 
 // g points at 4 consecutive BlockQ4_0 (72 bytes, all readable).
-inline Q4Group load_q4_group(const uint8_t* g) {
+inline Halves load_q4_group(const uint8_t* g) {
   const __m512i x0 = _mm512_loadu_si512(g);
   const __m512i x1 = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 56)));
   const __m512i qs = _mm512_permutex2var_epi16(x0, _mm512_load_si512(kQ4QsIdx), x1);
@@ -342,48 +330,44 @@ inline Q4Group load_q4_group(const uint8_t* g) {
           _mm512_cvtph_ps(_mm512_castsi512_si256(d16))};
 }
 
-struct Q8Group {
-  __m512i q01, q23;  // weights + 128 as unsigned bytes, blocks 0-1 and 2-3
-  __m512 d01, d23;
-};
-
-// g points at 4 consecutive BlockQ8_0 (136 bytes, all readable).
-inline Q8Group load_q8_group(const uint8_t* g) {
+// g points at 4 consecutive BlockQ8_0 (136 bytes, all readable). Each block is loaded whole and
+// the 128-bit lanes regrouped into halves: one conversion to float and one FMA then serve 4
+// blocks instead of 2 (docs/performance.md, "Against the reference's CPU kernels").
+inline Halves load_q8_group(const uint8_t* g) {
   auto ld32 = [g](int off) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + off)); };
+  const __m512i q01 = _mm512_inserti64x4(_mm512_castsi256_si512(ld32(2)), ld32(36), 1);    // 0 lo, 0 hi, 1 lo, 1 hi
+  const __m512i q23 = _mm512_inserti64x4(_mm512_castsi256_si512(ld32(70)), ld32(104), 1);  // 2 lo, 2 hi, 3 lo, 3 hi
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i q01 = _mm512_inserti64x4(_mm512_castsi256_si512(ld32(2)), ld32(36), 1);
-  const __m512i q23 = _mm512_inserti64x4(_mm512_castsi256_si512(ld32(70)), ld32(104), 1);
   const __m512i d16 =
       _mm512_permutex2var_epi16(_mm512_loadu_si512(g), _mm512_load_si512(kQ8ScaleIdx), _mm512_loadu_si512(g + 68));
-  return {_mm512_xor_si512(q01, flip), _mm512_xor_si512(q23, flip), _mm512_cvtph_ps(_mm512_castsi512_si256(d16)),
-          _mm512_cvtph_ps(_mm512_extracti64x4_epi64(d16, 1))};
+  return {_mm512_xor_si512(_mm512_shuffle_i64x2(q01, q23, _MM_SHUFFLE(2, 0, 2, 0)), flip),
+          _mm512_xor_si512(_mm512_shuffle_i64x2(q01, q23, _MM_SHUFFLE(3, 1, 3, 1)), flip),
+          _mm512_cvtph_ps(_mm512_castsi512_si256(d16))};
+}
+
+template <int kOffset>
+__m512 dot_halves(const Halves& a, const PreparedHalves<kOffset>& b, __m512 acc) {
+  __m512i p = _mm512_dpbusd_epi32(_mm512_load_si512(b.bias), a.lo, _mm512_load_si512(b.lo));
+  p = _mm512_dpbusd_epi32(p, a.hi, _mm512_load_si512(b.hi));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(a.d, _mm512_load_ps(b.d)), acc);
 }
 
 struct Q4Kernel {
   static constexpr bool kTiles = true;
   using Block = BlockQ4_0;
   using Prepared = PreparedQ8ForQ4;
-  using Group = Q4Group;
+  using Group = Halves;
   static Group load(const uint8_t* g) { return load_q4_group(g); }
-  static __m512 dot(const Group& a, const Prepared& b, __m512 acc) {
-    __m512i p = _mm512_dpbusd_epi32(_mm512_load_si512(b.bias), a.lo, _mm512_load_si512(b.lo));
-    p = _mm512_dpbusd_epi32(p, a.hi, _mm512_load_si512(b.hi));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(a.d, _mm512_load_ps(b.d)), acc);
-  }
+  static __m512 dot(const Group& a, const Prepared& b, __m512 acc) { return dot_halves(a, b, acc); }
 };
 
 struct Q8Kernel {
   static constexpr bool kTiles = false;  // decode only: gemm_q8_0
   using Block = BlockQ8_0;
   using Prepared = PreparedQ8ForQ8;
-  using Group = Q8Group;
+  using Group = Halves;
   static Group load(const uint8_t* g) { return load_q8_group(g); }
-  static __m512 dot(const Group& a, const Prepared& b, __m512 acc) {
-    const __m512i p01 = _mm512_dpbusd_epi32(_mm512_load_si512(b.bias), a.q01, _mm512_load_si512(b.q));
-    const __m512i p23 = _mm512_dpbusd_epi32(_mm512_load_si512(b.bias + 16), a.q23, _mm512_load_si512(b.q + 64));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p01), _mm512_mul_ps(a.d01, _mm512_load_ps(b.d)), acc);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p23), _mm512_mul_ps(a.d23, _mm512_load_ps(b.d + 16)), acc);
-  }
+  static __m512 dot(const Group& a, const Prepared& b, __m512 acc) { return dot_halves(a, b, acc); }
 };
 
 // out[c * RA + r] = dot(weight row a[r], prepared activation row b[c]) over nb blocks.
@@ -492,8 +476,8 @@ void gemm_quant(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, cons
 }
 
 // q8_0 decode on gemm_quant, a row at a time; more activation rows on the VNNI driver's tiles,
-// which convert sums to float once per 256 values and activation row where Q8Kernel does per
-// 32-value block: 1.6-1.8x Q8Kernel's 3 x 4 tiles (docs/performance.md, "Quantized formats").
+// which convert sums to float once per 256 values and activation row where Q8Kernel did per
+// 64: 1.6-1.8x Q8Kernel's 3 x 4 tiles then (docs/performance.md, "Quantized formats").
 void gemm_q8_0(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                size_t ldc) {
   if (N == 1) return gemm_quant<Q8Kernel>(K, M, N, A, lda, B, ldb, C, ldc);
