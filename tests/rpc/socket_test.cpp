@@ -4,6 +4,7 @@
 // takes the kept bytes first and the rest straight from the kernel; a move
 // carries the kept bytes along.
 #include "rpc/transport/socket.h"
+#include "rpc_test_util.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -36,12 +37,6 @@ Pair connected() {
   return {std::move(a).value(), std::move(b).value()};
 }
 
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 8));
-  return v;
-}
-
 // Whether the kernel holds bytes for this socket (what a poll sees).
 bool kernel_readable(const Socket& s) {
   pollfd p{s.fd(), POLLIN, 0};
@@ -63,7 +58,7 @@ void wait_for_bytes(const Socket& s, size_t n) {
 
 TEST(SocketReadAhead, FramesSentTogetherAreReadOneByOneAndTheKeptBytesCountAsReadable) {
   Pair p = connected();
-  const std::vector<uint8_t> sent = pattern(3 * 24, 1);
+  const std::vector<uint8_t> sent = random_bytes(3 * 24, 1);
   ASSERT_TRUE(p.a.send_all(sent.data(), sent.size()).ok());
   wait_for_bytes(p.b, sent.size());
 
@@ -84,8 +79,8 @@ TEST(SocketReadAhead, FramesSentTogetherAreReadOneByOneAndTheKeptBytesCountAsRea
 
 TEST(SocketReadAhead, ALargeReceiveTakesTheKeptBytesThenTheRestInOrder) {
   Pair p = connected();
-  const std::vector<uint8_t> head = pattern(24, 3);
-  const std::vector<uint8_t> body = pattern(1 << 20, 5);
+  const std::vector<uint8_t> head = random_bytes(24, 3);
+  const std::vector<uint8_t> body = random_bytes(1 << 20, 5);
   std::thread sender([&] {
     std::vector<uint8_t> all = head;
     all.insert(all.end(), body.begin(), body.end());
@@ -106,7 +101,7 @@ TEST(SocketReadAhead, SmallReceivesAcrossManySendsWithATimeoutKeepEveryByteInOrd
   // Sizes that straddle the read-ahead's length and each other's edges.
   const std::vector<size_t> sizes = {1, 23, 24, 100, 5000, 16383, 16384, 16385, 40000, 3, 70000, 8};
   const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
-  const std::vector<uint8_t> sent = pattern(total, 9);
+  const std::vector<uint8_t> sent = random_bytes(total, 9);
   std::thread sender([&] {
     // In pieces that do not match the receives, some after a pause.
     for (size_t at = 0, piece = 0; at < total; ++piece) {
@@ -128,7 +123,7 @@ TEST(SocketReadAhead, SmallReceivesAcrossManySendsWithATimeoutKeepEveryByteInOrd
 
 TEST(SocketReadAhead, AMovedSocketKeepsItsBytesAndTheEndIsSeenAfterThem) {
   Pair p = connected();
-  const std::vector<uint8_t> sent = pattern(48, 11);
+  const std::vector<uint8_t> sent = random_bytes(48, 11);
   ASSERT_TRUE(p.a.send_all(sent.data(), sent.size()).ok());
   p.a.close();
   wait_for_bytes(p.b, sent.size());

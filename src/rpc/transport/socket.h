@@ -82,7 +82,7 @@ class Socket {
   bool readable_now() const;
   // Whether bytes already received wait to be read (read ahead, or held by
   // the TLS session): a poll of the descriptor does not see them.
-  bool buffered() const { return ahead_begin_ < ahead_end_ || tls_buffered(); }
+  bool buffered() const { return read_ahead_held() || tls_buffered(); }
 
   // The longest send_all and recv_all wait for progress; zero: no limit (the
   // default). Not thread-safe: set it from the thread that uses the socket.
@@ -142,6 +142,8 @@ class Socket {
   Status tls_wait(int result, const char* what);
   // True when the TLS session holds received bytes not yet read.
   bool tls_buffered() const;
+  // True when the read-ahead holds bytes not yet read.
+  bool read_ahead_held() const { return ahead_begin_ < ahead_end_; }
   // Sends close_notify when the socket takes it at once, and frees the session.
   void end_tls();
 

@@ -91,7 +91,7 @@ void Socket::SslDeleter::operator()(ssl_st* ssl) const { SSL_free(ssl); }
 
 Status Socket::start_tls(const TlsContext& ctx, const std::string& peer_host, std::chrono::milliseconds timeout) {
   if (tls_) return internal_error("start_tls: TLS is already on");
-  if (ahead_begin_ < ahead_end_) return internal_error("start_tls: plain bytes were received ahead of the handshake");
+  if (read_ahead_held()) return internal_error("start_tls: plain bytes were received ahead of the handshake");
   const int fl = ::fcntl(fd_, F_GETFL, 0);
   if (fl < 0 || ::fcntl(fd_, F_SETFL, fl | O_NONBLOCK) < 0) return io_error(std::string("fcntl: ") + strerror(errno));
   ERR_clear_error();
