@@ -4,7 +4,6 @@
 // takes the kept bytes first and the rest straight from the kernel; a move
 // carries the kept bytes along.
 #include "rpc/transport/socket.h"
-#include "rpc_test_util.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -16,6 +15,8 @@
 #include <numeric>
 #include <thread>
 #include <vector>
+
+#include "rpc_test_util.h"
 
 namespace tensorpc::test {
 namespace {
