@@ -18,8 +18,8 @@
 #include <sstream>
 #include <string>
 
-#include "model/gguf.h"
-#include "model/tokenizer_gguf.h"
+#include "model/gguf/gguf.h"
+#include "model/text/tokenizer_gguf.h"
 
 namespace {
 

@@ -13,9 +13,9 @@
 #include <type_traits>
 #include <variant>
 
-#include "model/gguf.h"
-#include "model/gguf_tensors.h"
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf.h"
+#include "model/gguf/gguf_tensors.h"
+#include "model/gguf/gguf_writer.h"
 #include "tensorpc/context.h"
 
 namespace {

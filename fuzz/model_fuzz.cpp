@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/llama.h"
-#include "model/llama_model.h"
+#include "model/arch/llama.h"
+#include "model/arch/llama_model.h"
 #include "tensorpc/context.h"
 #include "tensorpc/graph.h"
 

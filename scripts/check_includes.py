@@ -3,7 +3,8 @@
 
 Each folder of src/ may include only the layers its row allows (never one
 further down the list), the rpc rooms keep apart (client and server use wire
-and transport, never each other), public headers include only public
+and transport, never each other), the rooms of the model layer (gguf, text,
+arch, quantize, runtime) include only the rooms before them, public headers include only public
 headers, and no chain of includes leads back to where it started. bench/
 (the bench lab and the benchmark programs) never includes a header of
 tools/: the tools build on the bench lab, not the other way round.
@@ -15,7 +16,11 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# The rooms of the model layer (src/model/*), in order.
+MODEL = {"model/gguf", "model/text", "model/arch", "model/quantize", "model/runtime"}
+
 # The layer of each folder, and the layers it may include (its own included).
+# Layers above the model layer may include every room of it.
 ALLOWED = {
     "core": {"core"},
     "backend": {"core", "backend"},
@@ -24,16 +29,21 @@ ALLOWED = {
     "rpc/transport": {"core", "backend", "rpc/wire", "rpc/transport"},
     "rpc/client": {"core", "backend", "rpc/wire", "rpc/transport", "rpc/client"},
     "rpc/server": {"core", "backend", "cpu", "rpc/wire", "rpc/transport", "rpc/server"},
-    "model": {"core", "backend", "cpu", "model"},
+    # The model layer's rooms, in order: each includes the rooms before it.
+    "model/gguf": {"core", "backend", "cpu", "model/gguf"},
+    "model/text": {"core", "backend", "cpu", "model/gguf", "model/text"},
+    "model/arch": {"core", "backend", "cpu", "model/gguf", "model/text", "model/arch"},
+    "model/quantize": {"core", "backend", "cpu", "model/gguf", "model/text", "model/arch", "model/quantize"},
+    "model/runtime": {"core", "backend", "cpu", "model/gguf", "model/text", "model/arch", "model/runtime"},
     # The cluster's certificate authority (TLS files for tensorpc certs, the
     # bench and the tests): above transport, whose TlsOptions it fills.
     "certs": {"core", "backend", "rpc/wire", "rpc/transport", "certs"},
     # The public model API (include/tensorpc/model.h): the model on devices
     # of the local CPU and of servers, so above both model and client.
-    "api": {"core", "backend", "cpu", "rpc/wire", "rpc/transport", "rpc/client", "model", "api"},
+    "api": {"core", "backend", "cpu", "rpc/wire", "rpc/transport", "rpc/client", "api"} | MODEL,
     # The OpenAI-compatible API's JSON (requests, responses, stop strings) for
     # `tensorpc serve`: over the model layer and the public model API.
-    "serve": {"core", "backend", "cpu", "rpc/wire", "rpc/transport", "rpc/client", "model", "api", "serve"},
+    "serve": {"core", "backend", "cpu", "rpc/wire", "rpc/transport", "rpc/client", "api", "serve"} | MODEL,
 }
 
 # The layer each public header belongs to.
@@ -53,8 +63,8 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 def layer_of_src(rel):  # rel: path under src/
     parts = rel.split("/")
-    if parts[0] == "rpc" and len(parts) > 2:
-        return "rpc/" + parts[1]
+    if parts[0] in ("rpc", "model") and len(parts) > 2:
+        return parts[0] + "/" + parts[1]
     return parts[0]
 
 

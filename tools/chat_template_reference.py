@@ -4,7 +4,7 @@ transformers applies a tokenizer's chat_template (trim_blocks, lstrip_blocks, ra
 prints each rendering as a C++ string literal.
 
 These printed texts are the expected renderings in tests/model/chat_template_test.cpp: they come
-from the templates themselves, independently of src/model/chat_template.cpp.
+from the templates themselves, independently of src/model/text/chat_template.cpp.
 
     python3 tools/chat_template_reference.py   (needs python3-jinja2)
 """

@@ -13,9 +13,9 @@
 #include "api/device_set.h"
 #include "lab/bench_measure.h"
 #include "lab/random_model.h"
-#include "model/generate.h"
-#include "model/generator.h"
-#include "model/placement.h"
+#include "model/runtime/generate.h"
+#include "model/runtime/generator.h"
+#include "model/runtime/placement.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/rpc_client.h"
 

@@ -11,7 +11,7 @@
 
 #include "lab/bench_report.h"
 #include "lab/link_proxy.h"
-#include "model/llama_model.h"
+#include "model/arch/llama_model.h"
 #include "tensorpc/dtype.h"
 #include "tensorpc/server.h"
 #include "tensorpc/status.h"

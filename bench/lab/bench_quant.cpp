@@ -10,8 +10,8 @@
 
 #include "lab/bench_measure.h"
 #include "lab/random_model.h"
-#include "model/gguf.h"
-#include "model/quantize_model.h"
+#include "model/gguf/gguf.h"
+#include "model/quantize/quantize_model.h"
 
 namespace tensorpc::tools {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "lab/bench_measure.h"
 #include "lab/bench_quant.h"
-#include "model/generator.h"
+#include "model/runtime/generator.h"
 #include "serve/engine.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/rpc_client.h"

@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "model/arch.h"
-#include "model/gguf_writer.h"
+#include "model/arch/arch.h"
+#include "model/gguf/gguf_writer.h"
 
 namespace tensorpc::tools {
 namespace {

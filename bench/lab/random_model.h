@@ -1,5 +1,5 @@
 // A GGUF file with random weights, of any architecture tensorpc runs (llama,
-// qwen2, qwen3, phi3, gemma, gemma2: model/arch.h), for tests and benchmarks
+// qwen2, qwen3, phi3, gemma, gemma2: model/arch/arch.h), for tests and benchmarks
 // that need a model of a given shape and type but not a trained one.
 //
 // The file is complete — hyper-parameters under the architecture's prefix,

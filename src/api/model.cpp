@@ -6,8 +6,8 @@
 #include <atomic>
 
 #include "api/placed_model.h"
-#include "model/generate.h"
-#include "model/generator.h"
+#include "model/runtime/generate.h"
+#include "model/runtime/generator.h"
 
 namespace tensorpc {
 namespace {

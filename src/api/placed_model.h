@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "api/device_set.h"
-#include "model/llama_model.h"
-#include "model/placement.h"
+#include "model/arch/llama_model.h"
+#include "model/runtime/placement.h"
 #include "tensorpc/rpc_client.h"
 
 namespace tensorpc {

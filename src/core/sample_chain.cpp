@@ -1,4 +1,4 @@
-// The sampling chain (sample_chain.h; its steps are described in src/model/sampler.h).
+// The sampling chain (sample_chain.h; its steps are described in src/model/runtime/sampler.h).
 #include "core/sample_chain.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // The sampling chain: picks a token from candidate logits. Shared by the
-// client's Sampler (src/model/sampler.h, which documents the chain's steps)
+// client's Sampler (src/model/runtime/sampler.h, which documents the chain's steps)
 // and the sample op (op.h), so that a server sampling at the end of a
 // pipeline picks exactly the token the client would.
 //

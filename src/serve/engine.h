@@ -34,10 +34,10 @@
 #include <thread>
 #include <vector>
 
-#include "model/generator.h"
-#include "model/llama_model.h"
-#include "model/placement.h"
-#include "model/sampler.h"
+#include "model/runtime/generator.h"
+#include "model/arch/llama_model.h"
+#include "model/runtime/placement.h"
+#include "model/runtime/sampler.h"
 #include "tensorpc/status.h"
 
 namespace tensorpc::serve {

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "model/chat_template.h"
+#include "model/text/chat_template.h"
 #include "serve/engine.h"
 #include "tensorpc/status.h"
 

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "model/generate.h"
+#include "model/runtime/generate.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/rpc_client.h"
 #include "tensorpc/server.h"

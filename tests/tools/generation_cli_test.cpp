@@ -6,7 +6,7 @@
 #include <string>
 
 #include "file_util.h"
-#include "model/gguf_bytes.h"
+#include "model/gguf/gguf_bytes.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/generation.h"
 #include "tensorpc/run.h"

@@ -11,7 +11,7 @@
 #include <limits>
 
 #include "file_util.h"
-#include "model/perplexity.h"
+#include "model/runtime/perplexity.h"
 #include "rpc/remote_test_util.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/demo.h"

@@ -1,8 +1,8 @@
-// The quantization mixes of `tensorpc quantize` (src/model/quantize_mix.h):
+// The quantization mixes of `tensorpc quantize` (src/model/quantize/quantize_mix.h):
 // names, llama ftypes, which type each tensor gets in each mix — the rules
 // of llama.cpp's llama-quantize — and the fallbacks for rows a block does not
 // divide.
-#include "model/quantize_mix.h"
+#include "model/quantize/quantize_mix.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include "cli_checks.h"
 #include "core/log.h"
 #include "device_spec.h"
-#include "model/quantize_mix.h"
+#include "model/quantize/quantize_mix.h"
 #include "tensorpc/demo.h"
 
 namespace tensorpc::tools {

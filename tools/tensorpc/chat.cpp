@@ -12,7 +12,7 @@
 #include <string>
 
 #include "cli_checks.h"
-#include "model/chat_session.h"
+#include "model/runtime/chat_session.h"
 #include "tensorpc/signal_watch.h"
 
 namespace tensorpc::tools {

@@ -3,7 +3,7 @@
 // given with --rpc, placed as `tensorpc run` places them.
 //
 // Each line typed is a message; the reply streams as it is generated and the
-// KV cache is kept across turns (model/chat_session.h), so a turn costs only
+// KV cache is kept across turns (model/runtime/chat_session.h), so a turn costs only
 // its own tokens. `/exit` or end of input (Ctrl-D) ends the conversation;
 // Ctrl-C stops the reply being generated (at the prompt, it ends the
 // conversation). When the context is full the oldest turns are dropped, with
@@ -16,8 +16,8 @@
 #include <cstdio>
 #include <string>
 
-#include "model/chat_template.h"
-#include "model/llama_model.h"
+#include "model/text/chat_template.h"
+#include "model/arch/llama_model.h"
 #include "tensorpc/model_setup.h"
 #include "tensorpc/sampling_flags.h"
 

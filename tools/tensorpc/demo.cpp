@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "cli_checks.h"
-#include "model/chat_session.h"
+#include "model/runtime/chat_session.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/generation.h"
 #include "tensorpc/server_process.h"

@@ -1,5 +1,5 @@
 // What `tensorpc run` and `tensorpc demo` share: loading a model onto its
-// devices with a progress bar, the generation loop (src/model/generate.h)
+// devices with a progress bar, the generation loop (src/model/runtime/generate.h)
 // with a callback for text alone, and its speeds printed.
 //
 // Kept in the tools' library rather than in src/model because it prints
@@ -15,11 +15,11 @@
 
 #include "api/device_set.h"
 #include "core/format.h"
-#include "model/generate.h"
-#include "model/generator.h"
-#include "model/llama_model.h"
-#include "model/placement.h"
-#include "model/sampler.h"
+#include "model/runtime/generate.h"
+#include "model/runtime/generator.h"
+#include "model/arch/llama_model.h"
+#include "model/runtime/placement.h"
+#include "model/runtime/sampler.h"
 #include "tensorpc/device.h"
 #include "tensorpc/rpc_client.h"
 #include "tensorpc/scheduler.h"
@@ -43,7 +43,7 @@ StatusOr<std::unique_ptr<ModelPlacement>> load_model(const LlamaModel& model, co
                                                      std::vector<double> ratios, int64_t n_ctx, std::FILE* err);
 
 // The generation loop and what it returns live in the model layer
-// (src/model/generate.h); the tools name them as they always have.
+// (src/model/runtime/generate.h); the tools name them as they always have.
 using tensorpc::GenerateOptions;
 using tensorpc::GenerateResult;
 using tensorpc::StopReason;
@@ -51,7 +51,7 @@ using tensorpc::StopReason;
 // Tokenizes `prompt`, prefills, and samples until n_predict tokens or the
 // end of the text (EOS, or an end-of-turn token: Tokenizer::is_end_of_generation);
 // `on_text` (may be empty) gets each piece of text as soon as it is complete.
-// Both overloads are generate_text() (src/model/generate.h) with a text-only callback.
+// Both overloads are generate_text() (src/model/runtime/generate.h) with a text-only callback.
 StatusOr<GenerateResult> generate(const LlamaModel& model, ModelPlacement& placement, std::string_view prompt,
                                   const GenerateOptions& options,
                                   const std::function<void(std::string_view)>& on_text = {});

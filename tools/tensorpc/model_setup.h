@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "api/placed_model.h"
-#include "model/llama_model.h"
-#include "model/placement.h"
+#include "model/arch/llama_model.h"
+#include "model/runtime/placement.h"
 #include "tensorpc/devices.h"
 #include "tensorpc/generation.h"
 

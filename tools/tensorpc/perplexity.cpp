@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "cli_checks.h"
-#include "model/perplexity.h"
+#include "model/runtime/perplexity.h"
 
 namespace tensorpc::tools {
 namespace {

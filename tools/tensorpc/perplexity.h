@@ -1,5 +1,5 @@
 // `tensorpc perplexity -m MODEL -f TEXT`: how well a model predicts a text,
-// measured as llama.cpp's llama-perplexity measures it (src/model/perplexity.h),
+// measured as llama.cpp's llama-perplexity measures it (src/model/runtime/perplexity.h),
 // on the local CPU and the devices of any servers given with --rpc, placed
 // as `tensorpc run` places them.
 #pragma once

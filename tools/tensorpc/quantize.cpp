@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "device_spec.h"
-#include "model/gguf.h"
-#include "model/quantize_model.h"
+#include "model/gguf/gguf.h"
+#include "model/quantize/quantize_model.h"
 #include "tensorpc/generation.h"
 
 namespace tensorpc::tools {

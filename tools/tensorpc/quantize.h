@@ -1,5 +1,5 @@
 // `tensorpc quantize IN.gguf OUT.gguf TYPE [-t N]`: writes a quantized copy
-// of a GGUF model with the per-tensor mix TYPE names (src/model/quantize_mix.h),
+// of a GGUF model with the per-tensor mix TYPE names (src/model/quantize/quantize_mix.h),
 // a standard GGUF file any GGUF runtime loads.
 #pragma once
 

@@ -3,7 +3,7 @@
 // --top-p 0.95, --min-p 0.05, --repeat-penalty 1 (off), -s/--seed.
 #pragma once
 
-#include "model/sampler.h"
+#include "model/runtime/sampler.h"
 
 namespace CLI {
 class App;

@@ -1,0 +1,221 @@
+// Planning and loading a model onto devices (see placement.h).
+#include "model/runtime/placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "core/format.h"
+#include "model/gguf/gguf_tensors.h"
+
+namespace tensorpc {
+namespace {
+
+uint64_t aligned(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+// A device's weights go up in batches of about this many bytes, one
+// Buffer::set_tensors each, with progress reported between them: at 1 Gbit/s
+// a cold batch takes half a second, so the bar moves, and a warm one is
+// large enough for a remote buffer to overlap its hashing with the server's
+// work (remote_buffer_cache.cpp).
+constexpr uint64_t kUploadBatch = uint64_t{64} << 20;
+
+// Uploads `tensors` (placed in `buffer`) from the model file's mapping, each
+// with its digest in the model's memo (a remote buffer uses the known ones
+// and fills in the rest); `uploaded` is told each batch's bytes (aligned, as
+// the buffer holds them).
+Status upload_weights(const LlamaModel& model, Buffer& buffer, const std::vector<Tensor*>& tensors, uint64_t alignment,
+                      const std::function<void(uint64_t)>& uploaded) {
+  std::vector<TensorBytes> batch;
+  uint64_t batch_bytes = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor* t = tensors[i];
+    const GgufTensorInfo* info = model.info_of(t);
+    if (info == nullptr) return internal_error("placement: no file record for " + describe(*t));
+    TENSORPC_ASSIGN_OR_RETURN(const TensorBytes bytes, gguf_tensor_bytes(*info, *t));
+    batch.push_back(bytes);
+    batch.back().digest = &model.digests().slot(model.file().data_offset() + info->offset, info->bytes.size());
+    batch_bytes += aligned(t->nbytes(), alignment);
+    if (batch_bytes >= kUploadBatch || i + 1 == tensors.size()) {
+      TENSORPC_RETURN_IF_ERROR(buffer.set_tensors(batch));
+      uploaded(batch_bytes);
+      batch.clear();
+      batch_bytes = 0;
+    }
+  }
+  // Uploads are one-way to a server: a load is done when they have landed
+  // (and are in its weights cache for the next load), or failed here.
+  return buffer.synchronize();
+}
+
+}  // namespace
+
+std::vector<int64_t> layers_per_device(int64_t n_layer, const std::vector<double>& weights) {
+  const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
+  std::vector<int64_t> count(weights.size(), 0);
+  if (weights.empty() || !(total > 0)) return count;
+  std::vector<std::pair<double, size_t>> remainders;
+  int64_t given = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const double exact = static_cast<double>(n_layer) * weights[i] / total;
+    count[i] = static_cast<int64_t>(std::floor(exact));
+    given += count[i];
+    remainders.push_back({exact - std::floor(exact), i});
+  }
+  std::stable_sort(remainders.begin(), remainders.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  for (size_t k = 0; given < n_layer; ++k, ++given) ++count[remainders[k % remainders.size()].second];
+  return count;
+}
+
+StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaModel& model, std::vector<Device*> devices,
+                                                                 PlacementOptions options) {
+  const LlamaHparams& hp = model.hparams();
+  const LlamaWeights& w = model.weights();
+  if (devices.empty()) return invalid_argument("placement: no devices");
+  std::unique_ptr<ModelPlacement> p(new ModelPlacement());
+  p->devices_ = devices;
+  const size_t nd = devices.size();
+
+  // How many layers each device takes.
+  std::vector<double> ratios = options.ratios;
+  if (ratios.empty()) {
+    for (Device* d : devices) {
+      auto memory = d->memory();
+      if (!memory.ok()) return Status(memory.status().code(), "placement: free memory of " + d->name() + ": " + memory.status().message());
+      ratios.push_back(static_cast<double>(memory.value().free));
+    }
+  }
+  if (ratios.size() != nd) {
+    return invalid_argument("placement: " + std::to_string(ratios.size()) + " split ratios for " + std::to_string(nd) +
+                            " devices");
+  }
+  for (double r : ratios) {
+    if (!(r >= 0) || !std::isfinite(r)) return invalid_argument("placement: split ratios must be finite and ≥ 0");
+  }
+  const std::vector<int64_t> counts = layers_per_device(hp.n_layer, ratios);
+  if (std::accumulate(counts.begin(), counts.end(), int64_t{0}) != hp.n_layer) {
+    return invalid_argument("placement: every split ratio is 0, or no device reports free memory");
+  }
+  for (size_t d = 0; d < nd; ++d) {
+    for (int64_t i = 0; i < counts[d]; ++i) p->layer_device_.push_back(d);
+  }
+
+  // KV cache descriptors per layer: keys [kv_dim, n_ctx], values transposed.
+  int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(hp.n_ctx_train, 2048);
+  if (n_ctx <= 0) n_ctx = 2048;
+  p->cache_.n_ctx = n_ctx;
+  for (int64_t l = 0; l < hp.n_layer; ++l) {
+    p->cache_.k.push_back(
+        p->cache_ctx_.new_tensor(options.cache_type, {hp.kv_dim(), n_ctx}, "cache_k." + std::to_string(l)));
+    p->cache_.v.push_back(
+        p->cache_ctx_.new_tensor(options.cache_type, {n_ctx, hp.kv_dim()}, "cache_v." + std::to_string(l)));
+  }
+
+  // What lives where.
+  std::vector<std::vector<Tensor*>> weights(nd), caches(nd);
+  // rope_freqs (a few hundred bytes) lives with the embedding; layers on
+  // other devices get it through the scheduler's copies.
+  weights[p->layer_device_.front()].push_back(w.tok_embd);
+  if (w.rope_freqs != nullptr) weights[p->layer_device_.front()].push_back(w.rope_freqs);
+  for (int64_t l = 0; l < hp.n_layer; ++l) {
+    const size_t d = p->layer_device_[static_cast<size_t>(l)];
+    for (Tensor* t : w.layers[static_cast<size_t>(l)].tensors()) weights[d].push_back(t);
+    caches[d].push_back(p->cache_.k[static_cast<size_t>(l)]);
+    caches[d].push_back(p->cache_.v[static_cast<size_t>(l)]);
+  }
+  const size_t last = p->layer_device_.back();
+  weights[last].push_back(w.output_norm);
+  if (w.output != w.tok_embd) weights[last].push_back(w.output);
+  if (w.output == w.tok_embd && last != p->layer_device_.front()) {
+    return unsupported("placement: tied embeddings need the first and last layers on one device");
+  }
+
+  // Room first, then buffers: nothing is allocated unless everything fits.
+  p->device_weights_.assign(nd, 0);
+  p->device_cache_.assign(nd, 0);
+  for (size_t d = 0; d < nd; ++d) {
+    const uint64_t a = devices[d]->alignment();
+    for (Tensor* t : weights[d]) p->device_weights_[d] += aligned(t->nbytes(), a);
+    for (Tensor* t : caches[d]) p->device_cache_[d] += aligned(t->nbytes(), a);
+    const uint64_t need = p->device_weights_[d] + p->device_cache_[d];
+    auto memory = devices[d]->memory();
+    if (!memory.ok()) {
+      return Status(memory.status().code(),
+                    "placement: free memory of " + devices[d]->name() + ": " + memory.status().message());
+    }
+    const uint64_t free = memory.value().free;
+    if (need > free) {
+      return out_of_memory("placement: " + devices[d]->name() + " needs " + format_bytes(need) + " for its " +
+                           std::to_string(counts[d]) + " layers, and has " + format_bytes(free) + " free");
+    }
+  }
+  p->weight_buffers_.resize(nd);
+  p->cache_buffers_.resize(nd);
+  const size_t digests_known = model.digests().known();
+  uint64_t total = 0, done = 0;
+  for (uint64_t b : p->device_weights_) total += b;
+  for (size_t d = 0; d < nd; ++d) {
+    const uint64_t a = devices[d]->alignment();
+    for (int kind = 0; kind < 2; ++kind) {
+      const std::vector<Tensor*>& list = kind == 0 ? weights[d] : caches[d];
+      const uint64_t bytes = kind == 0 ? p->device_weights_[d] : p->device_cache_[d];
+      if (list.empty()) continue;
+      auto buffer = devices[d]->allocate(bytes);
+      if (!buffer.ok()) return buffer.status().with_context("placement");
+      uint64_t offset = 0;
+      for (Tensor* t : list) {
+        TENSORPC_RETURN_IF_ERROR(buffer.value()->place(*t, offset));
+        offset += aligned(t->nbytes(), a);
+      }
+      (kind == 0 ? p->weight_buffers_ : p->cache_buffers_)[d] = std::move(buffer).value();
+    }
+    if (p->cache_buffers_[d]) TENSORPC_RETURN_IF_ERROR(p->cache_buffers_[d]->clear(0));
+    const auto uploaded = [&](uint64_t bytes) {
+      done += bytes;
+      if (options.progress) options.progress(done, total, devices[d]->name());
+    };
+    if (!weights[d].empty()) {
+      TENSORPC_RETURN_IF_ERROR(upload_weights(model, *p->weight_buffers_[d], weights[d], a, uploaded)
+                                   .with_context("placement on " + devices[d]->name()));
+    }
+  }
+  // The digests remote buffers computed, for the next load of this file. Not
+  // saving them costs that load the hashing, nothing more: the failure stays
+  // in WeightDigests::save_failure() for whoever reports to a person.
+  if (model.digests().known() > digests_known) (void)model.digests().save();
+  return p;
+}
+
+Status ModelPlacement::clear_cache() {
+  for (auto& b : cache_buffers_) {
+    if (b) TENSORPC_RETURN_IF_ERROR(b->clear(0));
+  }
+  return Status();
+}
+
+uint64_t ModelPlacement::weight_bytes() const {
+  return std::accumulate(device_weights_.begin(), device_weights_.end(), uint64_t{0});
+}
+
+std::string ModelPlacement::table() const {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-32s %-10s %12s %12s\n", "device", "layers", "weights", "KV cache");
+  out += line;
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    int64_t first = -1, last = -1;
+    for (size_t l = 0; l < layer_device_.size(); ++l) {
+      if (layer_device_[l] != d) continue;
+      if (first < 0) first = static_cast<int64_t>(l);
+      last = static_cast<int64_t>(l);
+    }
+    const std::string layers = first < 0 ? "-" : std::to_string(first) + "-" + std::to_string(last);
+    std::snprintf(line, sizeof line, "%-32s %-10s %12s %12s\n", devices_[d]->name().c_str(), layers.c_str(),
+                  format_bytes(device_weights_[d]).c_str(), format_bytes(device_cache_[d]).c_str());
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace tensorpc

@@ -1,0 +1,76 @@
+// ModelPlacement: where each part of a llama model lives — which device runs
+// which layers — and the buffers that hold its weights and KV cache there.
+//
+// Layers go to devices in contiguous runs, in the order of the device list,
+// in proportion to explicit ratios (`--split 1,1,2`) or, by default, to each
+// device's free memory. The token embedding lives with the first layer, the
+// output norm and projection with the last; each layer's KV cache lives on
+// that layer's device. create() checks every device has room before
+// allocating anything, then allocates one buffer per device and uploads the
+// weights from the file's mapping, 64 MiB at a time (Buffer::set_tensors: a
+// remote device asks its server's weights cache about 16 MiB of tensors per
+// round trip and sends only what the server lacks). Each tensor goes with
+// its digest in the model's memo (LlamaModel::digests), which a remote
+// device uses instead of hashing, or fills in; the memo is saved after the
+// upload when it learnt something, and failing to save it fails nothing
+// (WeightDigests::save_failure says why).
+//
+// Ownership: the placement owns its buffers and the cache descriptors; it
+// binds the model's weight descriptors to its buffers, so one model has at
+// most one placement at a time, and the model and the devices outlive it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/arch/llama_model.h"
+#include "tensorpc/device.h"
+
+namespace tensorpc {
+
+struct PlacementOptions {
+  std::vector<double> ratios;  // one per device (≥ 0, not all 0); empty: by free memory
+  int64_t n_ctx = 0;           // KV cache positions; 0: the model's context, at most 2048
+  DType cache_type = DType::f32;
+  // Called after each batch of tensors is uploaded: bytes done, bytes in all,
+  // device name.
+  std::function<void(uint64_t, uint64_t, const std::string&)> progress;
+};
+
+class ModelPlacement {
+ public:
+  static StatusOr<std::unique_ptr<ModelPlacement>> create(const LlamaModel& model, std::vector<Device*> devices,
+                                                          PlacementOptions options);
+
+  const KvCache& cache() const { return cache_; }
+  int64_t n_ctx() const { return cache_.n_ctx; }
+  const std::vector<Device*>& devices() const { return devices_; }
+  // Index into devices() of each layer's device.
+  const std::vector<size_t>& layer_device() const { return layer_device_; }
+  // A table: device, layers, weight bytes, KV-cache bytes.
+  std::string table() const;
+  uint64_t weight_bytes() const;
+
+  // Every cache position back to zero (a new sequence).
+  Status clear_cache();
+
+ private:
+  ModelPlacement() = default;
+
+  std::vector<Device*> devices_;
+  std::vector<size_t> layer_device_;
+  std::vector<uint64_t> device_weights_;  // per device
+  std::vector<uint64_t> device_cache_;    // per device
+  Context cache_ctx_;
+  KvCache cache_;
+  std::vector<std::unique_ptr<Buffer>> weight_buffers_;  // per device (null when it holds nothing)
+  std::vector<std::unique_ptr<Buffer>> cache_buffers_;
+};
+
+// How many of n_layer layers each device gets for these weights (largest
+// remainder, contiguous in device order). Exposed for tests.
+std::vector<int64_t> layers_per_device(int64_t n_layer, const std::vector<double>& weights);
+
+}  // namespace tensorpc
