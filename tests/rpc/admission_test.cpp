@@ -225,7 +225,11 @@ TEST(PendingConnections, FiveHundredSilentConnectionsHoldFewThreadsDelayNoClient
   // timeout (10 s by default); half of it tells that from a slow machine (a
   // sanitizer build on a busy one took 0.5 s more than alone).
   EXPECT_LT(with_silent, alone + ServerOptions{}.handshake_timeout / 2);
-  EXPECT_LT(most_threads, threads_before + 100) << "the server held a thread per silent connection";
+  // At most max_pending sessions are in their handshake; one dropped for a
+  // newer one ends as soon as its thread runs again, which on a busy machine
+  // can be a while (a thread per silent connection would be 500).
+  EXPECT_LT(most_threads, threads_before + 2 * ServerOptions{}.max_pending + 32)
+      << "the server held a thread per silent connection";
 
   for (int fd : silent) ::close(fd);
   bool back = false;
