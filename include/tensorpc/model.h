@@ -39,6 +39,8 @@
 
 namespace tensorpc {
 
+struct ModelInfo;
+
 // What Model::open takes: the file, and where the model runs.
 struct ModelOptions {
   std::string path;                  // the GGUF file
@@ -48,6 +50,10 @@ struct ModelOptions {
   int threads = 0;                   // threads of the local CPU; 0: every core
   std::vector<double> split;         // layers per device in proportion, one ratio per device; empty: by free memory
   int64_t context_size = 0;          // positions of the KV cache; 0: the model's context, at most 2048
+  // Called once the file is read, before any server is reached or byte
+  // uploaded, with what the model is (`devices` and `placement` still empty);
+  // a failure it returns ends open() with that status. May be empty.
+  std::function<Status(const ModelInfo& info)> on_open;
   // Called as the weights are uploaded: bytes done, bytes in all, and the
   // device they went to. May be empty.
   std::function<void(uint64_t done, uint64_t total, const std::string& device)> on_progress;
@@ -64,6 +70,10 @@ struct SamplingOptions {
   float repeat_penalty = 1.0f;  // > 0; 1: off
   int repeat_last_n = 64;       // >= 0; 0: off
   uint64_t seed = 0;            // the same seed gives the same tokens
+
+  // invalid_argument naming the first value out of its range (NaN included),
+  // as generate() checks it: a caller can check before it loads a model.
+  Status validate() const;
 };
 
 struct GenerationOptions {
@@ -89,6 +99,15 @@ struct Generation {
   int64_t prompt_tokens = 0;  // tokens of the prompt, BOS included
   double prompt_seconds = 0;  // evaluating the prompt, through the first token
   double decode_seconds = 0;  // the rest
+  int decode_steps = 0;       // one-token evaluations after the prompt's
+  // What those steps cost this client on the network, summed over its servers
+  // (all 0 on the local CPU alone).
+  uint64_t decode_bytes_sent = 0;
+  uint64_t decode_bytes_received = 0;
+  uint64_t decode_round_trips = 0;
+  // The last step's plan: the device of each node, the splits, the copies
+  // and the bytes crossing each boundary.
+  std::string schedule;
 };
 
 // Called once for each generated token that does not end the text, with its
@@ -103,12 +122,22 @@ struct ModelInfo {
   std::string architecture;  // "llama", "qwen2", …
   int64_t layers = 0;
   int64_t embedding_size = 0;
+  int64_t heads = 0;     // attention heads
+  int64_t kv_heads = 0;  // key/value heads (fewer than heads with grouped-query attention)
   int64_t vocabulary_size = 0;
   int64_t context_size = 0;     // positions of the KV cache (ModelOptions::context_size, resolved)
   int64_t trained_context = 0;  // the context the model was trained for; 0: not given
   uint64_t parameters = 0;
   std::vector<std::string> devices;  // device names, in placement order
   std::string placement;             // a table: device, layers, weight bytes, KV-cache bytes
+  // The upload to the servers: the weight bytes their devices took, and the
+  // bytes sent to them meanwhile — fewer where their weights caches already
+  // held the weights (only hashes go then). Both 0 without servers.
+  uint64_t server_weight_bytes = 0;
+  uint64_t server_bytes_sent = 0;
+  // A caveat of a load that went through (the weights' digests could not be
+  // saved, so the next load hashes them again); empty when there is none.
+  std::string warning;
 };
 
 class Model {
@@ -143,6 +172,7 @@ class Model {
   ModelInfo info() const;
 
  private:
+  friend struct ModelInternals;  // the library's own commands (src/api/model_internals.h)
   struct State;
   explicit Model(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;

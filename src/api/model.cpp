@@ -1,16 +1,84 @@
 // tensorpc::Model (include/tensorpc/model.h): a thin face over the model
-// layer — place_model() opens and places, generate_text() generates — so the
-// library's users and the `tensorpc` commands run one path.
+// layer — place_model() opens and places, generate_text() generates — and
+// the one path every `tensorpc` command opens a model by (ModelInternals,
+// src/api/model_internals.h).
 #include "tensorpc/model.h"
 
 #include <atomic>
+#include <map>
 
-#include "api/placed_model.h"
+#include "api/model_internals.h"
 #include "model/runtime/generate.h"
 #include "model/runtime/generator.h"
 
 namespace tensorpc {
 namespace {
+
+FinishReason finish_reason(StopReason stop) {
+  switch (stop) {
+    case StopReason::n_predict: return FinishReason::max_tokens;
+    case StopReason::end_of_text: return FinishReason::end_of_text;
+    case StopReason::context_full: return FinishReason::context_full;
+    case StopReason::stopped: return FinishReason::stopped;
+    case StopReason::cancelled: return FinishReason::cancelled;
+  }
+  return FinishReason::max_tokens;
+}
+
+// What the model is, before and after it is placed.
+ModelInfo describe(const LlamaModel& m, int64_t context_size) {
+  const LlamaHparams& hp = m.hparams();
+  ModelInfo info;
+  info.architecture = std::string(m.arch().name);
+  info.layers = hp.n_layer;
+  info.embedding_size = hp.n_embd;
+  info.heads = hp.n_head;
+  info.kv_heads = hp.n_head_kv;
+  info.vocabulary_size = hp.n_vocab;
+  info.context_size = context_size;
+  info.trained_context = hp.n_ctx_train;
+  info.parameters = m.parameter_count();
+  return info;
+}
+
+uint64_t bytes_sent_to(const std::vector<std::string>& endpoints) {
+  uint64_t sum = 0;
+  for (const std::string& e : endpoints) sum += connection_stats(e).bytes_sent;
+  return sum;
+}
+
+// The upload's cost on the network: the weight bytes remote devices took,
+// counted from the progress calls, and the bytes sent to their servers.
+struct UploadCount {
+  uint64_t server_weight_bytes = 0;
+  uint64_t server_bytes_sent = 0;
+};
+
+// ModelPlacement::create with the options' split, context and progress,
+// counting what the upload sent to the servers.
+StatusOr<std::unique_ptr<ModelPlacement>> place_counting(const LlamaModel& model, const DeviceSet& devices,
+                                                         const ModelOptions& options, UploadCount& count) {
+  std::map<std::string, bool> is_remote;
+  for (Device* d : devices.devices()) is_remote[d->name()] = d->kind() == DeviceKind::remote;
+  uint64_t last_done = 0;
+  const uint64_t sent_before = bytes_sent_to(devices.endpoints());
+  PlacementOptions p;
+  p.ratios = options.split;
+  p.n_ctx = options.context_size;
+  p.progress = [&](uint64_t done, uint64_t total, const std::string& device) {
+    if (is_remote[device]) count.server_weight_bytes += done - last_done;
+    last_done = done;
+    if (options.on_progress) options.on_progress(done, total, device);
+  };
+  auto placement = ModelPlacement::create(model, devices.devices(), std::move(p));
+  // Bytes sent include frame headers and the hashes the weights cache's protocol sends first.
+  count.server_bytes_sent = bytes_sent_to(devices.endpoints()) - sent_before;
+  return placement;
+}
+
+}  // namespace
+
+Status SamplingOptions::validate() const { return sampler_options(*this).validate(); }
 
 SamplerOptions sampler_options(const SamplingOptions& s) {
   SamplerOptions o;
@@ -24,24 +92,13 @@ SamplerOptions sampler_options(const SamplingOptions& s) {
   return o;
 }
 
-FinishReason finish_reason(StopReason stop) {
-  switch (stop) {
-    case StopReason::n_predict: return FinishReason::max_tokens;
-    case StopReason::end_of_text: return FinishReason::end_of_text;
-    case StopReason::context_full: return FinishReason::context_full;
-    case StopReason::stopped: return FinishReason::stopped;
-    case StopReason::cancelled: return FinishReason::cancelled;
-  }
-  return FinishReason::max_tokens;
-}
-
-}  // namespace
-
 // Members go in reverse order of destruction: the generator (whose scheduler
 // holds buffers on the devices) before the placed model.
 struct Model::State {
   PlacedModel placed;
-  std::unique_ptr<Generator> generator;  // kept, so its plans serve the next generation too
+  UploadCount upload;
+  std::string warning;
+  std::unique_ptr<Generator> generator;  // made on first use, and kept: its plans serve the next generation too
   std::atomic<bool> cancel{false};
 };
 
@@ -52,6 +109,16 @@ Model::~Model() = default;
 
 StatusOr<Model> Model::open(const ModelOptions& options) {
   TENSORPC_ASSIGN_OR_RETURN(auto model, LlamaModel::open(options.path));  // its message names the file
+  auto opened = ModelInternals::open(std::move(model), options);
+  if (!opened.ok()) return opened.status().with_context(options.path);
+  return opened;
+}
+
+StatusOr<Model> ModelInternals::open(std::unique_ptr<LlamaModel> model, const ModelOptions& options) {
+  if (options.on_open) {
+    TENSORPC_RETURN_IF_ERROR(
+        options.on_open(describe(*model, context_positions(model->hparams(), options.context_size))));
+  }
   PlaceOptions where;
   where.endpoints = options.servers;
   where.remote = options.remote;
@@ -59,18 +126,23 @@ StatusOr<Model> Model::open(const ModelOptions& options) {
   where.threads = options.threads;
   where.n_ctx = options.context_size;
   where.use_local = options.use_local_cpu;
-  auto placed = place_model(std::move(model), where, [&](const LlamaModel& m, const DeviceSet& devices) {
-    PlacementOptions p;
-    p.ratios = options.split;
-    p.n_ctx = options.context_size;
-    p.progress = options.on_progress;
-    return ModelPlacement::create(m, devices.devices(), std::move(p));
-  });
-  if (!placed.ok()) return placed.status().with_context(options.path);
-  auto state = std::make_unique<State>();
-  state->placed = std::move(placed).value();
-  state->generator = std::make_unique<Generator>(*state->placed.model, *state->placed.placement);
+  auto state = std::make_unique<Model::State>();
+  TENSORPC_ASSIGN_OR_RETURN(state->placed,
+                            place_model(std::move(model), where, [&](const LlamaModel& m, const DeviceSet& devices) {
+                              return place_counting(m, devices, options, state->upload);
+                            }));
+  if (const Status& s = state->placed.model->digests().save_failure(); !s.ok()) {
+    state->warning = s.to_string() + " (the next load hashes the weights again)";
+  }
   return Model(std::move(state));
+}
+
+PlacedModel& ModelInternals::placed(Model& model) { return model.state_->placed; }
+
+Generator& ModelInternals::generator(Model& model) {
+  Model::State& s = *model.state_;
+  if (s.generator == nullptr) s.generator = std::make_unique<Generator>(*s.placed.model, *s.placed.placement);
+  return *s.generator;
 }
 
 std::vector<int32_t> Model::tokenize(std::string_view text, bool add_special, bool parse_special) const {
@@ -97,7 +169,8 @@ StatusOr<Generation> Model::generate(std::string_view prompt, const GenerationOp
   g.special = options.special;
   g.sampler = sampler_options(options.sampling);
   state_->cancel.store(false);
-  TENSORPC_ASSIGN_OR_RETURN(GenerateResult r, generate_text(*state_->generator, prompt, g, on_token, &state_->cancel));
+  Generator& gen = ModelInternals::generator(*this);
+  TENSORPC_ASSIGN_OR_RETURN(GenerateResult r, generate_text(gen, prompt, g, on_token, &state_->cancel));
   Generation out;
   out.text = std::move(r.text);
   out.tokens = std::move(r.generated);
@@ -105,24 +178,24 @@ StatusOr<Generation> Model::generate(std::string_view prompt, const GenerationOp
   out.prompt_tokens = static_cast<int64_t>(r.prompt.size());
   out.prompt_seconds = r.prompt_seconds;
   out.decode_seconds = r.decode_seconds;
+  out.decode_steps = r.decode_steps;
+  out.decode_bytes_sent = r.decode.bytes_sent;
+  out.decode_bytes_received = r.decode.bytes_received;
+  out.decode_round_trips = r.decode.round_trips;
+  out.schedule = std::move(r.schedule);
   return out;
 }
 
 void Model::cancel() { state_->cancel.store(true); }
 
 ModelInfo Model::info() const {
-  const LlamaModel& m = *state_->placed.model;
-  const LlamaHparams& hp = m.hparams();
-  ModelInfo info;
-  info.architecture = std::string(m.arch().name);
-  info.layers = hp.n_layer;
-  info.embedding_size = hp.n_embd;
-  info.vocabulary_size = hp.n_vocab;
-  info.context_size = state_->placed.placement->n_ctx();
-  info.trained_context = hp.n_ctx_train;
-  info.parameters = m.parameter_count();
-  for (Device* d : state_->placed.devices.devices()) info.devices.push_back(d->name());
-  info.placement = state_->placed.placement->table();
+  const PlacedModel& p = state_->placed;
+  ModelInfo info = describe(*p.model, p.placement->n_ctx());
+  for (Device* d : p.devices.devices()) info.devices.push_back(d->name());
+  info.placement = p.placement->table();
+  info.server_weight_bytes = state_->upload.server_weight_bytes;
+  info.server_bytes_sent = state_->upload.server_bytes_sent;
+  info.warning = state_->warning;
   return info;
 }
 

@@ -1,6 +1,6 @@
 // PlacedModel: a model opened, its devices connected, and its layers placed
 // and uploaded on them — what the public tensorpc::Model holds and what the
-// `tensorpc` commands build (tools/tensorpc/model_setup.h), made one way for
+// `tensorpc` commands build (tools/model_setup.h), made one way for
 // both by place_model().
 //
 // Ownership: members go in reverse order of destruction: the placement

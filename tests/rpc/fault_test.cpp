@@ -11,12 +11,12 @@
 #include <chrono>
 #include <thread>
 
-#include "remote_test_util.h"
 #include "core/log.h"
+#include "remote_test_util.h"
 #include "rpc/rpc_test_util.h"
 #include "rpc/wire_jobs.h"
+#include "server_process.h"
 #include "tensorpc/context.h"
-#include "tensorpc/server_process.h"
 
 namespace tensorpc::test {
 namespace {

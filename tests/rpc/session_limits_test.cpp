@@ -8,9 +8,9 @@
 #include "core/log.h"
 #include "rpc/remote_test_util.h"
 #include "rpc/rpc_test_util.h"
+#include "server_process.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/server.h"
-#include "tensorpc/server_process.h"
 
 namespace tensorpc::test {
 namespace {

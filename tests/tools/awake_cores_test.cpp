@@ -10,7 +10,7 @@
 
 #include "file_util.h"
 #include "rpc/remote_test_util.h"
-#include "tensorpc/server_process.h"
+#include "server_process.h"
 #include "test_util.h"
 
 namespace tensorpc::tools {

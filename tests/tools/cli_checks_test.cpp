@@ -13,11 +13,11 @@
 #include <tuple>
 #include <vector>
 
+#include "server_process.h"
 #include "tensorpc/bench.h"
 #include "tensorpc/certs.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/run.h"
-#include "tensorpc/server_process.h"
 #include "test_util.h"
 
 // TENSORPC_SERVER_BINARY: the path of tensorpc-server, from tests/CMakeLists.txt.

@@ -7,8 +7,8 @@
 
 #include "file_util.h"
 #include "model/gguf/gguf_bytes.h"
+#include "model_setup.h"
 #include "tensorpc/demo.h"
-#include "tensorpc/generation.h"
 #include "tensorpc/run.h"
 
 namespace tensorpc::tools {

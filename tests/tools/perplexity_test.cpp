@@ -11,11 +11,11 @@
 #include <limits>
 
 #include "file_util.h"
+#include "model/runtime/generate.h"
 #include "model/runtime/perplexity.h"
 #include "rpc/remote_test_util.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/demo.h"
-#include "tensorpc/generation.h"
 #include "tensorpc/quantize.h"
 #include "test_util.h"
 
@@ -127,7 +127,7 @@ TEST_P(PerplexityQuantized, LoadsGeneratesAndStaysWithinItsMarginOfTheOriginal) 
     g.n_predict = 8;
     g.stop_at_eos = false;
     g.sampler.temperature = 0;
-    auto r = generate(*m.model, *m.placement, "In the beginning", g);
+    auto r = generate_text(*m.model, *m.placement, "In the beginning", g);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_EQ(r.value().generated.size(), 8u);
     EXPECT_FALSE(r.value().text.empty());

@@ -17,9 +17,9 @@
 #include "certs/certificate_authority.h"
 #include "file_util.h"
 #include "rpc/tls_test_util.h"
+#include "server_process.h"
 #include "tensorpc/devices.h"
 #include "tensorpc/rpc_client.h"
-#include "tensorpc/server_process.h"
 #include "test_util.h"
 
 #ifndef TENSORPC_SERVER_BINARY
@@ -115,9 +115,8 @@ TEST(ClientKeyFile, AnUnusableKeyFileIsAnErrorNamingTheFlagAndTheFile) {
 TEST(ServerTls, ServesTlsClientsOfTheCommandLineAndSaysSo) {
   TestCa ca;
   const TlsOptions files = ca.issue("server", {"127.0.0.1"});
-  auto server = ServerProcess::start(TENSORPC_SERVER_BINARY,
-                                     {"--device", "cpu:1", "--tls-cert", files.cert_file, "--tls-key", files.key_file},
-                                     10s);
+  auto server = ServerProcess::start(
+      TENSORPC_SERVER_BINARY, {"--device", "cpu:1", "--tls-cert", files.cert_file, "--tls-key", files.key_file}, 10s);
   ASSERT_TRUE(server.ok()) << server.status().to_string();
   const std::string out = output_after(*server.value(), "tls: ");
   EXPECT_TRUE(contains(out, "tls: on (TLS 1.3)")) << out;
@@ -127,7 +126,8 @@ TEST(ServerTls, ServesTlsClientsOfTheCommandLineAndSaysSo) {
   auto options = remote_options(flags);
   ASSERT_TRUE(options.ok()) << options.status().to_string();
   Capture listed, errors;
-  EXPECT_EQ(list_devices_command({server.value()->endpoint()}, listed.f, errors.f, options.value()), 0) << errors.text();
+  EXPECT_EQ(list_devices_command({server.value()->endpoint()}, listed.f, errors.f, options.value()), 0)
+      << errors.text();
   EXPECT_TRUE(contains(listed.text(), server.value()->endpoint() + "/cpu0")) << listed.text();
 
   // Without --tls-ca the same command cannot list it.

@@ -1,7 +1,7 @@
 // ServerProcess (the demo's and the tests' tensorpc-server child): ready only
 // when the server itself listens on its port. Another process's listener on
 // that port neither passes for the server nor hides why the server stopped.
-#include "tensorpc/server_process.h"
+#include "server_process.h"
 
 #include <gtest/gtest.h>
 
@@ -24,7 +24,8 @@ TEST(ServerProcess, AnotherListenerOnThePortIsNotTakenForTheServer) {
 
   // A server that stops at once (its key file is missing): the open port
   // is not it.
-  auto stopped = ServerProcess::start_on(TENSORPC_SERVER_BINARY, {"--key-file", "/nonexistent/tensorpc.key"}, port, 10s);
+  auto stopped =
+      ServerProcess::start_on(TENSORPC_SERVER_BINARY, {"--key-file", "/nonexistent/tensorpc.key"}, port, 10s);
   ASSERT_FALSE(stopped.ok()) << "another process's port passed for the server";
   EXPECT_TRUE(contains(stopped.status().message(), "exited with status 2")) << stopped.status().message();
 

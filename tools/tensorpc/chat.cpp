@@ -1,5 +1,5 @@
-// `tensorpc chat` (chat.h): flags, then open → devices → place (model_setup.h)
-// → a ChatSession fed line by line.
+// `tensorpc chat` (chat.h): flags, then a tensorpc::Model opened
+// (model_setup.h) and a ChatSession on its generator fed line by line.
 #include "tensorpc/chat.h"
 
 #include <poll.h>
@@ -11,9 +11,11 @@
 #include <memory>
 #include <string>
 
+#include "api/model_internals.h"
 #include "cli_checks.h"
 #include "model/runtime/chat_session.h"
-#include "tensorpc/signal_watch.h"
+#include "sampling_flags.h"
+#include "signal_watch.h"
 
 namespace tensorpc::tools {
 namespace {
@@ -61,17 +63,13 @@ class LineReader {
   bool eof_ = false;
 };
 
-
 const char* stop_notice(ChatStop stop) {
   switch (stop) {
-    case ChatStop::cancelled:
-      return "[reply stopped]";
+    case ChatStop::cancelled: return "[reply stopped]";
     case ChatStop::context_full:
       return "[the context is full: the reply stopped there; the next message drops the oldest turns]";
-    case ChatStop::n_predict:
-      return "[the reply reached -n tokens]";
-    case ChatStop::end_of_turn:
-      break;
+    case ChatStop::n_predict: return "[the reply reached -n tokens]";
+    case ChatStop::end_of_turn: break;
   }
   return nullptr;
 }
@@ -104,24 +102,24 @@ int chat_command(const ChatCommandOptions& o, std::FILE* in, std::FILE* out, std
     std::fprintf(err, "tensorpc chat: %s\n", chat_template.status().message().c_str());
     return 1;
   }
-  auto placed = place_model(std::move(opened).value(), o.setup, err);
-  if (!placed.ok()) {
-    std::fprintf(err, "tensorpc chat: %s\n", placed.status().message().c_str());
+  auto model = open_model(std::move(opened).value(), o.setup, err);
+  if (!model.ok()) {
+    std::fprintf(err, "tensorpc chat: %s\n", model.status().message().c_str());
     return 1;
   }
-  Generator gen(*placed.value().model, *placed.value().placement);
   ChatSessionOptions options;
-  options.sampler = o.sampler;
+  options.sampler = sampler_options(o.sampler);
   options.n_predict = o.n_predict;
   options.system_prompt = o.system_prompt;
-  auto session = ChatSession::create(gen, std::move(chat_template).value(), options);
+  auto session =
+      ChatSession::create(ModelInternals::generator(model.value()), std::move(chat_template).value(), options);
   if (!session.ok()) {
     std::fprintf(err, "tensorpc chat: %s\n", session.status().message().c_str());
     return 1;
   }
   std::fprintf(err, "chat template %s, context %lld; /exit or Ctrl-D ends, Ctrl-C stops a reply\n",
                std::string(session.value().chat_template().name()).c_str(),
-               static_cast<long long>(placed.value().placement->n_ctx()));
+               static_cast<long long>(model.value().info().context_size));
 
   const bool terminal = ::isatty(::fileno(in)) != 0;
   LineReader reader(::fileno(in), cancel);
@@ -177,13 +175,13 @@ void add_chat_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<ChatCommandOptions>();
   cmd->add_option("-m,--model", o->setup.model, "the model, a GGUF file with a chat template")->required();
   cmd->add_option("--system-prompt", o->system_prompt, "the system prompt (also -sys)");
-  cmd->add_option("--chat-template", o->chat_template,
-                  "render the conversation as this family does instead of by the model's template: " +
-                      [] {
-                        std::string names;
-                        for (std::string_view n : ChatTemplate::names()) names += (names.empty() ? "" : ", ") + std::string(n);
-                        return names;
-                      }());
+  cmd->add_option(
+      "--chat-template", o->chat_template,
+      "render the conversation as this family does instead of by the model's template: " + [] {
+        std::string names;
+        for (std::string_view n : ChatTemplate::names()) names += (names.empty() ? "" : ", ") + std::string(n);
+        return names;
+      }());
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens of a reply at most (0: until the turn ends)")
       ->check(whole_number(0, INT32_MAX))
       ->capture_default_str();

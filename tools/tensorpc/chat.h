@@ -16,10 +16,10 @@
 #include <cstdio>
 #include <string>
 
-#include "model/text/chat_template.h"
 #include "model/arch/llama_model.h"
-#include "tensorpc/model_setup.h"
-#include "tensorpc/sampling_flags.h"
+#include "model/text/chat_template.h"
+#include "model_setup.h"
+#include "tensorpc/model.h"
 
 namespace CLI {
 class App;
@@ -28,12 +28,12 @@ class App;
 namespace tensorpc::tools {
 
 struct ChatCommandOptions {
-  ModelSetup setup;            // the model and where it runs
-  std::string system_prompt;   // -sys
-  std::string chat_template;   // --chat-template NAME; empty: the model's
-  int64_t n_predict = 0;       // tokens of a reply at most; 0: until the turn ends
-  SamplerOptions sampler = default_cli_sampling();
-  bool verbose = false;        // a line per turn: tokens evaluated and generated, speeds
+  ModelSetup setup;           // the model and where it runs
+  std::string system_prompt;  // -sys
+  std::string chat_template;  // --chat-template NAME; empty: the model's
+  int64_t n_predict = 0;      // tokens of a reply at most; 0: until the turn ends
+  SamplingOptions sampler;    // the library's defaults are the command line's
+  bool verbose = false;       // a line per turn: tokens evaluated and generated, speeds
 };
 
 // Runs the conversation: messages from `in`, one per line; replies to

@@ -1,8 +1,7 @@
 // `tensorpc demo` (demo.h). The servers are ServerProcess objects, so every
 // way out of demo_command — success, mismatch or error — stops and reaps
-// them. The placement is destroyed before the servers go (its buffers hold
-// the connections), and before the local run, since a model has one
-// placement at a time.
+// them. Each model runs through tensorpc::Model, as `tensorpc run` does, and
+// is destroyed before the servers go (its buffers hold the connections).
 #include "tensorpc/demo.h"
 
 #include <sys/stat.h>
@@ -10,11 +9,12 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include "api/model_internals.h"
 #include "cli_checks.h"
 #include "model/runtime/chat_session.h"
-#include "tensorpc/cpu_device.h"
-#include "tensorpc/generation.h"
-#include "tensorpc/server_process.h"
+#include "model_setup.h"
+#include "server_process.h"
+#include "tensorpc/run.h"
 
 #ifndef TENSORPC_BUNDLED_MODEL
 #define TENSORPC_BUNDLED_MODEL "models/kjv-tiny.gguf"
@@ -32,21 +32,36 @@ std::string bundled_chat_model_path() {
 
 namespace {
 
-// Two turns with the chat model on `devices` (greedy), the replies streamed to `out`.
-StatusOr<std::vector<std::string>> converse(const LlamaModel& model, const std::vector<Device*>& devices,
-                                            const std::vector<std::string>& endpoints, std::FILE* out) {
-  const std::vector<double> ratios = endpoints.empty() ? std::vector<double>{} : std::vector<double>(devices.size(), 1.0);
-  TENSORPC_ASSIGN_OR_RETURN(auto placement, load_model(model, devices, endpoints, ratios, 256, nullptr));
-  const Tokenizer& tok = model.tokenizer();
-  TENSORPC_ASSIGN_OR_RETURN(const std::string text, model.file().get_string("tokenizer.chat_template", ""));
+// Each demo server's devices: `--device cpu:1` this many times.
+constexpr int kDevicesPerServer = 2;
+
+// Where the demo runs a model: every device of its servers, in equal shares,
+// or the local CPU alone (no servers). The demo's own servers have no key: a
+// TENSORPC_KEY_FILE meant for other servers must not make the client offer one.
+ModelOptions where(const std::vector<std::string>& endpoints, int64_t context_size) {
+  ModelOptions o;
+  o.servers = endpoints;
+  o.remote = RemoteOptions{.key = ""};
+  o.use_local_cpu = endpoints.empty();
+  if (!endpoints.empty()) o.split.assign(endpoints.size() * kDevicesPerServer, 1.0);
+  o.context_size = context_size;
+  return o;
+}
+
+// Two turns with the chat model (greedy), the replies streamed to `out`.
+StatusOr<std::vector<std::string>> converse(std::unique_ptr<LlamaModel> file, const ModelOptions& options,
+                                            std::FILE* out) {
+  const Tokenizer& tok = file->tokenizer();
+  TENSORPC_ASSIGN_OR_RETURN(const std::string text, file->file().get_string("tokenizer.chat_template", ""));
   TENSORPC_ASSIGN_OR_RETURN(ChatTemplate chat_template,
                             ChatTemplate::detect(text, tok.text(tok.bos()), tok.text(tok.eos())));
-  Generator gen(model, *placement);
-  ChatSessionOptions options;
-  options.sampler.temperature = 0;
-  options.n_predict = 48;
-  options.system_prompt = "Answer with a verse.";
-  TENSORPC_ASSIGN_OR_RETURN(ChatSession session, ChatSession::create(gen, std::move(chat_template), options));
+  TENSORPC_ASSIGN_OR_RETURN(Model model, ModelInternals::open(std::move(file), options));
+  ChatSessionOptions chat;
+  chat.sampler.temperature = 0;
+  chat.n_predict = 48;
+  chat.system_prompt = "Answer with a verse.";
+  TENSORPC_ASSIGN_OR_RETURN(ChatSession session,
+                            ChatSession::create(ModelInternals::generator(model), std::move(chat_template), chat));
   std::vector<std::string> replies;
   for (const char* message : {"In the beginning God created the heaven and the earth.", "And there was light."}) {
     std::fprintf(out, "> %s\n", message);
@@ -66,26 +81,22 @@ StatusOr<std::vector<std::string>> converse(const LlamaModel& model, const std::
 // The chat model across the servers, then locally: 0 when the replies are the same.
 int chat_demo(const std::vector<std::string>& endpoints, std::FILE* out, std::FILE* err) {
   const std::string path = bundled_chat_model_path();
-  auto model = LlamaModel::open(path);
-  if (!model.ok()) {
-    std::fprintf(err, "tensorpc demo: %s\n", model.status().to_string().c_str());
-    return 1;
-  }
-  auto devices = DeviceSet::connect(/*use_local=*/false, 0, endpoints, RemoteOptions{.key = ""});
-  if (!devices.ok()) {
-    std::fprintf(err, "tensorpc demo: %s\n", devices.status().to_string().c_str());
-    return 1;
-  }
   std::fprintf(out, "\na chat with %s (byte-level BPE vocabulary, Llama 3 chat template) over the same %zu devices:\n",
-               path.c_str(), devices.value().devices().size());
-  auto remote = converse(*model.value(), devices.value().devices(), endpoints, out);
+               path.c_str(), endpoints.size() * kDevicesPerServer);
+  auto remote_file = LlamaModel::open(path);
+  if (!remote_file.ok()) {
+    std::fprintf(err, "tensorpc demo: %s\n", remote_file.status().to_string().c_str());
+    return 1;
+  }
+  auto remote = converse(std::move(remote_file).value(), where(endpoints, 256), out);
   if (!remote.ok()) {
     std::fprintf(err, "tensorpc demo: distributed chat: %s\n", remote.status().to_string().c_str());
     return 1;
   }
   std::fprintf(out, "\nthe same chat on the local CPU alone:\n");
-  CpuDevice cpu;
-  auto local = converse(*model.value(), {&cpu}, {}, out);
+  auto local_file = LlamaModel::open(path);
+  auto local = local_file.ok() ? converse(std::move(local_file).value(), where({}, 256), out)
+                               : StatusOr<std::vector<std::string>>(local_file.status());
   if (!local.ok()) {
     std::fprintf(err, "tensorpc demo: local chat: %s\n", local.status().to_string().c_str());
     return 1;
@@ -94,8 +105,9 @@ int chat_demo(const std::vector<std::string>& endpoints, std::FILE* out, std::FI
     std::fprintf(out, "\nMISMATCH: the chat replies across the servers differ from the local ones.\n");
     return 1;
   }
-  std::fprintf(out, "\nthe chat replies across 2 servers x 2 devices equal the local CPU's, the second turn "
-                    "evaluating only its own tokens.\n");
+  std::fprintf(out,
+               "\nthe chat replies across 2 servers x 2 devices equal the local CPU's, the second turn "
+               "evaluating only its own tokens.\n");
   return 0;
 }
 
@@ -103,7 +115,7 @@ int chat_demo(const std::vector<std::string>& endpoints, std::FILE* out, std::FI
 
 int demo_command(const DemoOptions& o, std::FILE* out, std::FILE* err) {
   const std::string path = o.model.empty() ? bundled_model_path() : o.model;
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     std::fprintf(err,
                  "tensorpc demo: the model %s is missing. The bundled model is made by tools/train/make_model.sh "
@@ -111,17 +123,19 @@ int demo_command(const DemoOptions& o, std::FILE* out, std::FILE* err) {
                  path.c_str());
     return 1;
   }
-  auto model = LlamaModel::open(path);
-  if (!model.ok()) {
-    std::fprintf(err, "tensorpc demo: %s\n", model.status().to_string().c_str());
+  auto file = LlamaModel::open(path);  // read before any server starts: a bad file costs none
+  if (!file.ok()) {
+    std::fprintf(err, "tensorpc demo: %s\n", file.status().to_string().c_str());
     return 1;
   }
 
   const std::string binary = o.server_binary.empty() ? executable_dir() + "/tensorpc-server" : o.server_binary;
   std::vector<std::unique_ptr<ServerProcess>> servers;
   std::vector<std::string> endpoints;
+  std::vector<std::string> device_flags;
+  for (int d = 0; d < kDevicesPerServer; ++d) device_flags.insert(device_flags.end(), {"--device", "cpu:1"});
   for (int i = 0; i < 2; ++i) {
-    auto s = ServerProcess::start(binary, {"--device", "cpu:1", "--device", "cpu:1"}, std::chrono::seconds(10));
+    auto s = ServerProcess::start(binary, device_flags, std::chrono::seconds(10));
     if (!s.ok()) {
       std::fprintf(err, "tensorpc demo: cannot start a server: %s\n", s.status().to_string().c_str());
       return 1;
@@ -132,35 +146,35 @@ int demo_command(const DemoOptions& o, std::FILE* out, std::FILE* err) {
     servers.push_back(std::move(s).value());
   }
 
-  GenerateOptions g;
-  g.n_predict = o.n_predict;
-  g.sampler.temperature = 0;  // greedy: the same logits must give the same text
-  g.sampler.repeat_penalty = 1.1f;  // a tiny model loops without it; deterministic all the same
-  auto stream_to_out = [out](std::string_view piece) {
+  GenerationOptions g;
+  g.max_tokens = o.n_predict;
+  g.sampling.temperature = 0;        // greedy: the same logits must give the same text
+  g.sampling.repeat_penalty = 1.1f;  // a tiny model loops without it; deterministic all the same
+  auto stream_to_out = [out](std::string_view piece, int32_t) {
     std::fwrite(piece.data(), 1, piece.size(), out);
     std::fflush(out);
+    return true;
   };
 
   std::string distributed;
   {
-    // The local CPU is left out of the list, so every layer runs on a server.
-    // The demo's own servers have no key: a TENSORPC_KEY_FILE meant for
-    // other servers must not make the client offer one.
-    auto devices = DeviceSet::connect(/*use_local=*/false, 0, endpoints, RemoteOptions{.key = ""});
-    if (!devices.ok()) {
-      std::fprintf(err, "tensorpc demo: %s\n", devices.status().to_string().c_str());
+    // The local CPU is left out, so every layer runs on a server.
+    ModelOptions options = where(endpoints, 512);
+    options.on_open = [&](const ModelInfo& m) {
+      std::fprintf(out, "\nmodel %s (%.2f M parameters), spread over %zu server devices:\n", path.c_str(),
+                   static_cast<double>(m.parameters) / 1e6, options.split.size());
+      return Status();
+    };
+    UploadProgress bar(err);
+    options.on_progress = bar.callback();
+    auto model = ModelInternals::open(std::move(file).value(), options);
+    bar.end();
+    if (!model.ok()) {
+      std::fprintf(err, "tensorpc demo: %s\n", model.status().to_string().c_str());
       return 1;
     }
-    const std::vector<Device*> list = devices.value().devices();
-    std::fprintf(out, "\nmodel %s (%.2f M parameters), spread over %zu server devices:\n", path.c_str(),
-                 static_cast<double>(model.value()->parameter_count()) / 1e6, list.size());
-    auto placement = load_model(*model.value(), list, endpoints, std::vector<double>(list.size(), 1.0), 512, err);
-    if (!placement.ok()) {
-      std::fprintf(err, "tensorpc demo: %s\n", placement.status().to_string().c_str());
-      return 1;
-    }
-    std::fprintf(out, "%s\n%s", placement.value()->table().c_str(), o.prompt.c_str());
-    auto r = generate(*model.value(), *placement.value(), o.prompt, g, stream_to_out);
+    std::fprintf(out, "%s\n%s", model.value().info().placement.c_str(), o.prompt.c_str());
+    auto r = model.value().generate(o.prompt, g, stream_to_out);
     std::fprintf(out, "\n\n");
     if (!r.ok()) {
       std::fprintf(err, "tensorpc demo: distributed generation: %s\n", r.status().to_string().c_str());
@@ -171,13 +185,14 @@ int demo_command(const DemoOptions& o, std::FILE* out, std::FILE* err) {
   }
 
   std::fprintf(out, "\nthe same on the local CPU alone:\n%s", o.prompt.c_str());
-  CpuDevice cpu;
-  auto placement = load_model(*model.value(), {&cpu}, {}, {}, 512, nullptr);
-  if (!placement.ok()) {
-    std::fprintf(err, "tensorpc demo: local placement: %s\n", placement.status().to_string().c_str());
+  ModelOptions local_options = where({}, 512);
+  local_options.path = path;
+  auto model = Model::open(local_options);
+  if (!model.ok()) {
+    std::fprintf(err, "tensorpc demo: local placement: %s\n", model.status().to_string().c_str());
     return 1;
   }
-  auto local = generate(*model.value(), *placement.value(), o.prompt, g, stream_to_out);
+  auto local = model.value().generate(o.prompt, g, stream_to_out);
   std::fprintf(out, "\n\n");
   if (!local.ok()) {
     std::fprintf(err, "tensorpc demo: local generation: %s\n", local.status().to_string().c_str());
@@ -199,7 +214,8 @@ int demo_command(const DemoOptions& o, std::FILE* out, std::FILE* err) {
 }
 
 void add_demo_command(CLI::App& app, int* exit_code) {
-  CLI::App* cmd = app.add_subcommand("demo", "run a model across two local tensorpc servers and check it against the local CPU");
+  CLI::App* cmd =
+      app.add_subcommand("demo", "run a model across two local tensorpc servers and check it against the local CPU");
   auto o = std::make_shared<DemoOptions>();
   cmd->add_option("-m,--model", o->model, "a GGUF model (default: the bundled " + bundled_model_path() + ")");
   cmd->add_option("-p,--prompt", o->prompt, "the text to continue")->capture_default_str();

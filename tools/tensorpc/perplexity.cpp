@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "api/model_internals.h"
 #include "cli_checks.h"
 #include "model/runtime/perplexity.h"
 
@@ -37,16 +38,16 @@ int perplexity_command(const PerplexityCommandOptions& o, std::FILE* out, std::F
   }
   ModelSetup setup = o.setup;
   setup.n_ctx = chunk_length(o.n_ctx, opened.value()->hparams());  // the cache holds one chunk
-  auto placed = place_model(std::move(opened).value(), setup, err);
-  if (!placed.ok()) {
-    std::fprintf(err, "tensorpc perplexity: %s\n", placed.status().message().c_str());
+  auto opened_model = open_model(std::move(opened).value(), setup, err);
+  if (!opened_model.ok()) {
+    std::fprintf(err, "tensorpc perplexity: %s\n", opened_model.status().message().c_str());
     return 1;
   }
-  const LlamaModel& model = *placed.value().model;
-  const std::vector<int32_t> tokens = model.tokenizer().encode(text.value());
+  const PlacedModel& placed = ModelInternals::placed(opened_model.value());
+  const std::vector<int32_t> tokens = placed.model->tokenizer().encode(text.value());
 
   // One step per chunk where it is not too large: all its logits at once.
-  Generator gen(model, *placed.value().placement,
+  Generator gen(*placed.model, *placed.placement,
                 GeneratorOptions{.n_batch = std::min<int64_t>(setup.n_ctx, kDefaultChunk)});
   const bool tty = ::isatty(::fileno(err)) != 0;
   PerplexityOptions options;
@@ -78,7 +79,8 @@ int perplexity_command(const PerplexityCommandOptions& o, std::FILE* out, std::F
 void add_perplexity_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("perplexity", "measure a model's perplexity on a text, chunk by chunk");
   auto o = std::make_shared<PerplexityCommandOptions>();
-  cmd->add_option("-m,--model", o->setup.model, "the model, a GGUF file (llama, qwen2, qwen3, phi3, gemma, gemma2)")->required();
+  cmd->add_option("-m,--model", o->setup.model, "the model, a GGUF file (llama, qwen2, qwen3, phi3, gemma, gemma2)")
+      ->required();
   cmd->add_option("-f,--file", o->text_file, "the text to score")->required();
   cmd->add_option("-c,--ctx-size,--ctx", o->n_ctx, "tokens per chunk (0: 512, or the model's context when smaller)")
       ->check([](const std::string& s) { return s == "0" ? std::string() : whole_number(4, INT32_MAX)(s); })

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "tensorpc/model_setup.h"
+#include "model_setup.h"
 
 namespace CLI {
 class App;

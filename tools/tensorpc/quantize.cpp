@@ -10,10 +10,10 @@
 #include <memory>
 #include <thread>
 
+#include "core/format.h"
 #include "device_spec.h"
 #include "model/gguf/gguf.h"
 #include "model/quantize/quantize_model.h"
-#include "tensorpc/generation.h"
 
 namespace tensorpc::tools {
 namespace {

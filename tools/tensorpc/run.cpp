@@ -1,4 +1,4 @@
-// `tensorpc run` (run.h): flags, then open → devices → place (model_setup.h) → generate.
+// `tensorpc run` (run.h): flags, then a tensorpc::Model opened (model_setup.h) and generated from.
 // Text goes to stdout as it is generated; everything about the run (the
 // placement, progress, speeds) goes to stderr so stdout can be piped.
 #include "tensorpc/run.h"
@@ -9,15 +9,14 @@
 
 #include "awake_cores.h"
 #include "cli_checks.h"
-#include "tensorpc/generation.h"
-#include "tensorpc/model_setup.h"
+#include "core/format.h"
+#include "sampling_flags.h"
 
 namespace tensorpc::tools {
 
 int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
-  const SamplerOptions& sampling = o.sampler;
   // Checked before anything is loaded: a bad value should not cost an upload.
-  if (const Status s = sampling.validate(); !s.ok()) {
+  if (const Status s = o.sampler.validate(); !s.ok()) {
     std::fprintf(err, "tensorpc run: %s\n", s.to_string().c_str());
     return 1;
   }
@@ -35,23 +34,21 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
     std::fprintf(err, "tensorpc run: --awake-cores: %s\n", awake.status().message().c_str());
     return 1;
   }
-  auto placed = place_model(o.setup, err);
-  if (!placed.ok()) {
-    std::fprintf(err, "tensorpc run: %s\n", placed.status().message().c_str());
+  auto model = open_model(o.setup, err);
+  if (!model.ok()) {
+    std::fprintf(err, "tensorpc run: %s\n", model.status().message().c_str());
     return 1;
   }
-  const LlamaModel& model = *placed.value().model;
-  ModelPlacement& placement = *placed.value().placement;
-
-  GenerateOptions g;
-  g.n_predict = o.n_predict;
-  g.sampler = sampling;
+  GenerationOptions g;
+  g.max_tokens = o.n_predict;
+  g.sampling = o.sampler;
   g.special = o.special;
   std::fprintf(out, "%s", prompt.c_str());
   std::fflush(out);
-  auto result = generate(model, placement, prompt, g, [out](std::string_view piece) {
+  auto result = model.value().generate(prompt, g, [out](std::string_view piece, int32_t) {
     std::fwrite(piece.data(), 1, piece.size(), out);
     std::fflush(out);
+    return true;
   });
   std::fprintf(out, "\n");
   std::fflush(out);
@@ -59,19 +56,38 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
     std::fprintf(err, "tensorpc run: %s\n", result.status().to_string().c_str());
     return 1;
   }
-  if (result.value().stop == StopReason::context_full) {
+  if (result.value().finish == FinishReason::context_full) {
     std::fprintf(err, "generation stopped at the end of the context (%lld positions; -c sets it)\n",
-                 static_cast<long long>(placement.n_ctx()));
+                 static_cast<long long>(model.value().info().context_size));
   }
   print_speed(result.value(), err);
   if (o.show_schedule) std::fprintf(err, "\n%s", result.value().schedule.c_str());
   return 0;
 }
 
+void print_speed(const Generation& g, std::FILE* out) {
+  const size_t generated = g.tokens.size();
+  const double prompt_tps = g.prompt_seconds > 0 ? static_cast<double>(g.prompt_tokens) / g.prompt_seconds : 0;
+  const double gen_tps = g.decode_seconds > 0 ? g.decode_steps / g.decode_seconds : 0;
+  std::fprintf(out, "prompt: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(g.prompt_tokens),
+               g.prompt_seconds, prompt_tps);
+  std::fprintf(out, "generation: %zu tokens, %d decode steps in %.3f s (%.1f tokens/s)\n", generated, g.decode_steps,
+               g.decode_seconds, gen_tps);
+  if (g.decode_steps > 0 && g.decode_bytes_sent + g.decode_bytes_received > 0) {
+    const double steps = g.decode_steps;
+    std::fprintf(out, "client traffic per generated token: %s (%s out, %s in), %.1f round trips\n",
+                 format_bytes(static_cast<double>(g.decode_bytes_sent + g.decode_bytes_received) / steps).c_str(),
+                 format_bytes(static_cast<double>(g.decode_bytes_sent) / steps).c_str(),
+                 format_bytes(static_cast<double>(g.decode_bytes_received) / steps).c_str(),
+                 static_cast<double>(g.decode_round_trips) / steps);
+  }
+}
+
 void add_run_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("run", "generate text from a GGUF model on local and remote devices");
   auto o = std::make_shared<RunOptions>();
-  cmd->add_option("-m,--model", o->setup.model, "the model, a GGUF file (llama, qwen2, qwen3, phi3, gemma, gemma2)")->required();
+  cmd->add_option("-m,--model", o->setup.model, "the model, a GGUF file (llama, qwen2, qwen3, phi3, gemma, gemma2)")
+      ->required();
   auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "the text to continue");
   auto* file = cmd->add_option("-f,--file", o->prompt_file, "read the text to continue from a file")->excludes(prompt);
   cmd->add_flag("--special", o->special,

@@ -2,18 +2,18 @@
 #include "tensorpc/serve.h"
 
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <thread>
 
+#include "api/model_internals.h"
 #include "cli_checks.h"
 #include "serve/engine.h"
 #include "serve/http_server.h"
+#include "signal_watch.h"
 #include "tensorpc/chat.h"
-#include "tensorpc/signal_watch.h"
 
 namespace tensorpc::tools {
 namespace {
@@ -99,7 +99,7 @@ int serve_command(const ServeOptions& o, std::FILE* out, std::FILE* err, std::at
   // Everything below is destroyed before the listener stops: the engine
   // outlives no request, the placement no engine.
   std::unique_ptr<serve::Engine> engine;
-  std::optional<PlacedModel> placed;
+  std::optional<Model> opened_model;
   const auto shut_down = [&](int code) {
     server.stop();
     listener.join();
@@ -129,21 +129,23 @@ int serve_command(const ServeOptions& o, std::FILE* out, std::FILE* err, std::at
     std::fprintf(err, "no chat template: /v1/chat/completions is refused (%s)\n", template_error.c_str());
   }
   ModelSetup setup = o.setup;
-  const int64_t per_slot =
-      setup.n_ctx > 0 ? setup.n_ctx : std::min<int64_t>(std::max<int64_t>(opened.value()->hparams().n_ctx_train, 1), 2048);
+  const int64_t per_slot = setup.n_ctx > 0
+                               ? setup.n_ctx
+                               : std::min<int64_t>(std::max<int64_t>(opened.value()->hparams().n_ctx_train, 1), 2048);
   setup.n_ctx = per_slot * o.parallel;
   setup.n_seq = o.parallel;
   server.set_loading("placing the model on its devices");
-  auto p = place_model(std::move(opened).value(), setup, err);
-  if (!p.ok()) {
-    return failed_loading(p.status());
+  auto m = open_model(std::move(opened).value(), setup, err);
+  if (!m.ok()) {
+    return failed_loading(m.status());
   }
-  placed = std::move(p).value();
+  opened_model = std::move(m).value();
+  const PlacedModel& placed = ModelInternals::placed(*opened_model);
   serve::EngineOptions eo;
   eo.parallel = o.parallel;
   eo.n_batch = o.n_batch;
   eo.queue = o.queue;
-  auto e = serve::Engine::create(*placed->model, *placed->placement, eo);
+  auto e = serve::Engine::create(*placed.model, *placed.placement, eo);
   if (!e.ok()) {
     return failed_loading(e.status());
   }
@@ -154,8 +156,8 @@ int serve_command(const ServeOptions& o, std::FILE* out, std::FILE* err, std::at
   served.chat_template = chat_template;
   served.chat_template_error = template_error;
   served.endpoints = setup.endpoints;
-  const LlamaModel* model = placed->model.get();
-  const ModelPlacement* placement = placed->placement.get();
+  const LlamaModel* model = placed.model.get();
+  const ModelPlacement* placement = placed.placement.get();
   const int parallel = o.parallel;
   served.cluster = [id = http.model_id, model, placement, parallel] {
     return cluster_of(id, *model, *placement, parallel);

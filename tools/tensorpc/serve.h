@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <string>
 
-#include "tensorpc/model_setup.h"
+#include "model_setup.h"
 
 namespace CLI {
 class App;
@@ -22,7 +22,7 @@ class App;
 namespace tensorpc::tools {
 
 struct ServeOptions {
-  ModelSetup setup;              // the model and where it runs; setup.n_ctx is per slot here
+  ModelSetup setup;  // the model and where it runs; setup.n_ctx is per slot here
   std::string host = "127.0.0.1";
   int port = 8080;
   int parallel = 4;
@@ -30,8 +30,8 @@ struct ServeOptions {
   int queue = 16;
   std::string api_key;
   std::string api_key_file;
-  std::string alias;             // the model's name in the API; empty: the file's name without .gguf
-  std::string chat_template;     // --chat-template NAME; empty: the model's
+  std::string alias;          // the model's name in the API; empty: the file's name without .gguf
+  std::string chat_template;  // --chat-template NAME; empty: the model's
   uint64_t max_body = 4u << 20;
   std::string http_cert, http_key;  // HTTPS
 };

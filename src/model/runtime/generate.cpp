@@ -98,4 +98,10 @@ StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, 
   return r;
 }
 
+StatusOr<GenerateResult> generate_text(const LlamaModel& model, ModelPlacement& placement, std::string_view prompt,
+                                       const GenerateOptions& options, const TokenSink& on_token) {
+  Generator gen(model, placement, options.generator);
+  return generate_text(gen, prompt, options, on_token);
+}
+
 }  // namespace tensorpc

@@ -71,5 +71,9 @@ using TokenSink = std::function<bool(std::string_view piece, int32_t token)>;
 // read before every step; once set, generation ends with what it has.
 StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, const GenerateOptions& options,
                                        const TokenSink& on_token = {}, const std::atomic<bool>* cancel = nullptr);
+// The same on a generator made for this one call (options.generator) on
+// `placement`, which must be free of other generators while it runs.
+StatusOr<GenerateResult> generate_text(const LlamaModel& model, ModelPlacement& placement, std::string_view prompt,
+                                       const GenerateOptions& options, const TokenSink& on_token = {});
 
 }  // namespace tensorpc

@@ -82,7 +82,9 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
   if (ratios.empty()) {
     for (Device* d : devices) {
       auto memory = d->memory();
-      if (!memory.ok()) return Status(memory.status().code(), "placement: free memory of " + d->name() + ": " + memory.status().message());
+      if (!memory.ok())
+        return Status(memory.status().code(),
+                      "placement: free memory of " + d->name() + ": " + memory.status().message());
       ratios.push_back(static_cast<double>(memory.value().free));
     }
   }
@@ -102,8 +104,7 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
   }
 
   // KV cache descriptors per layer: keys [kv_dim, n_ctx], values transposed.
-  int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(hp.n_ctx_train, 2048);
-  if (n_ctx <= 0) n_ctx = 2048;
+  const int64_t n_ctx = context_positions(hp, options.n_ctx);
   p->cache_.n_ctx = n_ctx;
   for (int64_t l = 0; l < hp.n_layer; ++l) {
     p->cache_.k.push_back(
@@ -216,6 +217,12 @@ std::string ModelPlacement::table() const {
     out += line;
   }
   return out;
+}
+
+int64_t context_positions(const LlamaHparams& hp, int64_t requested) {
+  if (requested > 0) return requested;
+  const int64_t n_ctx = std::min<int64_t>(hp.n_ctx_train, 2048);
+  return n_ctx > 0 ? n_ctx : 2048;
 }
 
 }  // namespace tensorpc

@@ -31,12 +31,12 @@
 namespace tensorpc {
 
 struct PlacementOptions {
-  std::vector<double> ratios;  // one per device (≥ 0, not all 0); empty: by free memory
-  int64_t n_ctx = 0;           // KV cache positions; 0: the model's context, at most 2048
+  std::vector<double> ratios{};  // one per device (≥ 0, not all 0); empty: by free memory
+  int64_t n_ctx = 0;             // KV cache positions; 0: the model's context, at most 2048
   DType cache_type = DType::f32;
   // Called after each batch of tensors is uploaded: bytes done, bytes in all,
   // device name.
-  std::function<void(uint64_t, uint64_t, const std::string&)> progress;
+  std::function<void(uint64_t, uint64_t, const std::string&)> progress{};
 };
 
 class ModelPlacement {
@@ -68,6 +68,10 @@ class ModelPlacement {
   std::vector<std::unique_ptr<Buffer>> weight_buffers_;  // per device (null when it holds nothing)
   std::vector<std::unique_ptr<Buffer>> cache_buffers_;
 };
+
+// The KV-cache positions a placement asked for `requested` (PlacementOptions::n_ctx)
+// gets: `requested`, or for 0 the model's context, at most 2048.
+int64_t context_positions(const LlamaHparams& hp, int64_t requested);
 
 // How many of n_layer layers each device gets for these weights (largest
 // remainder, contiguous in device order). Exposed for tests.

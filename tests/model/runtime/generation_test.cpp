@@ -3,15 +3,15 @@
 // values; GQA, 4 layers), a random model of each other architecture, and,
 // when it is there, the bundled one, spread over two in-process servers with two CPU
 // devices each.
-#include "tensorpc/generation.h"
-
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <optional>
 
+#include "api/device_set.h"
 #include "lab/random_model.h"
 #include "model/runtime/chat_session.h"
+#include "model/runtime/generate.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/rpc_client.h"
@@ -55,12 +55,13 @@ std::optional<GenerateResult> run_remote(const LlamaModel& model, const std::vec
   if (!devices.ok()) return std::nullopt;
   const std::vector<Device*> list = devices.value().devices();
   EXPECT_EQ(list.size(), 4u);
-  auto placement = load_model(model, list, endpoints, std::vector<double>(list.size(), 1.0), n_ctx, nullptr);
+  auto placement =
+      ModelPlacement::create(model, list, {.ratios = std::vector<double>(list.size(), 1.0), .n_ctx = n_ctx});
   EXPECT_TRUE(placement.ok()) << placement.status().to_string();
   if (!placement.ok()) return std::nullopt;
   const std::string table = placement.value()->table();
   for (Device* d : list) EXPECT_NE(table.find(d->name()), std::string::npos) << d->name() << " not in\n" << table;
-  auto r = generate(model, *placement.value(), prompt, g);
+  auto r = generate_text(model, *placement.value(), prompt, g);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   if (!r.ok()) return std::nullopt;
   EXPECT_GT(r.value().decode.round_trips, 0u);
@@ -76,10 +77,10 @@ std::vector<int32_t> generate_remote(const LlamaModel& model, const std::vector<
 std::vector<int32_t> generate_local(const LlamaModel& model, const std::string& prompt, const GenerateOptions& g,
                                     int64_t n_ctx) {
   CpuDevice cpu({.threads = 2});
-  auto placement = load_model(model, {&cpu}, {}, {}, n_ctx, nullptr);
+  auto placement = ModelPlacement::create(model, {&cpu}, {.n_ctx = n_ctx});
   EXPECT_TRUE(placement.ok()) << placement.status().to_string();
   if (!placement.ok()) return {};
-  auto r = generate(model, *placement.value(), prompt, g);
+  auto r = generate_text(model, *placement.value(), prompt, g);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   return r.ok() ? r.value().generated : std::vector<int32_t>{};
 }
@@ -158,16 +159,17 @@ TEST_P(RandomModelGeneration, AGeneratorUsedAgainStartsOverAndPlansNothingNew) {
   auto devices = DeviceSet::connect(false, 0, servers.endpoints);
   ASSERT_TRUE(devices.ok()) << devices.status().to_string();
   const std::vector<Device*> list = devices.value().devices();
-  auto placement = load_model(*model, list, servers.endpoints, std::vector<double>(list.size(), 1.0), 128, nullptr);
+  auto placement =
+      ModelPlacement::create(*model, list, {.ratios = std::vector<double>(list.size(), 1.0), .n_ctx = 128});
   ASSERT_TRUE(placement.ok()) << placement.status().to_string();
   Generator gen(*model, *placement.value(), g.generator);
 
-  auto first = generate(gen, prompt, g);
+  auto first = generate_text(gen, prompt, g);
   ASSERT_TRUE(first.ok()) << first.status().to_string();
-  auto other = generate(gen, "and the earth was without form", g);
+  auto other = generate_text(gen, "and the earth was without form", g);
   ASSERT_TRUE(other.ok()) << other.status().to_string();
   const uint64_t plans = gen.scheduler().plans_made();
-  auto again = generate(gen, prompt, g);
+  auto again = generate_text(gen, prompt, g);
   ASSERT_TRUE(again.ok()) << again.status().to_string();
 
   ASSERT_EQ(first.value().generated.size(), 12u);
@@ -178,8 +180,8 @@ TEST_P(RandomModelGeneration, AGeneratorUsedAgainStartsOverAndPlansNothingNew) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, RandomModelGeneration,
-                         ::testing::Values(DType::f32, DType::q8_0, DType::bf16, DType::q5_1, DType::iq4_nl, DType::q4_K,
-                                           DType::q6_K),
+                         ::testing::Values(DType::f32, DType::q8_0, DType::bf16, DType::q5_1, DType::iq4_nl,
+                                           DType::q4_K, DType::q6_K),
                          [](const auto& info) { return std::string(name_of(info.param)); });
 
 // Servers that keep one graph and one plan per session drop each as soon as
@@ -197,13 +199,13 @@ TEST_P(OnePlanServers, GiveTheLocalTokens) {
   auto devices = DeviceSet::connect(false, 0, servers.endpoints);
   ASSERT_TRUE(devices.ok()) << devices.status().to_string();
   const std::vector<Device*> list = devices.value().devices();
-  auto placement = load_model(*model, list, servers.endpoints, std::vector<double>(list.size(), 1.0), 64, nullptr);
+  auto placement = ModelPlacement::create(*model, list, {.ratios = std::vector<double>(list.size(), 1.0), .n_ctx = 64});
   ASSERT_TRUE(placement.ok()) << placement.status().to_string();
   Generator gen(*model, *placement.value(), g.generator);
 
-  auto first = generate(gen, prompt, g);
+  auto first = generate_text(gen, prompt, g);
   ASSERT_TRUE(first.ok()) << first.status().to_string();
-  auto again = generate(gen, prompt, g);
+  auto again = generate_text(gen, prompt, g);
   ASSERT_TRUE(again.ok()) << again.status().to_string();
   ASSERT_EQ(first.value().generated.size(), 20u);
   EXPECT_EQ(first.value().generated, generate_local(*model, prompt, g, 64));
@@ -248,8 +250,7 @@ TEST_P(ArchitectureGeneration, GreedyAcrossTwoServersEqualsLocal) {
   EXPECT_EQ(remote, local);
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureGeneration,
-                         ::testing::Values("qwen2", "qwen3", "phi3", "gemma2"),
+INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureGeneration, ::testing::Values("qwen2", "qwen3", "phi3", "gemma2"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST(DeviceSet, AMissingServerIsAnErrorNamingItsEndpoint) {
@@ -319,12 +320,13 @@ TEST(BundledChatModel, AConversationAcrossTwoServersEqualsLocal) {
   auto devices = DeviceSet::connect(false, 0, servers.endpoints);
   ASSERT_TRUE(devices.ok()) << devices.status().to_string();
   const std::vector<Device*> list = devices.value().devices();
-  auto remote_placement = load_model(*model.value(), list, servers.endpoints, std::vector<double>(4, 1.0), 256, nullptr);
+  auto remote_placement =
+      ModelPlacement::create(*model.value(), list, {.ratios = std::vector<double>(4, 1.0), .n_ctx = 256});
   ASSERT_TRUE(remote_placement.ok()) << remote_placement.status().to_string();
   const auto remote = converse(*remote_placement.value());
   remote_placement.value().reset();
   CpuDevice cpu({.threads = 2});
-  auto local_placement = load_model(*model.value(), {&cpu}, {}, {}, 256, nullptr);
+  auto local_placement = ModelPlacement::create(*model.value(), {&cpu}, {.n_ctx = 256});
   ASSERT_TRUE(local_placement.ok()) << local_placement.status().to_string();
   const auto local = converse(*local_placement.value());
   ASSERT_EQ(local.first.size(), 2u);

@@ -7,22 +7,22 @@
 // naming it, never a hang. The last server samples the token (the sample
 // op), with the client's settings and draws: the text equals the local
 // CPU's sampled on the client from every logit.
-#include <signal.h>
-
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <thread>
 
+#include "api/device_set.h"
 #include "lab/random_model.h"
+#include "model/runtime/generate.h"
 #include "model/runtime/sampler.h"
 #include "rpc/rpc_test_util.h"
+#include "server_process.h"
 #include "tensorpc/cpu_device.h"
-#include "tensorpc/generation.h"
 #include "tensorpc/server.h"
-#include "tensorpc/server_process.h"
 
 namespace tensorpc::tools {
 namespace {
@@ -34,8 +34,9 @@ using test::kSanitized;
 class Pipeline : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = (std::filesystem::temp_directory_path() / ("tensorpc_pipeline_test_" + std::to_string(::getpid()) + ".gguf"))
-                .string();
+    path_ =
+        (std::filesystem::temp_directory_path() / ("tensorpc_pipeline_test_" + std::to_string(::getpid()) + ".gguf"))
+            .string();
     RandomModelOptions o;
     o.n_layer = 6;  // two a server
     o.n_ctx = 2048;
@@ -58,7 +59,8 @@ class Pipeline : public ::testing::Test {
     devices_ = std::make_unique<DeviceSet>(std::move(devices).value());
     const std::vector<Device*> list = devices_->devices();
     EXPECT_EQ(list.size(), endpoints.size());
-    auto placement = load_model(*model_, list, endpoints, std::vector<double>(list.size(), 1.0), n_ctx, nullptr);
+    auto placement =
+        ModelPlacement::create(*model_, list, {.ratios = std::vector<double>(list.size(), 1.0), .n_ctx = n_ctx});
     EXPECT_TRUE(placement.ok()) << placement.status().to_string();
     return placement.ok() ? std::move(placement).value() : nullptr;
   }
@@ -67,10 +69,10 @@ class Pipeline : public ::testing::Test {
   std::vector<int32_t> local_tokens(const std::string& prompt, GenerateOptions g, int64_t n_ctx) {
     g.generator.select_on_device = false;
     CpuDevice cpu({.threads = 2});
-    auto placement = load_model(*model_, {&cpu}, {}, {}, n_ctx, nullptr);
+    auto placement = ModelPlacement::create(*model_, {&cpu}, {.n_ctx = n_ctx});
     EXPECT_TRUE(placement.ok()) << placement.status().to_string();
     if (!placement.ok()) return {};
-    auto r = generate(*model_, *placement.value(), prompt, g);
+    auto r = generate_text(*model_, *placement.value(), prompt, g);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return r.ok() ? r.value().generated : std::vector<int32_t>{};
   }
@@ -114,14 +116,14 @@ TEST_F(Pipeline, TextOverThreeServersEqualsLocalAndTakesOneReplyAStep) {
   for (const float temperature : {0.0f, 0.8f}) {
     SCOPED_TRACE("temperature " + std::to_string(temperature));
     const GenerateOptions g = options(40, temperature);
-    auto first = generate(gen, prompt, g);  // plans made and stored on the way
+    auto first = generate_text(gen, prompt, g);  // plans made and stored on the way
     ASSERT_TRUE(first.ok()) << first.status().to_string();
     EXPECT_EQ(first.value().generated, temperature == 0.0f ? local_greedy : local_sampled);
 
     // Again on the same generator, with every plan stored: the client sends
     // each step's input to the first server without waiting and reads the
     // result from the last, one reply a step for the three servers.
-    auto again = generate(gen, prompt, g);
+    auto again = generate_text(gen, prompt, g);
     ASSERT_TRUE(again.ok()) << again.status().to_string();
     EXPECT_EQ(again.value().generated, first.value().generated);
     EXPECT_EQ(again.value().decode_steps, 39);
@@ -182,7 +184,8 @@ TEST_P(PipelineKill, AServerKilledMidTextEndsTheGenerationWithAnErrorNamingIt) {
     for (size_t i = 0; i < servers.size(); ++i) logs += "\n--- " + endpoints[i] + ":\n" + servers[i]->output();
     return logs;
   };
-  EXPECT_LT(ended - killed_at, std::chrono::seconds(kSanitized ? 20 : 5)) << result.status().to_string() << server_logs();
+  EXPECT_LT(ended - killed_at, std::chrono::seconds(kSanitized ? 20 : 5))
+      << result.status().to_string() << server_logs();
   EXPECT_NE(result.status().message().find(endpoints[doomed]), std::string::npos) << result.status().to_string();
 }
 

@@ -12,7 +12,7 @@
 #include "file_util.h"
 #include "lab/random_model.h"
 #include "model/gguf/gguf_tensors.h"
-#include "tensorpc/generation.h"
+#include "model/runtime/generate.h"
 #include "tensorpc/rpc_client.h"
 #include "tensorpc/server.h"
 
@@ -121,11 +121,11 @@ class DigestMemo : public ::testing::Test {
     EXPECT_TRUE(placement.ok()) << placement.status().to_string();
     if (!placement.ok()) return out;
     out.bytes_sent = connection_stats(endpoint).bytes_sent - before;
-    tools::GenerateOptions g;
+    GenerateOptions g;
     g.n_predict = 8;
     g.stop_at_eos = false;
     g.sampler.temperature = 0;
-    auto r = tools::generate(model, *placement.value(), "in the beginning", g);
+    auto r = generate_text(model, *placement.value(), "in the beginning", g);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     if (r.ok()) out.tokens = r.value().generated;
     return out;

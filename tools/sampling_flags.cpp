@@ -1,5 +1,5 @@
 // The shared sampling flags (sampling_flags.h).
-#include "tensorpc/sampling_flags.h"
+#include "sampling_flags.h"
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
@@ -8,13 +8,7 @@
 
 namespace tensorpc::tools {
 
-SamplerOptions default_cli_sampling() {
-  SamplerOptions o;
-  o.min_p = 0.05f;
-  return o;
-}
-
-void add_sampling_flags(CLI::App& cmd, SamplerOptions* o) {
+void add_sampling_flags(CLI::App& cmd, SamplingOptions* o) {
   cmd.add_option("--temp", o->temperature, "temperature; 0: greedy")
       ->check(finite_number("a finite number ≥ 0", [](double x) { return x >= 0; }))
       ->capture_default_str();

@@ -1,5 +1,5 @@
 // Child tensorpc-server processes (server_process.h).
-#include "tensorpc/server_process.h"
+#include "server_process.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "tensorpc/signal_watch.h"
+#include "signal_watch.h"
 
 #include <pthread.h>
 

@@ -21,9 +21,9 @@ class SignalWatch {
  public:
   // What a signal does while `*raised` is still set from the one before.
   enum class Again {
-    raise,         // sets it again (a chat clears it once it has stopped a reply)
-    end_process,   // ends the process at once with status 128 + the signal: Ctrl-C
-                   // twice leaves a `serve` that is still loading or shutting down
+    raise,        // sets it again (a chat clears it once it has stopped a reply)
+    end_process,  // ends the process at once with status 128 + the signal: Ctrl-C
+                  // twice leaves a `serve` that is still loading or shutting down
   };
   SignalWatch(std::initializer_list<int> signals, std::atomic<bool>* raised, Again again = Again::raise);
   ~SignalWatch();

@@ -1,21 +1,23 @@
-// What `tensorpc run` and `tensorpc perplexity` share before their work
+// What the `tensorpc` commands that run a model share before their work
 // starts: the flags that say where a model runs (--rpc and the key and TLS
 // flags, --split, -t, --local-only, --no-local), and one call that opens the
-// model, connects the devices and places the model on them, printing what it
-// does to stderr.
+// model through the library's one path (tensorpc::Model), printing what it
+// does — the model, the upload's progress, what the servers' weights caches
+// spared, the placement — to stderr.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "api/placed_model.h"
 #include "model/arch/llama_model.h"
-#include "model/runtime/placement.h"
 #include "tensorpc/devices.h"
-#include "tensorpc/generation.h"
+#include "tensorpc/model.h"
 
 namespace CLI {
 class App;
@@ -34,15 +36,41 @@ struct ModelSetup {
   bool use_local = true;               // false with --no-local: only the servers' devices
 };
 
-// A model placed on its devices (src/api/placed_model.h).
-using tensorpc::PlacedModel;
+// The library's options for `setup`, without the printing: the servers' key
+// and TLS files read, the split, threads, context and local use.
+StatusOr<ModelOptions> model_options(const ModelSetup& setup);
 
-// Opens setup.model, connects the devices, checks --split against them and
-// places the model, printing the model's size, the upload's progress and the
-// placement table to `err`. A failure is one line, without the command's name.
-StatusOr<PlacedModel> place_model(const ModelSetup& setup, std::FILE* err);
+// Opens setup.model and places it on its devices (tensorpc::Model::open),
+// printing the model's size, the upload's progress, what the servers' weights
+// caches spared and the placement table to `err`. A failure is one line,
+// without the command's name.
+StatusOr<Model> open_model(const ModelSetup& setup, std::FILE* err);
 // The same for a model the caller opened (to read it before choosing setup.n_ctx, say).
-StatusOr<PlacedModel> place_model(std::unique_ptr<LlamaModel> model, const ModelSetup& setup, std::FILE* err);
+StatusOr<Model> open_model(std::unique_ptr<LlamaModel> model, const ModelSetup& setup, std::FILE* err);
+
+// The upload's progress bar: "loading weights: done / total (percent),
+// speed, device" redrawn on one line of `err` (nullptr: silent) at most ten
+// times a second, for ModelOptions::on_progress.
+class UploadProgress {
+ public:
+  explicit UploadProgress(std::FILE* err);
+  // What ModelOptions::on_progress calls; the bar must outlive the open.
+  std::function<void(uint64_t, uint64_t, const std::string&)> callback();
+  // Ends the bar's line, once it has been drawn.
+  void end();
+
+ private:
+  void draw(uint64_t done, uint64_t total, const std::string& device);
+
+  std::FILE* err_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_draw_;
+  bool drawn_ = false;
+};
+
+// "1,1,2": one ratio per device, each finite and ≥ 0, not all 0. Anything
+// else is an invalid_argument quoting the text.
+StatusOr<std::vector<double>> parse_split(std::string_view text);
 
 // The whole of a text file (a prompt, a text to score); not_found or
 // io_error naming the path.

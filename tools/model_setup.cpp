@@ -1,0 +1,165 @@
+// Opening a model for a command, and the flags that say where (model_setup.h).
+#include "model_setup.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+
+#include "api/model_internals.h"
+#include "cli_checks.h"
+#include "core/format.h"
+#include "device_spec.h"
+
+namespace tensorpc::tools {
+namespace {
+
+double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+UploadProgress::UploadProgress(std::FILE* err)
+    : err_(err), start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+
+std::function<void(uint64_t, uint64_t, const std::string&)> UploadProgress::callback() {
+  return [this](uint64_t done, uint64_t total, const std::string& device) { draw(done, total, device); };
+}
+
+void UploadProgress::draw(uint64_t done, uint64_t total, const std::string& device) {
+  const auto now = std::chrono::steady_clock::now();
+  // At most ten updates a second: a terminal redraw per tensor would cost more than small uploads.
+  if (err_ == nullptr || (done != total && seconds_between(last_draw_, now) < 0.1)) return;
+  last_draw_ = now;
+  drawn_ = true;
+  const double secs = std::max(seconds_between(start_, now), 1e-9);
+  std::fprintf(err_, "\rloading weights: %s / %s (%3.0f%%), %s/s, %-28s",
+               format_bytes(static_cast<double>(done)).c_str(), format_bytes(static_cast<double>(total)).c_str(),
+               total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
+               format_bytes(static_cast<double>(done) / secs).c_str(), device.c_str());
+  std::fflush(err_);
+}
+
+void UploadProgress::end() {
+  if (drawn_) std::fprintf(err_, "\n");
+  drawn_ = false;
+}
+
+StatusOr<ModelOptions> model_options(const ModelSetup& setup) {
+  ModelOptions o;
+  o.path = setup.model;
+  o.servers = setup.endpoints;
+  TENSORPC_ASSIGN_OR_RETURN(o.remote, remote_options(setup.client));
+  o.use_local_cpu = setup.use_local;
+  o.threads = setup.threads;
+  o.split = setup.split;
+  o.context_size = setup.n_ctx;
+  return o;
+}
+
+StatusOr<Model> open_model(const ModelSetup& setup, std::FILE* err) {
+  TENSORPC_ASSIGN_OR_RETURN(auto model, LlamaModel::open(setup.model));  // its message names the file once
+  return open_model(std::move(model), setup, err);
+}
+
+StatusOr<Model> open_model(std::unique_ptr<LlamaModel> model, const ModelSetup& setup, std::FILE* err) {
+  TENSORPC_ASSIGN_OR_RETURN(ModelOptions options, model_options(setup));
+  options.on_open = [&](const ModelInfo& m) {
+    std::fprintf(err, "model %s: %lld layers, %lld embd, %lld heads (%lld kv), vocab %lld, %.1f M parameters\n",
+                 setup.model.c_str(), static_cast<long long>(m.layers), static_cast<long long>(m.embedding_size),
+                 static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads),
+                 static_cast<long long>(m.vocabulary_size), static_cast<double>(m.parameters) / 1e6);
+    const int64_t per_sequence = setup.n_ctx / std::max<int64_t>(setup.n_seq, 1);
+    if (m.trained_context > 0 && per_sequence > m.trained_context) {
+      std::fprintf(err,
+                   "warning: a context of %lld positions is beyond the %lld the model was trained for; "
+                   "text past %lld may degrade\n",
+                   static_cast<long long>(per_sequence), static_cast<long long>(m.trained_context),
+                   static_cast<long long>(m.trained_context));
+    }
+    return Status();
+  };
+  UploadProgress bar(err);
+  options.on_progress = bar.callback();
+  auto opened = ModelInternals::open(std::move(model), options);
+  bar.end();
+  if (!opened.ok()) return opened.status();
+  const ModelInfo info = opened.value().info();
+  if (!info.warning.empty()) std::fprintf(err, "warning: %s\n", info.warning.c_str());
+  if (info.server_weight_bytes > 0) {
+    const uint64_t sent = info.server_bytes_sent, weights = info.server_weight_bytes;
+    const double spared = weights > sent ? static_cast<double>(weights - sent) : 0.0;
+    std::fprintf(err, "sent %s to the servers for %s of weights on them: their weights caches spared %s (%.0f%%)\n",
+                 format_bytes(static_cast<double>(sent)).c_str(), format_bytes(static_cast<double>(weights)).c_str(),
+                 format_bytes(spared).c_str(), 100.0 * spared / static_cast<double>(weights));
+  }
+  std::fprintf(err, "%s", info.placement.c_str());
+  return opened;
+}
+
+StatusOr<std::vector<double>> parse_split(std::string_view text) {
+  auto bad = [&](const std::string& why) {
+    return invalid_argument("--split '" + std::string(text) + "': " + why + " (expected ratios such as 1,1,2)");
+  };
+  std::vector<double> out;
+  double total = 0;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item(text.substr(start, comma - start));
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      return bad("'" + item + "' is not a number");
+    }
+    if (used != item.size()) return bad("'" + item + "' is not a number");
+    if (!std::isfinite(v) || v < 0) return bad("ratios must be finite and ≥ 0");
+    out.push_back(v);
+    total += v;
+    start = comma + 1;
+  }
+  if (!(total > 0)) return bad("at least one ratio must be positive");
+  return out;
+}
+
+StatusOr<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("cannot read " + path);
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) return io_error("cannot read " + path);
+  return text;
+}
+
+std::shared_ptr<ModelSetupFlags> ModelSetupFlags::add_to(CLI::App& cmd) {
+  auto f = std::make_shared<ModelSetupFlags>();
+  auto* rpc = cmd.add_option("--rpc", f->rpc_, "servers whose devices to use, host:port[,host:port…] (repeatable)");
+  add_client_flags(cmd, f->client_);
+  cmd.add_option("--split", f->split_,
+                 "layers per device in proportion, one ratio per device in order (default: by free memory)")
+      ->check([](const std::string& s) {
+        auto r = parse_split(s);
+        return r.ok() ? std::string() : r.status().message();
+      });
+  cmd.add_option("-t,--threads", f->threads_, "threads of the local CPU (0: every core)")
+      ->check(check_thread_count)
+      ->capture_default_str();
+  auto* local_only = cmd.add_flag("--local-only", f->local_only_, "use the local CPU only");
+  local_only->excludes(rpc);
+  cmd.add_flag("--no-local", f->no_local_, "use only the servers' devices, not the local CPU")
+      ->needs(rpc)
+      ->excludes(local_only);
+  return f;
+}
+
+void ModelSetupFlags::apply(ModelSetup& setup) const {
+  setup.endpoints = split_endpoints(rpc_);
+  setup.split = split_.empty() ? std::vector<double>{} : parse_split(split_).value();  // checked by the option
+  setup.client = client_;
+  setup.threads = threads_;
+  setup.use_local = !no_local_;
+}
+
+}  // namespace tensorpc::tools
