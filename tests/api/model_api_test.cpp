@@ -1,16 +1,18 @@
 // The public model API (include/tensorpc/model.h) on the bundled model: it
 // generates what the library's own parts generate (LlamaModel, ModelPlacement,
 // Generator, Sampler stepped by hand here), on the local CPU and spread over a
-// server; its callback can stop a generation and cancel() ends one from
-// another thread; a file that is not there is an error naming it.
+// server, where it reports what the upload and the decode cost on the link;
+// on_open sees the model before any upload and can stop the open; its
+// callback can stop a generation and cancel() ends one from another thread;
+// a file that is not there is an error naming it.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <string>
 #include <thread>
 
-#include "model/runtime/generator.h"
 #include "model/arch/llama_model.h"
+#include "model/runtime/generator.h"
 #include "model/runtime/placement.h"
 #include "model/runtime/sampler.h"
 #include "tensorpc/cpu_device.h"
@@ -126,6 +128,66 @@ TEST(PublicModelApi, SpreadOverAServerGeneratesTheSameText) {
   auto r = model.value().generate(kPrompt, greedy(kTokens));
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r.value().text, internal_greedy_text(kTokens));
+  // Two of three devices are the server's: their weights went over the link
+  // (a fresh server's cache holds none), and every decode step cost a round trip.
+  EXPECT_GT(info.server_weight_bytes, 0u);
+  EXPECT_GE(info.server_bytes_sent, info.server_weight_bytes);
+  EXPECT_EQ(r.value().decode_steps, kTokens - 1);
+  EXPECT_GE(r.value().decode_round_trips, static_cast<uint64_t>(r.value().decode_steps));
+  EXPECT_GT(r.value().decode_bytes_sent, 0u);
+  EXPECT_GT(r.value().decode_bytes_received, 0u);
+  EXPECT_NE(r.value().schedule.find("127.0.0.1:"), std::string::npos) << r.value().schedule;
+
+  // The same weights again: the server's weights cache has them, so far fewer bytes go.
+  auto again = Model::open(o);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(again.value().info().server_weight_bytes, info.server_weight_bytes);
+  EXPECT_LT(again.value().info().server_bytes_sent, info.server_weight_bytes / 2);
+}
+
+TEST(PublicModelApi, OnOpenSeesTheModelBeforeAnyUploadAndCanStopTheOpen) {
+  ModelOptions o = local_options();
+  o.context_size = 0;  // the model's, at most 2048: on_open sees it resolved
+  std::vector<ModelInfo> seen;
+  bool uploaded_before_open = false;
+  o.on_progress = [&](uint64_t, uint64_t, const std::string&) { uploaded_before_open |= seen.empty(); };
+  o.on_open = [&](const ModelInfo& info) {
+    seen.push_back(info);
+    return Status();
+  };
+  auto model = Model::open(o);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_FALSE(uploaded_before_open);
+  const ModelInfo placed = model.value().info();
+  EXPECT_EQ(seen[0].architecture, placed.architecture);
+  EXPECT_EQ(seen[0].layers, placed.layers);
+  EXPECT_EQ(seen[0].heads, placed.heads);
+  EXPECT_EQ(seen[0].kv_heads, placed.kv_heads);
+  EXPECT_EQ(seen[0].parameters, placed.parameters);
+  EXPECT_EQ(seen[0].context_size, placed.context_size);
+  EXPECT_TRUE(seen[0].devices.empty());
+  EXPECT_EQ(placed.server_weight_bytes, 0u);  // the local CPU alone
+
+  // A failure from on_open ends the open before anything is uploaded.
+  int progress_calls = 0;
+  o.on_progress = [&](uint64_t, uint64_t, const std::string&) { ++progress_calls; };
+  o.on_open = [](const ModelInfo&) { return invalid_argument("not this model"); };
+  auto refused = Model::open(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::invalid_argument);
+  EXPECT_NE(refused.status().message().find("not this model"), std::string::npos) << refused.status().to_string();
+  EXPECT_EQ(progress_calls, 0);
+}
+
+TEST(PublicModelApi, SamplingOptionsAreCheckedWithoutAModel) {
+  EXPECT_TRUE(SamplingOptions{}.validate().ok());
+  SamplingOptions bad;
+  bad.top_p = 0;
+  EXPECT_EQ(bad.validate().code(), StatusCode::invalid_argument);
+  bad = SamplingOptions{};
+  bad.temperature = -1;
+  EXPECT_EQ(bad.validate().code(), StatusCode::invalid_argument);
 }
 
 TEST(PublicModelApi, TokenizeAndDetokenizeRoundTrip) {
