@@ -34,8 +34,8 @@
 #include <thread>
 #include <vector>
 
-#include "model/runtime/generator.h"
 #include "model/arch/llama_model.h"
+#include "model/runtime/generator.h"
 #include "model/runtime/placement.h"
 #include "model/runtime/sampler.h"
 #include "tensorpc/status.h"

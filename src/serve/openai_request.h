@@ -23,8 +23,8 @@
 #include <variant>
 #include <vector>
 
-#include "model/text/chat_template.h"
 #include "model/runtime/sampler.h"
+#include "model/text/chat_template.h"
 
 namespace tensorpc::serve {
 

@@ -15,12 +15,12 @@
 
 #include "core/log.h"
 #include "rpc/rpc_test_util.h"
-#include "test_util.h"
-#include "tensorpc/context.h"
 #include "rpc/tls_test_util.h"
+#include "tensorpc/context.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/rpc_client.h"
 #include "tensorpc/server.h"
+#include "test_util.h"
 
 namespace tensorpc::test {
 namespace {

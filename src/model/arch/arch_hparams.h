@@ -9,8 +9,8 @@
 #pragma once
 
 #include "model/arch/arch.h"
-#include "model/gguf/gguf.h"
 #include "model/arch/llama.h"
+#include "model/gguf/gguf.h"
 
 namespace tensorpc {
 

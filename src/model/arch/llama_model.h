@@ -27,10 +27,10 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf/gguf.h"
 #include "model/arch/llama.h"
-#include "model/text/tokenizer.h"
+#include "model/gguf/gguf.h"
 #include "model/gguf/weight_digests.h"
+#include "model/text/tokenizer.h"
 #include "tensorpc/context.h"
 
 namespace tensorpc {

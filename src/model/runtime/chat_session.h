@@ -26,9 +26,9 @@
 #include <string_view>
 #include <vector>
 
-#include "model/text/chat_template.h"
 #include "model/runtime/generator.h"
 #include "model/runtime/sampler.h"
+#include "model/text/chat_template.h"
 
 namespace tensorpc {
 

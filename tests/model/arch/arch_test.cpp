@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "lab/random_model.h"
-#include "model/runtime/generator.h"
 #include "model/arch/llama_model.h"
-#include "model/runtime/placement.h"
 #include "model/arch/reference_checks.h"
 #include "model/arch/reference_decoder.h"
+#include "model/runtime/generator.h"
+#include "model/runtime/placement.h"
 #include "tensorpc/cpu_device.h"
 
 namespace tensorpc {

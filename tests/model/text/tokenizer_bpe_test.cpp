@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "model/text/bpe_vocabulary_testing.h"
 #include "model/gguf/gguf.h"
 #include "model/gguf/gguf_writer.h"
+#include "model/text/bpe_vocabulary_testing.h"
 #include "model/text/pretokenize.h"
 #include "model/text/tokenizer.h"
 #include "model/text/tokenizer_gguf.h"
