@@ -14,6 +14,7 @@
 #include "model/runtime/chat_session.h"
 #include "model_setup.h"
 #include "server_process.h"
+#include "tensorpc/chat.h"
 #include "tensorpc/run.h"
 
 #ifndef TENSORPC_BUNDLED_MODEL
@@ -51,10 +52,7 @@ ModelOptions where(const std::vector<std::string>& endpoints, int64_t context_si
 // Two turns with the chat model (greedy), the replies streamed to `out`.
 StatusOr<std::vector<std::string>> converse(std::unique_ptr<LlamaModel> file, const ModelOptions& options,
                                             std::FILE* out) {
-  const Tokenizer& tok = file->tokenizer();
-  TENSORPC_ASSIGN_OR_RETURN(const std::string text, file->file().get_string("tokenizer.chat_template", ""));
-  TENSORPC_ASSIGN_OR_RETURN(ChatTemplate chat_template,
-                            ChatTemplate::detect(text, tok.text(tok.bos()), tok.text(tok.eos())));
+  TENSORPC_ASSIGN_OR_RETURN(ChatTemplate chat_template, choose_template(*file, /*name=*/""));
   TENSORPC_ASSIGN_OR_RETURN(Model model, ModelInternals::open(std::move(file), options));
   ChatSessionOptions chat;
   chat.sampler.temperature = 0;
