@@ -24,6 +24,7 @@
 #include "cpu/kernels_avx2_float_tiles.h"
 #include "cpu/kernels_avx2_quant.h"
 #include "cpu/kernels_portable_quant.h"
+#include "cpu/kernels_tile_loops.h"
 
 namespace tensorpc::cpu {
 namespace {
@@ -51,63 +52,6 @@ void quantize_q8_0(const float* x, void* vy, int64_t n) {
     const __m256i ordered = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), ordered);
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Dot-product kernels for small N.
-
-struct LoadF32 {
-  using T = float;
-  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
-  static float scalar(const float* p) { return *p; }
-};
-struct LoadF16 {
-  using T = uint16_t;
-  static __m256 load(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  static float scalar(const uint16_t* p) { return fp16_to_fp32(*p); }
-};
-
-// ---------------------------------------------------------------------------------------------
-// Register-tiled kernels for larger N.
-
-struct RowsF32 {
-  const void* A;
-  size_t lda;
-  void rows(int64_t i0, int64_t last, int64_t k0, int64_t /*kc*/, const float** out) {
-    for (int r = 0; r < kMR; ++r) out[r] = row_at<float>(A, std::min(i0 + r, last), lda) + k0;
-  }
-};
-struct RowsF16 {
-  const void* A;
-  size_t lda;
-  alignas(32) float buf[kMR][kKC];
-  void rows(int64_t i0, int64_t last, int64_t k0, int64_t kc, const float** out) {
-    for (int r = 0; r < kMR; ++r) {
-      const uint16_t* src = row_at<uint16_t>(A, std::min(i0 + r, last), lda) + k0;
-      int64_t k = 0;
-      for (; k + 8 <= kc; k += 8) _mm256_store_ps(buf[r] + k, LoadF16::load(src + k));
-      for (; k < kc; ++k) buf[r][k] = fp16_to_fp32(src[k]);
-      out[r] = buf[r];
-    }
-  }
-};
-
-void gemm_f32(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
-              size_t ldc) {
-  if (N < kSmallN) return gemm_small_n<LoadF32>(K, M, N, A, lda, B, ldb, C, ldc);
-  RowsF32 src{A, lda};
-  gemm_tiled(src, K, M, N, B, ldb, C, ldc);
-}
-
-void gemm_f16(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
-              size_t ldc) {
-  if (N < kSmallN) return gemm_small_n<LoadF16>(K, M, N, A, lda, B, ldb, C, ldc);
-  auto src = std::make_unique<RowsF16>();
-  src->A = A;
-  src->lda = lda;
-  gemm_tiled(*src, K, M, N, B, ldb, C, ldc);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -167,29 +111,16 @@ void gemm_quant(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, cons
     // with a row about 2 KiB on prefetched (two rows side by side were two streams, and read
     // at about a third of the speed where measured: docs/performance.md).
     const BlockQ8_0* b = row_at<BlockQ8_0>(B, 0, ldb);
-    for (int64_t i = 0; i < M; ++i) {
+    for_each_streamed_row(A, lda, M, [&](int64_t i) {
       const Block* a = row_at<Block>(A, i, lda);
-      prefetch_rows_ahead(A, i, 1, M, lda);
       quant_tile<W, 1, 1>(nb, &a, &b, C + i);
-    }
+    });
     return;
   }
-  constexpr int RA = 2;  // 2 rows x 2 columns: unpacked weights feed two columns, 4 chains
-  float out[2 * RA];
-  for (int64_t i = 0; i < M; i += RA) {
-    const int64_t mr = std::min<int64_t>(RA, M - i);
-    const Block* a[RA];
-    for (int r = 0; r < RA; ++r) a[r] = row_at<Block>(A, i + std::min<int64_t>(r, mr - 1), lda);
-    for (int64_t j = 0; j < N; j += 2) {
-      const int64_t nr = std::min<int64_t>(2, N - j);
-      const BlockQ8_0* b[2] = {row_at<BlockQ8_0>(B, j, ldb), row_at<BlockQ8_0>(B, j + nr - 1, ldb)};
-      if (nr == 1)
-        quant_tile<W, RA, 1>(nb, a, b, out);
-      else
-        quant_tile<W, RA, 2>(nb, a, b, out);
-      store_tile<RA>(out, mr, nr, C + j * ldc + i, ldc);
-    }
-  }
+  // 2 rows x 2 columns: unpacked weights feed two columns, 4 chains
+  gemm_tiles<2, 2, Block, BlockQ8_0>(M, N, A, lda, B, ldb, C, ldc,
+                                     [nb](auto n, const Block* const* a, const BlockQ8_0* const* b, int64_t,
+                                          float* out) { quant_tile<W, 2, n>(nb, a, b, out); });
 }
 
 bool cpu_has_avx2_set() {
@@ -202,7 +133,7 @@ bool cpu_has_avx2_set() {
 
 const KernelTable* avx2_kernels() {
   static const KernelTable table = [] {
-    KernelTable t = {.name = "avx2", .quantize_row_q8_0 = quantize_q8_0, .gemm_f32 = gemm_f32, .gemm_f16 = gemm_f16, .gemm_q8_0 = gemm_quant<Q8Weights>, .gemm_q4_0 = gemm_quant<Q4Weights>};
+    KernelTable t = {.name = "avx2", .quantize_row_q8_0 = quantize_q8_0, .gemm_f32 = gemm_float<LoadF32>, .gemm_f16 = gemm_float<LoadF16>, .gemm_q8_0 = gemm_quant<Q8Weights>, .gemm_q4_0 = gemm_quant<Q4Weights>};
     add_portable_quant_kernels(t);  // the formats this file has no kernels of
     add_avx2_quant_kernels(t);      // then overrides those that have AVX2 kernels
     return t;

@@ -5,18 +5,20 @@
 // Include only from files compiled with -mavx2 -mfma -mf16c. Like aligned.h, everything has
 // internal linkage, so no other instruction set's build of a helper can be linked in.
 //
-// A weight format plugs in twice: a Load (one 8-float vector, and one scalar for the tail of K)
-// for gemm_small_n, and a Rows source (kMR row pointers of f32 for one K slice, converting
-// into its own buffer if needed) for gemm_tiled.
+// A weight format plugs in through a Load: one 8-float vector, and one scalar for the tail of K,
+// from its element type T. gemm_float<Load> picks the kernel by N; the loops around the tiles are
+// kernels_tile_loops.h's, shared with the "avx512" table.
 #pragma once
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstring>
-#include <new>
+#include <memory>
+#include <type_traits>
 
+#include "core/float16.h"
 #include "cpu/aligned.h"
+#include "cpu/kernels_tile_loops.h"
 
 namespace tensorpc::cpu {
 namespace {
@@ -33,6 +35,33 @@ inline float hmax(__m256 v) {
   m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
   return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
 }
+
+struct LoadF32 {
+  using T = float;
+  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+  static float scalar(const float* p) { return *p; }
+};
+struct LoadF16 {
+  using T = uint16_t;
+  static __m256 load(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static float scalar(const uint16_t* p) { return fp16_to_fp32(*p); }
+};
+// bf16 is the top half of an f32: widen to 32 bits and shift left by 16.
+struct LoadBF16 {
+  using T = uint16_t;
+  static __m256 load(const uint16_t* p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+  static float scalar(const uint16_t* p) {
+    const uint32_t bits = uint32_t{*p} << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+};
 
 // ---------------------------------------------------------------------------------------------
 // Dot products for small N: RM weight rows x RN activation columns along K.
@@ -63,32 +92,21 @@ template <typename Load>
 void gemm_small_n(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                   size_t ldc) {
   constexpr int RM = 4;
-  float out[2 * RM];
-  for (int64_t i = 0; i < M; i += RM) {
-    const int64_t mr = std::min<int64_t>(RM, M - i);
-    const typename Load::T* a[RM];
-    for (int r = 0; r < RM; ++r) a[r] = row_at<typename Load::T>(A, i + std::min<int64_t>(r, mr - 1), lda);
-    for (int64_t j = 0; j < N; j += 2) {
-      const int64_t nr = std::min<int64_t>(2, N - j);
-      const float* b[2] = {row_at<float>(B, j, ldb), row_at<float>(B, j + nr - 1, ldb)};
-      if (nr == 1)
-        dot_tile<RM, 1, Load>(K, a, b, out);
-      else
-        dot_tile<RM, 2, Load>(K, a, b, out);
-      for (int64_t c = 0; c < nr; ++c)
-        for (int64_t r = 0; r < mr; ++r) C[(j + c) * ldc + i + r] = out[c * RM + r];
-    }
-  }
+  gemm_tiles<RM, 2, typename Load::T, float>(M, N, A, lda, B, ldb, C, ldc,
+                                             [K](auto n, const typename Load::T* const* a, const float* const* b,
+                                                 int64_t, float* out) { dot_tile<RM, n, Load>(K, a, b, out); });
 }
 
 // ---------------------------------------------------------------------------------------------
 // Register-tiled kernel for larger N.
 
-constexpr int kMR = 6;             // weight rows per micro-kernel (6 x 2 ymm = 12 accumulators)
-constexpr int kPanel = 16;         // activation columns per packed panel (2 ymm)
-constexpr int64_t kKC = 256;       // k-steps per panel slice: 256 x 16 floats = 16 KiB in L1
-constexpr int64_t kMC = 16 * kMR;  // weight rows sharing one panel slice
-constexpr int64_t kSmallN = 4;     // below this, the dot-product kernels win
+// 6 weight rows x 2 ymm per micro-kernel call (12 accumulators); 256 k-steps per slice of a
+// 16-column panel (256 x 16 floats = 16 KiB in L1), shared by 16 calls' rows.
+using Blocking = PanelBlocking<6, 8, 2, 256, 16 * 6>;
+constexpr int kMR = Blocking::MR;
+constexpr int kPanel = Blocking::Panel;
+constexpr int64_t kKC = Blocking::KC;
+constexpr int64_t kSmallN = 4;  // below this, the dot-product kernels win
 
 template <int NV>
 void micro_f32(int64_t kc, const float* const* a, const float* panel, float* tile, bool accumulate) {
@@ -112,48 +130,45 @@ void micro_f32(int64_t kc, const float* const* a, const float* panel, float* til
     for (int v = 0; v < NV; ++v) _mm256_store_ps(tile + r * kPanel + 8 * v, acc[r][v]);
 }
 
-inline AlignedArray<float> pack_panels(int64_t K, int64_t N, const void* B, size_t ldb) {
-  const int64_t npanels = (N + kPanel - 1) / kPanel;
-  auto panels = make_aligned<float>(static_cast<size_t>(npanels * K * kPanel));
-  if (!panels) throw std::bad_alloc();  // the device fails the compute with a Status
-  for (int64_t p = 0; p < npanels; ++p) {
-    float* dst = panels.get() + p * K * kPanel;
-    const int64_t w = std::min<int64_t>(kPanel, N - p * kPanel);
-    if (w < kPanel) std::memset(dst, 0, sizeof(float) * K * kPanel);
-    for (int64_t c = 0; c < w; ++c) {
-      const float* src = row_at<float>(B, p * kPanel + c, ldb);
-      for (int64_t k = 0; k < K; ++k) dst[k * kPanel + c] = src[k];
-    }
-  }
-  return panels;
-}
-
-template <typename Rows>
-void gemm_tiled(Rows& src, int64_t K, int64_t M, int64_t N, const void* B, size_t ldb, float* C, size_t ldc) {
-  const auto panels = pack_panels(K, N, B, ldb);
-  auto tile = make_aligned<float>(kMC * kPanel);
-  if (!tile) throw std::bad_alloc();
-  const float* a[kMR];
-  for (int64_t i0 = 0; i0 < M; i0 += kMC) {
-    const int64_t mc = std::min(kMC, M - i0);
-    for (int64_t j0 = 0; j0 < N; j0 += kPanel) {
-      const int64_t w = std::min<int64_t>(kPanel, N - j0);
-      const float* panel = panels.get() + (j0 / kPanel) * K * kPanel;
-      for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-        const int64_t kc = std::min(kKC, K - k0);
-        for (int64_t ir = 0; ir < mc; ir += kMR) {
-          // Rows past M repeat the last row; their results land in unused tile rows.
-          src.rows(i0 + ir, M - 1, k0, kc, a);
-          if (w > 8)
-            micro_f32<2>(kc, a, panel + k0 * kPanel, tile.get() + ir * kPanel, k0 > 0);
-          else
-            micro_f32<1>(kc, a, panel + k0 * kPanel, tile.get() + ir * kPanel, k0 > 0);
-        }
+// kMR f32 row pointers for one K slice: f32 weights as they are, other types widened by Load
+// into the source's own buffer.
+template <typename Load>
+struct PanelRows {
+  const void* A;
+  size_t lda;
+  const float* ptr[kMR];
+  alignas(32) float buf[std::is_same_v<typename Load::T, float> ? 1 : kMR][kKC];
+  const float* const* rows(int64_t i0, int64_t last, int64_t k0, int64_t kc) {
+    const typename Load::T* src[kMR];
+    tile_rows<kMR>(A, i0, last, lda, src);
+    for (int r = 0; r < kMR; ++r) {
+      if constexpr (std::is_same_v<typename Load::T, float>) {
+        ptr[r] = src[r] + k0;
+      } else {
+        int64_t k = 0;
+        for (; k + 8 <= kc; k += 8) _mm256_store_ps(buf[r] + k, Load::load(src[r] + k0 + k));
+        for (; k < kc; ++k) buf[r][k] = Load::scalar(src[r] + k0 + k);
+        ptr[r] = buf[r];
       }
-      for (int64_t c = 0; c < w; ++c)
-        for (int64_t r = 0; r < mc; ++r) C[(j0 + c) * ldc + i0 + r] = tile[r * kPanel + c];
     }
+    return ptr;
   }
+};
+
+// The GemmFn of weights that Load widens to f32 (kernels.h contract).
+template <typename Load>
+void gemm_float(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
+                size_t ldc) {
+  if (N < kSmallN) return gemm_small_n<Load>(K, M, N, A, lda, B, ldb, C, ldc);
+  auto src = std::make_unique<PanelRows<Load>>();  // 6 KiB of buffer: not on the stack
+  src->A = A;
+  src->lda = lda;
+  gemm_panels<Blocking>(
+      K, M, N, B, ldb, C, ldc,
+      [&](int64_t i0, int64_t last, int64_t k0, int64_t kc) { return src->rows(i0, last, k0, kc); },
+      [](auto nv, const float* const* a, int64_t kc, const float* panel, float* tile, bool accumulate) {
+        micro_f32<nv>(kc, a, panel, tile, accumulate);
+      });
 }
 
 }  // namespace

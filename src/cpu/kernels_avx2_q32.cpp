@@ -26,6 +26,7 @@
 #include "cpu/aligned.h"
 #include "cpu/kernels_avx2_float_tiles.h"
 #include "cpu/kernels_avx2_quant.h"
+#include "cpu/kernels_tile_loops.h"
 
 namespace tensorpc::cpu {
 namespace {
@@ -174,37 +175,20 @@ void gemm_q32(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const 
   if (N == 1) {
     const BlockQ8_0* b = row_at<BlockQ8_0>(B, 0, ldb);
     const ColumnScales cs = scales_of(0);
-    for (int64_t i = 0; i < M; ++i) {
+    for_each_streamed_row(A, lda, M, [&](int64_t i) {
       const Block* a = row_at<Block>(A, i, lda);
-      prefetch_rows_ahead(A, i, 1, M, lda);
       quant_tile<F, 1, 1>(nb, &a, &b, &cs, C + i);
-    }
+    });
     return;
   }
   constexpr int RA = 2, CB = 4;
-  float out[RA * CB];
-  for (int64_t i = 0; i < M; i += RA) {
-    const int64_t mr = std::min<int64_t>(RA, M - i);
-    const Block* a[RA];
-    for (int r = 0; r < RA; ++r) a[r] = row_at<Block>(A, i + std::min<int64_t>(r, mr - 1), lda);
-    for (int64_t j = 0; j < N; j += CB) {
-      const int64_t nr = std::min<int64_t>(CB, N - j);
-      const BlockQ8_0* b[CB];
-      ColumnScales cs[CB];
-      for (int c = 0; c < CB; ++c) {
-        const int64_t col = j + std::min<int64_t>(c, nr - 1);
-        b[c] = row_at<BlockQ8_0>(B, col, ldb);
-        cs[c] = scales_of(col);
-      }
-      switch (nr) {
-        case 1: quant_tile<F, RA, 1>(nb, a, b, cs, out); break;
-        case 2: quant_tile<F, RA, 2>(nb, a, b, cs, out); break;
-        case 3: quant_tile<F, RA, 3>(nb, a, b, cs, out); break;
-        default: quant_tile<F, RA, 4>(nb, a, b, cs, out); break;
-      }
-      store_tile<RA>(out, mr, nr, C + j * ldc + i, ldc);
-    }
-  }
+  gemm_tiles<RA, CB, Block, BlockQ8_0>(
+      M, N, A, lda, B, ldb, C, ldc,
+      [&](auto n, const Block* const* a, const BlockQ8_0* const* b, int64_t j, float* out) {
+        ColumnScales cs[n];
+        for (int c = 0; c < n; ++c) cs[c] = scales_of(std::min<int64_t>(j + c, N - 1));
+        quant_tile<F, RA, n>(nb, a, b, cs, out);
+      });
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 // activations (BlockQ8_K::bsums, or per-block sums of q8_0 activations) without touching the
 // quants again. Floats appear once per block (32 formats) or super-block (K formats).
 //
-// gemm_bf16 is the f16 kernel with a different widening load: bf16 is the top half of an f32.
+// gemm_bf16 is the float machinery of kernels_avx2_float_tiles.h with a bf16 load: bf16 is the top
+// half of an f32, so widening is a 16-bit shift.
 #include "cpu/kernels_avx2_quant.h"
 
 #include "cpu/kernels.h"
@@ -18,7 +19,6 @@
 #include <immintrin.h>
 
 #include <cstring>
-#include <memory>
 
 #include "core/quant.h"
 #include "cpu/kernels_avx2_float_tiles.h"
@@ -70,50 +70,11 @@ void quantize_q8_K(const float* x, void* vy, int64_t n) {
   }
 }
 
-// bf16 -> f32 is a 16-bit left shift into the top half.
-struct LoadBF16 {
-  using T = uint16_t;
-  static __m256 load(const uint16_t* p) {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-  }
-  static float scalar(const uint16_t* p) {
-    const uint32_t bits = uint32_t{*p} << 16;
-    float f;
-    std::memcpy(&f, &bits, sizeof f);
-    return f;
-  }
-};
-
-struct RowsBF16 {
-  const void* A;
-  size_t lda;
-  alignas(32) float buf[kMR][kKC];
-  void rows(int64_t i0, int64_t last, int64_t k0, int64_t kc, const float** out) {
-    for (int r = 0; r < kMR; ++r) {
-      const uint16_t* src = row_at<uint16_t>(A, std::min(i0 + r, last), lda) + k0;
-      int64_t k = 0;
-      for (; k + 8 <= kc; k += 8) _mm256_store_ps(buf[r] + k, LoadBF16::load(src + k));
-      for (; k < kc; ++k) buf[r][k] = LoadBF16::scalar(src + k);
-      out[r] = buf[r];
-    }
-  }
-};
-
-void gemm_bf16(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
-               size_t ldc) {
-  if (N < kSmallN) return gemm_small_n<LoadBF16>(K, M, N, A, lda, B, ldb, C, ldc);
-  auto src = std::make_unique<RowsBF16>();
-  src->A = A;
-  src->lda = lda;
-  gemm_tiled(*src, K, M, N, B, ldb, C, ldc);
-}
-
 }  // namespace
 
 void add_avx2_quant_kernels(KernelTable& t) {
   t.quantize_row_q8_K = quantize_q8_K;
-  t.gemm_bf16 = gemm_bf16;
+  t.gemm_bf16 = gemm_float<LoadBF16>;
   add_avx2_q32_kernels(t);
   add_avx2_qk_kernels(t);
 }

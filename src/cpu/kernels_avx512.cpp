@@ -1,12 +1,13 @@
 // The "avx512" kernel table (AVX-512 F/BW/VL/DQ + VNNI, F16C, FMA), for Sapphire Rapids-class CPUs.
 //
-// gemm_f32/f16 (N large): a register-tiled product that broadcasts weights and loads packed
-//   activations. B is packed once per call into K x 64 column panels; each micro-kernel call
-//   multiplies 6 weight rows by a 64-column panel slice of kKC k-steps (24 zmm accumulators)
-//   and accumulates into a small row-major tile that is transposed into C at the end. Weights
-//   are read straight from their rows (no packing: with N = 64 each weight is used only a few
-//   dozen times, so transposing them would cost as much as the FMAs it feeds).
-// gemm_f32/f16 (N small): dot products along K, four rows at once.
+// gemm_f32/f16 (kernels_avx512_float_tiles.h, as gemm_bf16), N large: a register-tiled product
+//   that broadcasts weights and loads packed activations. B is packed once per call into K x 64
+//   column panels; each micro-kernel call multiplies 6 weight rows by a 64-column panel slice of
+//   128 k-steps (24 zmm accumulators) and accumulates into a small row-major tile that is
+//   transposed into C at the end. Weights are only copied (widened) a slice at a time, not packed:
+//   with N = 64 each weight is used only a few dozen times, so transposing them would cost as much
+//   as the FMAs it feeds.
+// gemm_f32/f16, N small: dot products along K, four rows at once.
 // gemm_q8_0/q4_0: VNNI dot products on 4 blocks per step; decode (N = 1) one weight row at a
 //   time (one read stream), otherwise q4_0 three rows x four columns and q8_0 the tiles of the
 //   VNNI driver of the other block formats (gemm_q8_0_tiles). Activation blocks are re-laid out
@@ -29,9 +30,11 @@
 #include "core/float16.h"
 #include "core/quant.h"
 #include "cpu/aligned.h"
+#include "cpu/kernels_avx512_float_tiles.h"
 #include "cpu/kernels_avx512_quant.h"
 #include "cpu/kernels_avx512_sums.h"
 #include "cpu/kernels_portable_quant.h"
+#include "cpu/kernels_tile_loops.h"
 
 namespace tensorpc::cpu {
 namespace {
@@ -55,209 +58,6 @@ void quantize_q8_0(const float* x, void* vy, int64_t n) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs), _mm512_cvtsepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16), _mm512_cvtsepi32_epi8(q1));
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Dot-product kernels for small N: vectors run along K, RM weight rows x RN activation rows.
-
-__mmask16 tail_mask(int64_t remaining) { return static_cast<__mmask16>((1u << remaining) - 1u); }
-
-struct LoadF32 {
-  static __m512 load(const float* p) { return _mm512_loadu_ps(p); }
-  static __m512 load_masked(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-};
-struct LoadF16 {
-  static __m512 load(const uint16_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-  static __m512 load_masked(const uint16_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
-};
-
-template <int RM, int RN, typename Load, typename T>
-void dot_tile(int64_t K, const T* const* a, const float* const* b, float* out /*[RN][RM]*/) {
-  __m512 acc[RM][RN];
-  for (int r = 0; r < RM; ++r)
-    for (int c = 0; c < RN; ++c) acc[r][c] = _mm512_setzero_ps();
-  int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
-    __m512 bv[RN];
-    for (int c = 0; c < RN; ++c) bv[c] = _mm512_loadu_ps(b[c] + k);
-    for (int r = 0; r < RM; ++r) {
-      const __m512 av = Load::load(a[r] + k);
-      for (int c = 0; c < RN; ++c) acc[r][c] = _mm512_fmadd_ps(av, bv[c], acc[r][c]);
-    }
-  }
-  if (k < K) {
-    const __mmask16 m = tail_mask(K - k);
-    __m512 bv[RN];
-    for (int c = 0; c < RN; ++c) bv[c] = _mm512_maskz_loadu_ps(m, b[c] + k);
-    for (int r = 0; r < RM; ++r) {
-      const __m512 av = Load::load_masked(a[r] + k, m);
-      for (int c = 0; c < RN; ++c) acc[r][c] = _mm512_fmadd_ps(av, bv[c], acc[r][c]);
-    }
-  }
-  for (int c = 0; c < RN; ++c)
-    for (int r = 0; r < RM; ++r) out[c * RM + r] = hsum_ps(acc[r][c]);
-}
-
-template <typename Load, typename T>
-void gemm_small_n(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
-                  size_t ldc) {
-  constexpr int RM = 4;
-  float out[4 * RM];
-  for (int64_t i = 0; i < M; i += RM) {
-    const int64_t mr = std::min<int64_t>(RM, M - i);
-    const T* a[RM];
-    for (int r = 0; r < RM; ++r) a[r] = row_at<T>(A, i + std::min<int64_t>(r, mr - 1), lda);
-    for (int64_t j = 0; j < N; j += 4) {
-      const int64_t nr = std::min<int64_t>(4, N - j);
-      const float* b[4];
-      for (int c = 0; c < 4; ++c) b[c] = row_at<float>(B, j + std::min<int64_t>(c, nr - 1), ldb);
-      switch (nr) {
-        case 1: dot_tile<RM, 1, Load>(K, a, b, out); break;
-        case 2: dot_tile<RM, 2, Load>(K, a, b, out); break;
-        case 3: dot_tile<RM, 3, Load>(K, a, b, out); break;
-        default: dot_tile<RM, 4, Load>(K, a, b, out); break;
-      }
-      for (int64_t c = 0; c < nr; ++c)
-        for (int64_t r = 0; r < mr; ++r) C[(j + c) * ldc + i + r] = out[c * RM + r];
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Register-tiled kernels for larger N.
-
-constexpr int kMR = 6;             // weight rows per micro-kernel (6 x 4 zmm = 24 accumulators)
-constexpr int kPanel = 64;         // activation columns per packed panel (4 zmm)
-constexpr int64_t kKC = 128;       // k-steps per panel slice: 128 x 64 floats = 32 KiB in L1
-constexpr int64_t kMC = 16 * kMR;  // weight rows sharing one panel slice
-constexpr int64_t kSmallN = 8;     // below this, the dot-product kernels win
-
-// tile[r][0..16*NV) (+)= sum_{k<kc} a[r][k] * panel[k][...]
-template <int NV>
-void micro_f32(int64_t kc, const float* const* a, const float* panel, float* tile, bool accumulate) {
-  __m512 acc[kMR][NV];
-  for (int r = 0; r < kMR; ++r)
-    for (int v = 0; v < NV; ++v)
-      acc[r][v] = accumulate ? _mm512_load_ps(tile + r * kPanel + 16 * v) : _mm512_setzero_ps();
-  const float* a0 = a[0];
-  const float* a1 = a[1];
-  const float* a2 = a[2];
-  const float* a3 = a[3];
-  const float* a4 = a[4];
-  const float* a5 = a[5];
-  for (int64_t k = 0; k < kc; ++k, panel += kPanel) {
-    if ((k & 15) == 0) {
-      // The same rows' next slice is needed kMC/kMR calls from now; start pulling it into L2
-      // (weights stream from DRAM in short per-row runs the hardware prefetcher misses).
-      for (int r = 0; r < kMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(a[r] + k + kKC), _MM_HINT_T1);
-    }
-    __m512 bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(panel + 16 * v);
-    const float av[kMR] = {a0[k], a1[k], a2[k], a3[k], a4[k], a5[k]};
-    for (int r = 0; r < kMR; ++r) {
-      const __m512 ar = _mm512_set1_ps(av[r]);
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
-    }
-  }
-  for (int r = 0; r < kMR; ++r)
-    for (int v = 0; v < NV; ++v) _mm512_store_ps(tile + r * kPanel + 16 * v, acc[r][v]);
-}
-
-void run_micro_f32(int nv, int64_t kc, const float* const* a, const float* panel, float* tile, bool accumulate) {
-  switch (nv) {
-    case 1: micro_f32<1>(kc, a, panel, tile, accumulate); break;
-    case 2: micro_f32<2>(kc, a, panel, tile, accumulate); break;
-    case 3: micro_f32<3>(kc, a, panel, tile, accumulate); break;
-    default: micro_f32<4>(kc, a, panel, tile, accumulate); break;
-  }
-}
-
-// panels[p][k][0..64): column p*64 + c of the panel is activation row j = p*64 + c, zero-padded.
-AlignedArray<float> pack_panels(int64_t K, int64_t N, const void* B, size_t ldb) {
-  const int64_t npanels = (N + kPanel - 1) / kPanel;
-  auto panels = make_aligned<float>(static_cast<size_t>(npanels * K * kPanel));
-  if (!panels) throw std::bad_alloc();  // the device fails the compute with a Status
-  for (int64_t p = 0; p < npanels; ++p) {
-    float* dst = panels.get() + p * K * kPanel;
-    const int64_t w = std::min<int64_t>(kPanel, N - p * kPanel);
-    if (w < kPanel) std::memset(dst, 0, sizeof(float) * K * kPanel);
-    // 16 columns x 16 k at a time through a small transpose buffer keeps both sides sequential.
-    for (int64_t c0 = 0; c0 < w; c0 += 16) {
-      const int64_t cw = std::min<int64_t>(16, w - c0);
-      for (int64_t k = 0; k < K; ++k) {
-        float* d = dst + k * kPanel + c0;
-        for (int64_t c = 0; c < cw; ++c) d[c] = row_at<float>(B, p * kPanel + c0 + c, ldb)[k];
-      }
-    }
-  }
-  return panels;
-}
-
-// Supplies kMR weight-row pointers (as f32) for rows [i0, i0 + kMR) and k in [k0, k0 + kc).
-struct RowsF32 {
-  const void* A;
-  size_t lda;
-  void rows(int64_t i0, int64_t last, int64_t k0, int64_t /*kc*/, const float** out) {
-    for (int r = 0; r < kMR; ++r) out[r] = row_at<float>(A, std::min(i0 + r, last), lda) + k0;
-  }
-};
-struct RowsF16 {
-  const void* A;
-  size_t lda;
-  alignas(64) float buf[kMR][kKC];  // rows widened to f32 just before use
-  void rows(int64_t i0, int64_t last, int64_t k0, int64_t kc, const float** out) {
-    for (int r = 0; r < kMR; ++r) {
-      const uint16_t* src = row_at<uint16_t>(A, std::min(i0 + r, last), lda) + k0;
-      int64_t k = 0;
-      for (; k + 16 <= kc; k += 16) _mm512_store_ps(buf[r] + k, LoadF16::load(src + k));
-      if (k < kc) _mm512_store_ps(buf[r] + k, LoadF16::load_masked(src + k, tail_mask(kc - k)));
-      out[r] = buf[r];
-    }
-  }
-};
-
-template <typename Rows>
-void gemm_tiled(Rows& src, int64_t K, int64_t M, int64_t N, const void* B, size_t ldb, float* C, size_t ldc) {
-  const auto panels = pack_panels(K, N, B, ldb);
-  auto tile = make_aligned<float>(kMC * kPanel);
-  if (!tile) throw std::bad_alloc();
-  const float* a[kMR];
-  for (int64_t i0 = 0; i0 < M; i0 += kMC) {
-    const int64_t mc = std::min(kMC, M - i0);
-    for (int64_t j0 = 0; j0 < N; j0 += kPanel) {
-      const int64_t w = std::min<int64_t>(kPanel, N - j0);
-      const int nv = static_cast<int>((w + 15) / 16);
-      const float* panel = panels.get() + (j0 / kPanel) * K * kPanel;
-      for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-        const int64_t kc = std::min(kKC, K - k0);
-        for (int64_t ir = 0; ir < mc; ir += kMR) {
-          // Rows past M repeat the last row; their results land in unused tile rows.
-          src.rows(i0 + ir, M - 1, k0, kc, a);
-          run_micro_f32(nv, kc, a, panel + k0 * kPanel, tile.get() + ir * kPanel, k0 > 0);
-        }
-      }
-      for (int64_t c = 0; c < w; ++c)
-        for (int64_t r = 0; r < mc; ++r) C[(j0 + c) * ldc + i0 + r] = tile[r * kPanel + c];
-    }
-  }
-}
-
-void gemm_f32(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
-              size_t ldc) {
-  if (N < kSmallN) return gemm_small_n<LoadF32, float>(K, M, N, A, lda, B, ldb, C, ldc);
-  RowsF32 src{A, lda};
-  gemm_tiled(src, K, M, N, B, ldb, C, ldc);
-}
-
-void gemm_f16(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
-              size_t ldc) {
-  if (N < kSmallN) return gemm_small_n<LoadF16, uint16_t>(K, M, N, A, lda, B, ldb, C, ldc);
-  auto src = std::make_unique<RowsF16>();
-  src->A = A;
-  src->lda = lda;
-  gemm_tiled(*src, K, M, N, B, ldb, C, ldc);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -413,34 +213,20 @@ __attribute__((noinline)) void quant_tile(int64_t nb, const uint8_t* const* a, c
   hsum_each<CB * RA>(flat, out);
 }
 
-// quant_tile for the last nr (< CB) activation rows too.
-template <typename Kernel, int RA, int CB>
-void quant_tile_upto(int64_t nr, int64_t nb, const uint8_t* const* a, const uint8_t* const* pf,
-                     const typename Kernel::Prepared* const* b, float* out) {
-  if constexpr (CB > 1) {
-    if (nr < CB) return quant_tile_upto<Kernel, RA, CB - 1>(nr, nb, a, pf, b, out);
-  }
-  quant_tile<Kernel, RA, CB>(nb, a, pf, b, out);
-}
-
 template <typename Kernel, int RA, int CB>
 void quant_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size_t lda,
                 const typename Kernel::Prepared* prepared, int64_t groups, float* C, size_t ldc) {
-  const int64_t mr = std::min<int64_t>(RA, M - i);
   const uint8_t* a[RA];
   const uint8_t* next[RA];
-  const int64_t ahead = prefetch_row(i, RA, M, lda);
-  for (int r = 0; r < RA; ++r) {
-    a[r] = row_at<uint8_t>(A, i + std::min<int64_t>(r, mr - 1), lda);
-    next[r] = row_at<uint8_t>(A, std::min(ahead + r, M - 1), lda);
-  }
+  tile_rows<RA>(A, i, M - 1, lda, a);
+  tile_rows<RA>(A, prefetch_row(i, RA, M, lda), M - 1, lda, next);
   float out[CB * RA];
   for (int64_t j = 0; j < N; j += CB) {
     const int64_t nr = std::min<int64_t>(CB, N - j);
     const typename Kernel::Prepared* b[CB];
-    for (int c = 0; c < CB; ++c) b[c] = prepared + (j + std::min<int64_t>(c, nr - 1)) * groups;
-    quant_tile_upto<Kernel, RA, CB>(nr, nb, a, next, b, out);
-    store_tile<RA>(out, mr, nr, C + j * ldc + i, ldc);
+    tile_rows<CB>(prepared, j, N - 1, groups * sizeof(typename Kernel::Prepared), b);
+    with_count<CB>(nr, [&](auto n) { quant_tile<Kernel, RA, n>(nb, a, next, b, out); });
+    store_tile<RA>(out, std::min<int64_t>(RA, M - i), nr, C + j * ldc + i, ldc);
   }
 }
 
@@ -496,7 +282,7 @@ bool cpu_has_avx512_set() {
 
 const KernelTable* avx512_kernels() {
   static const KernelTable table = [] {
-    KernelTable t = {.name = "avx512", .quantize_row_q8_0 = quantize_q8_0, .gemm_f32 = gemm_f32, .gemm_f16 = gemm_f16, .gemm_q8_0 = gemm_q8_0, .gemm_q4_0 = gemm_quant<Q4Kernel>};
+    KernelTable t = {.name = "avx512", .quantize_row_q8_0 = quantize_q8_0, .gemm_f32 = gemm_float<LoadF32>, .gemm_f16 = gemm_float<LoadF16>, .gemm_q8_0 = gemm_q8_0, .gemm_q4_0 = gemm_quant<Q4Kernel>};
     add_portable_quant_kernels(t);  // the formats this file has no kernels of
     add_avx512_quant_kernels(t);    // ... and replaces them with this table's own
     return t;

@@ -34,6 +34,7 @@
 #include "core/quant.h"
 #include "cpu/aligned.h"
 #include "cpu/kernels_avx512_float_tiles.h"
+#include "cpu/kernels_tile_loops.h"
 
 namespace tensorpc::cpu {
 namespace {
@@ -286,27 +287,13 @@ __attribute__((noinline)) void codes_tile(int64_t nb, const uint8_t* const* a, c
   hsum_each<CB * RA>(flat, out);
 }
 
-// codes_tile for the last nr (< CB) activation rows too.
-template <typename Format, int RA, int CB, bool kCached>
-void codes_tile_upto(int64_t nr, int64_t nb, const uint8_t* const* a, const uint8_t* const* pf, const GroupScales* sc,
-                     const PreparedGroup* const* b, float* out) {
-  if constexpr (CB > 1) {
-    if (nr < CB) return codes_tile_upto<Format, RA, CB - 1, kCached>(nr, nb, a, pf, sc, b, out);
-  }
-  codes_tile<Format, RA, CB, kCached>(nb, a, pf, sc, b, out);
-}
-
 template <typename Format, int RA, int CB>
 void codes_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size_t lda, const PreparedGroup* prepared,
                 int64_t groups, float* C, size_t ldc) {
-  const int64_t mr = std::min<int64_t>(RA, M - i);
   const uint8_t* a[RA];
   const uint8_t* next[RA];
-  const int64_t ahead = prefetch_row(i, RA, M, lda);
-  for (int r = 0; r < RA; ++r) {
-    a[r] = row_at<uint8_t>(A, i + std::min<int64_t>(r, mr - 1), lda);
-    next[r] = row_at<uint8_t>(A, std::min(ahead + r, M - 1), lda);
-  }
+  tile_rows<RA>(A, i, M - 1, lda, a);
+  tile_rows<RA>(A, prefetch_row(i, RA, M, lda), M - 1, lda, next);
   // Formats whose scales cost much to unpack work them out once per row when more than one
   // tile of activation rows will use them.
   const bool cached = Format::kCacheScales && CB > 1 && N > CB;
@@ -327,12 +314,14 @@ void codes_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size
   for (int64_t j = 0; j < N; j += CB) {
     const int64_t nr = std::min<int64_t>(CB, N - j);
     const PreparedGroup* b[CB];
-    for (int c = 0; c < CB; ++c) b[c] = prepared + (j + std::min<int64_t>(c, nr - 1)) * groups;
-    if (cached)
-      codes_tile_upto<Format, RA, CB, Format::kCacheScales>(nr, nb, a, next, sc, b, out);
-    else
-      codes_tile_upto<Format, RA, CB, false>(nr, nb, a, next, sc, b, out);
-    store_tile<RA>(out, mr, nr, C + j * ldc + i, ldc);
+    tile_rows<CB>(prepared, j, N - 1, groups * sizeof(PreparedGroup), b);
+    with_count<CB>(nr, [&](auto n) {
+      if (cached)
+        codes_tile<Format, RA, n, Format::kCacheScales>(nb, a, next, sc, b, out);
+      else
+        codes_tile<Format, RA, n, false>(nb, a, next, sc, b, out);
+    });
+    store_tile<RA>(out, std::min<int64_t>(RA, M - i), nr, C + j * ldc + i, ldc);
   }
 }
 

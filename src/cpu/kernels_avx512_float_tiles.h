@@ -7,10 +7,8 @@
 // linked in.
 //
 // A weight format plugs in through a Load: one 16-float vector (whole or masked) from its
-// element type T. gemm_float<Load> picks the kernel by N.
-//
-// kernels_avx512.cpp still holds its own copy of this code for f32/f16; it should include this
-// header instead.
+// element type T. gemm_float<Load> picks the kernel by N; the loops around the tiles are
+// kernels_tile_loops.h's, shared with the "avx2" table.
 #pragma once
 
 #include <immintrin.h>
@@ -22,6 +20,7 @@
 
 #include "cpu/aligned.h"
 #include "cpu/kernels_avx512_sums.h"
+#include "cpu/kernels_tile_loops.h"
 
 namespace tensorpc::cpu {
 namespace {
@@ -82,38 +81,24 @@ void dot_tile(int64_t K, const typename Load::T* const* a, const float* const* b
 template <typename Load>
 void gemm_small_n(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                   size_t ldc) {
-  using T = typename Load::T;
   constexpr int RM = 4;
-  float out[4 * RM];
-  for (int64_t i = 0; i < M; i += RM) {
-    const int64_t mr = std::min<int64_t>(RM, M - i);
-    const T* a[RM];
-    for (int r = 0; r < RM; ++r) a[r] = row_at<T>(A, i + std::min<int64_t>(r, mr - 1), lda);
-    for (int64_t j = 0; j < N; j += 4) {
-      const int64_t nr = std::min<int64_t>(4, N - j);
-      const float* b[4];
-      for (int c = 0; c < 4; ++c) b[c] = row_at<float>(B, j + std::min<int64_t>(c, nr - 1), ldb);
-      switch (nr) {
-        case 1: dot_tile<RM, 1, Load>(K, a, b, out); break;
-        case 2: dot_tile<RM, 2, Load>(K, a, b, out); break;
-        case 3: dot_tile<RM, 3, Load>(K, a, b, out); break;
-        default: dot_tile<RM, 4, Load>(K, a, b, out); break;
-      }
-      for (int64_t c = 0; c < nr; ++c)
-        for (int64_t r = 0; r < mr; ++r) C[(j + c) * ldc + i + r] = out[c * RM + r];
-    }
-  }
+  gemm_tiles<RM, 4, typename Load::T, float>(M, N, A, lda, B, ldb, C, ldc,
+                                             [K](auto n, const typename Load::T* const* a, const float* const* b,
+                                                 int64_t, float* out) { dot_tile<RM, n, Load>(K, a, b, out); });
 }
 
 // ---------------------------------------------------------------------------------------------
 // Register-tiled kernel for larger N: B packed once per call into K x 64 column panels; each
 // micro-kernel call multiplies 6 weight rows (widened to f32 just before use) by a panel slice.
 
-constexpr int kTileMR = 6;                 // weight rows per micro-kernel (24 zmm accumulators)
-constexpr int kTilePanel = 64;             // activation columns per packed panel (4 zmm)
-constexpr int64_t kTileKC = 128;           // k-steps per panel slice: 32 KiB of panel in L1
-constexpr int64_t kTileMC = 16 * kTileMR;  // weight rows sharing one panel slice
-constexpr int64_t kTileSmallN = 8;         // below this, the dot-product kernels win
+// 6 weight rows x 4 zmm per micro-kernel call (24 accumulators); 128 k-steps per slice of a
+// 64-column panel (32 KiB in L1), shared by 16 calls' rows.
+using TileBlocking = PanelBlocking<6, 16, 4, 128, 16 * 6>;
+constexpr int kTileMR = TileBlocking::MR;
+constexpr int kTilePanel = TileBlocking::Panel;
+constexpr int64_t kTileKC = TileBlocking::KC;
+constexpr int64_t kTileMC = TileBlocking::MC;
+constexpr int64_t kTileSmallN = 8;  // below this, the dot-product kernels win
 
 template <int NV>
 void micro_tile(int64_t kc, const float (*a)[kTileKC], const float* panel, float* tile, bool accumulate) {
@@ -133,23 +118,6 @@ void micro_tile(int64_t kc, const float (*a)[kTileKC], const float* panel, float
     for (int v = 0; v < NV; ++v) _mm512_store_ps(tile + r * kTilePanel + 16 * v, acc[r][v]);
 }
 
-// panels[p][k][0..64): column c of panel p is activation row p*64 + c, zero-padded.
-inline AlignedArray<float> pack_panels(int64_t K, int64_t N, const void* B, size_t ldb) {
-  const int64_t npanels = (N + kTilePanel - 1) / kTilePanel;
-  auto panels = make_aligned<float>(static_cast<size_t>(npanels * K * kTilePanel));
-  if (!panels) throw std::bad_alloc();  // the device fails the compute with a Status
-  for (int64_t p = 0; p < npanels; ++p) {
-    float* dst = panels.get() + p * K * kTilePanel;
-    const int64_t w = std::min<int64_t>(kTilePanel, N - p * kTilePanel);
-    if (w < kTilePanel) std::memset(dst, 0, sizeof(float) * K * kTilePanel);
-    for (int64_t c = 0; c < w; ++c) {
-      const float* src = row_at<float>(B, p * kTilePanel + c, ldb);
-      for (int64_t k = 0; k < K; ++k) dst[k * kTilePanel + c] = src[k];
-    }
-  }
-  return panels;
-}
-
 // kTileMR rows [i0, i0 + kTileMR) (rows past `last` repeat it), k in [k0, k0 + kc), as f32.
 template <typename Load>
 void widen_rows(const void* A, size_t lda, int64_t i0, int64_t last, int64_t k0, int64_t kc, float (*buf)[kTileKC]) {
@@ -164,43 +132,20 @@ void widen_rows(const void* A, size_t lda, int64_t i0, int64_t last, int64_t k0,
 }
 
 template <typename Load>
-void gemm_tiled(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
-                size_t ldc) {
-  const auto panels = pack_panels(K, N, B, ldb);
-  auto tile = make_aligned<float>(kTileMC * kTilePanel);
-  auto rows = make_aligned<float[kTileKC]>(kTileMR);
-  if (!tile || !rows) throw std::bad_alloc();
-  for (int64_t i0 = 0; i0 < M; i0 += kTileMC) {
-    const int64_t mc = std::min(kTileMC, M - i0);
-    for (int64_t j0 = 0; j0 < N; j0 += kTilePanel) {
-      const int64_t w = std::min<int64_t>(kTilePanel, N - j0);
-      const float* panel = panels.get() + (j0 / kTilePanel) * K * kTilePanel;
-      for (int64_t k0 = 0; k0 < K; k0 += kTileKC) {
-        const int64_t kc = std::min(kTileKC, K - k0);
-        for (int64_t ir = 0; ir < mc; ir += kTileMR) {
-          // Rows past M repeat the last row; their results land in unused tile rows.
-          widen_rows<Load>(A, lda, i0 + ir, M - 1, k0, kc, rows.get());
-          float* t = tile.get() + ir * kTilePanel;
-          const float* p = panel + k0 * kTilePanel;
-          switch ((w + 15) / 16) {
-            case 1: micro_tile<1>(kc, rows.get(), p, t, k0 > 0); break;
-            case 2: micro_tile<2>(kc, rows.get(), p, t, k0 > 0); break;
-            case 3: micro_tile<3>(kc, rows.get(), p, t, k0 > 0); break;
-            default: micro_tile<4>(kc, rows.get(), p, t, k0 > 0); break;
-          }
-        }
-      }
-      for (int64_t c = 0; c < w; ++c)
-        for (int64_t r = 0; r < mc; ++r) C[(j0 + c) * ldc + i0 + r] = tile[r * kTilePanel + c];
-    }
-  }
-}
-
-template <typename Load>
 void gemm_float(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                 size_t ldc) {
   if (N < kTileSmallN) return gemm_small_n<Load>(K, M, N, A, lda, B, ldb, C, ldc);
-  gemm_tiled<Load>(K, M, N, A, lda, B, ldb, C, ldc);
+  auto rows = make_aligned<float[kTileKC]>(kTileMR);
+  if (!rows) throw std::bad_alloc();
+  gemm_panels<TileBlocking>(
+      K, M, N, B, ldb, C, ldc,
+      [&](int64_t i0, int64_t last, int64_t k0, int64_t kc) {
+        widen_rows<Load>(A, lda, i0, last, k0, kc, rows.get());
+        return static_cast<const float(*)[kTileKC]>(rows.get());
+      },
+      [](auto nv, const float(*a)[kTileKC], int64_t kc, const float* panel, float* tile, bool accumulate) {
+        micro_tile<nv>(kc, a, panel, tile, accumulate);
+      });
 }
 
 }  // namespace
