@@ -11,7 +11,6 @@
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -24,6 +23,7 @@
 #include "cpu/kernels_avx2_float_tiles.h"
 #include "cpu/kernels_avx2_quant.h"
 #include "cpu/kernels_portable_quant.h"
+#include "cpu/kernels_table_setup.h"
 #include "cpu/kernels_tile_loops.h"
 
 namespace tensorpc::cpu {
@@ -123,23 +123,24 @@ void gemm_quant(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, cons
                                           float* out) { quant_tile<W, 2, n>(nb, a, b, out); });
 }
 
-bool cpu_has_avx2_set() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-  return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
+bool cpu_has_avx2_set() { return cpu_has_f16c() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 }  // namespace
 
 const KernelTable* avx2_kernels() {
-  static const KernelTable table = [] {
-    KernelTable t = {.name = "avx2", .quantize_row_q8_0 = quantize_q8_0, .gemm_f32 = gemm_float<LoadF32>, .gemm_f16 = gemm_float<LoadF16>, .gemm_q8_0 = gemm_quant<Q8Weights>, .gemm_q4_0 = gemm_quant<Q4Weights>};
-    add_portable_quant_kernels(t);  // the formats this file has no kernels of
-    add_avx2_quant_kernels(t);      // then overrides those that have AVX2 kernels
-    return t;
-  }();
-  static const bool supported = cpu_has_avx2_set();
-  return supported ? &table : nullptr;
+  return table_if_supported(
+      [] {
+        KernelTable t = {.name = "avx2",
+                         .quantize_row_q8_0 = quantize_q8_0,
+                         .gemm_f32 = gemm_float<LoadF32>,
+                         .gemm_f16 = gemm_float<LoadF16>,
+                         .gemm_q8_0 = gemm_quant<Q8Weights>,
+                         .gemm_q4_0 = gemm_quant<Q4Weights>};
+        add_portable_quant_kernels(t);  // the formats this file has no kernels of
+        add_avx2_quant_kernels(t);      // then overrides those that have AVX2 kernels
+        return t;
+      },
+      cpu_has_avx2_set);
 }
 
 }  // namespace tensorpc::cpu

@@ -26,6 +26,7 @@
 #include "cpu/aligned.h"
 #include "cpu/kernels_avx2_float_tiles.h"
 #include "cpu/kernels_avx2_quant.h"
+#include "cpu/kernels_table_setup.h"
 #include "cpu/kernels_tile_loops.h"
 
 namespace tensorpc::cpu {
@@ -194,10 +195,8 @@ void gemm_q32(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const 
 }  // namespace
 
 void add_avx2_q32_kernels(KernelTable& t) {
-  t.gemm_q4_1 = gemm_q32<Q4_1>;
-  t.gemm_q5_0 = gemm_q32<Q5_0>;
-  t.gemm_q5_1 = gemm_q32<Q5_1>;
-  t.gemm_iq4_nl = gemm_q32<IQ4_NL>;
+  set_blocks32_gemms<Q4_1, Q5_0, Q5_1, IQ4_NL>(t,
+                                               [](auto f) -> GemmFn { return gemm_q32<typename decltype(f)::type>; });
 }
 
 }  // namespace tensorpc::cpu

@@ -35,6 +35,7 @@
 #include "cpu/aligned.h"
 #include "cpu/kernels_avx2_float_tiles.h"
 #include "cpu/kernels_avx2_quant.h"
+#include "cpu/kernels_table_setup.h"
 #include "cpu/kernels_tile_loops.h"
 
 namespace tensorpc::cpu {
@@ -329,12 +330,8 @@ __attribute__((flatten)) void gemm_k(int64_t K, int64_t M, int64_t N, const void
 }  // namespace
 
 void add_avx2_qk_kernels(KernelTable& t) {
-  t.gemm_q2_K = gemm_k<Q2K>;
-  t.gemm_q3_K = gemm_k<Q3K>;
-  t.gemm_q4_K = gemm_k<Q4K>;
-  t.gemm_q5_K = gemm_k<Q5K>;
-  t.gemm_q6_K = gemm_k<Q6K>;
-  t.gemm_iq4_xs = gemm_k<IQ4XS>;
+  set_superblock_gemms<Q2K, Q3K, Q4K, Q5K, Q6K, IQ4XS>(
+      t, [](auto f) -> GemmFn { return gemm_k<typename decltype(f)::type>; });
 }
 
 }  // namespace tensorpc::cpu

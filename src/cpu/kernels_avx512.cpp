@@ -20,7 +20,6 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && \
     defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
 
-#include <cpuid.h>
 #include "cpu/immintrin_quiet.h"
 
 #include <algorithm>
@@ -34,6 +33,7 @@
 #include "cpu/kernels_avx512_quant.h"
 #include "cpu/kernels_avx512_sums.h"
 #include "cpu/kernels_portable_quant.h"
+#include "cpu/kernels_table_setup.h"
 #include "cpu/kernels_tile_loops.h"
 
 namespace tensorpc::cpu {
@@ -271,9 +271,7 @@ void gemm_q8_0(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const
 }
 
 bool cpu_has_avx512_set() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-  return f16c && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f") &&
+  return cpu_has_f16c() && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f") &&
          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
 }
@@ -281,14 +279,19 @@ bool cpu_has_avx512_set() {
 }  // namespace
 
 const KernelTable* avx512_kernels() {
-  static const KernelTable table = [] {
-    KernelTable t = {.name = "avx512", .quantize_row_q8_0 = quantize_q8_0, .gemm_f32 = gemm_float<LoadF32>, .gemm_f16 = gemm_float<LoadF16>, .gemm_q8_0 = gemm_q8_0, .gemm_q4_0 = gemm_quant<Q4Kernel>};
-    add_portable_quant_kernels(t);  // the formats this file has no kernels of
-    add_avx512_quant_kernels(t);    // ... and replaces them with this table's own
-    return t;
-  }();
-  static const bool supported = cpu_has_avx512_set();
-  return supported ? &table : nullptr;
+  return table_if_supported(
+      [] {
+        KernelTable t = {.name = "avx512",
+                         .quantize_row_q8_0 = quantize_q8_0,
+                         .gemm_f32 = gemm_float<LoadF32>,
+                         .gemm_f16 = gemm_float<LoadF16>,
+                         .gemm_q8_0 = gemm_q8_0,
+                         .gemm_q4_0 = gemm_quant<Q4Kernel>};
+        add_portable_quant_kernels(t);  // the formats this file has no kernels of
+        add_avx512_quant_kernels(t);    // ... and replaces them with this table's own
+        return t;
+      },
+      cpu_has_avx512_set);
 }
 
 }  // namespace tensorpc::cpu

@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "cpu/kernels_avx512_codes.h"
+#include "cpu/kernels_table_setup.h"
 
 namespace tensorpc::cpu {
 namespace {
@@ -193,10 +194,8 @@ void gemm_q8_0_tiles(int64_t K, int64_t M, int64_t N, const void* A, size_t lda,
 }
 
 void add_avx512_q32_kernels(KernelTable& t) {
-  t.gemm_q4_1 = gemm_codes<Q4_1>;
-  t.gemm_q5_0 = gemm_codes<Q5_0>;
-  t.gemm_q5_1 = gemm_codes<Q5_1>;
-  t.gemm_iq4_nl = gemm_codes<IQ4_NL>;
+  set_blocks32_gemms<Q4_1, Q5_0, Q5_1, IQ4_NL>(t,
+                                               [](auto f) -> GemmFn { return gemm_codes<typename decltype(f)::type>; });
 }
 
 }  // namespace tensorpc::cpu

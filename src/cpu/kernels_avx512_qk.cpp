@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "cpu/kernels_avx512_codes.h"
+#include "cpu/kernels_table_setup.h"
 
 namespace tensorpc::cpu {
 namespace {
@@ -282,12 +283,8 @@ struct IQ4XS {
 }  // namespace
 
 void add_avx512_qk_kernels(KernelTable& t) {
-  t.gemm_q2_K = gemm_codes<Q2K>;
-  t.gemm_q3_K = gemm_codes<Q3K>;
-  t.gemm_q4_K = gemm_codes<Q4K>;
-  t.gemm_q5_K = gemm_codes<Q5K>;
-  t.gemm_q6_K = gemm_codes<Q6K>;
-  t.gemm_iq4_xs = gemm_codes<IQ4XS>;
+  set_superblock_gemms<Q2K, Q3K, Q4K, Q5K, Q6K, IQ4XS>(
+      t, [](auto f) -> GemmFn { return gemm_codes<typename decltype(f)::type>; });
 }
 
 }  // namespace tensorpc::cpu

@@ -14,6 +14,7 @@
 #include "cpu/aligned.h"
 #include "cpu/kernels.h"
 #include "cpu/kernels_portable_quant.h"
+#include "cpu/kernels_table_setup.h"
 
 namespace tensorpc::cpu {
 namespace {
@@ -213,16 +214,10 @@ void quantize_q8_K(const float* x, void* y, int64_t n) { quantize_row_q8_K_ref(x
 void add_portable_quant_kernels(KernelTable& t) {
   t.quantize_row_q8_K = quantize_q8_K;
   t.gemm_bf16 = gemm_bf16_portable;
-  t.gemm_q4_1 = gemm_blocks32<BlockQ4_1>;
-  t.gemm_q5_0 = gemm_blocks32<BlockQ5_0>;
-  t.gemm_q5_1 = gemm_blocks32<BlockQ5_1>;
-  t.gemm_iq4_nl = gemm_blocks32<BlockIQ4_NL>;
-  t.gemm_q2_K = gemm_blocks256<BlockQ2_K>;
-  t.gemm_q3_K = gemm_blocks256<BlockQ3_K>;
-  t.gemm_q4_K = gemm_blocks256<BlockQ4_K>;
-  t.gemm_q5_K = gemm_blocks256<BlockQ5_K>;
-  t.gemm_q6_K = gemm_blocks256<BlockQ6_K>;
-  t.gemm_iq4_xs = gemm_blocks256<BlockIQ4_XS>;
+  set_blocks32_gemms<BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockIQ4_NL>(
+      t, [](auto f) -> GemmFn { return gemm_blocks32<typename decltype(f)::type>; });
+  set_superblock_gemms<BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockIQ4_XS>(
+      t, [](auto f) -> GemmFn { return gemm_blocks256<typename decltype(f)::type>; });
 }
 
 }  // namespace tensorpc::cpu
