@@ -88,15 +88,6 @@ void dot_tile(int64_t K, const typename Load::T* const* a, const float* const* b
     }
 }
 
-template <typename Load>
-void gemm_small_n(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
-                  size_t ldc) {
-  constexpr int RM = 4;
-  gemm_tiles<RM, 2, typename Load::T, float>(M, N, A, lda, B, ldb, C, ldc,
-                                             [K](auto n, const typename Load::T* const* a, const float* const* b,
-                                                 int64_t, float* out) { dot_tile<RM, n, Load>(K, a, b, out); });
-}
-
 // ---------------------------------------------------------------------------------------------
 // Register-tiled kernel for larger N.
 
@@ -159,7 +150,13 @@ struct PanelRows {
 template <typename Load>
 void gemm_float(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                 size_t ldc) {
-  if (N < kSmallN) return gemm_small_n<Load>(K, M, N, A, lda, B, ldb, C, ldc);
+  using T = typename Load::T;
+  if (N < kSmallN) {  // dot products: tiles of 4 weight rows x up to 2 activation rows
+    return gemm_tiles<4, 2, T, float>(M, N, A, lda, B, ldb, C, ldc,
+                                      [K](auto n, const T* const* a, const float* const* b, int64_t, float* out) {
+                                        dot_tile<4, n, Load>(K, a, b, out);
+                                      });
+  }
   auto src = std::make_unique<PanelRows<Load>>();  // 6 KiB of buffer: not on the stack
   src->A = A;
   src->lda = lda;

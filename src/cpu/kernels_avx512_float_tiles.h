@@ -78,15 +78,6 @@ void dot_tile(int64_t K, const typename Load::T* const* a, const float* const* b
     for (int r = 0; r < RM; ++r) out[c * RM + r] = hsum_ps(acc[r][c]);
 }
 
-template <typename Load>
-void gemm_small_n(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
-                  size_t ldc) {
-  constexpr int RM = 4;
-  gemm_tiles<RM, 4, typename Load::T, float>(M, N, A, lda, B, ldb, C, ldc,
-                                             [K](auto n, const typename Load::T* const* a, const float* const* b,
-                                                 int64_t, float* out) { dot_tile<RM, n, Load>(K, a, b, out); });
-}
-
 // ---------------------------------------------------------------------------------------------
 // Register-tiled kernel for larger N: B packed once per call into K x 64 column panels; each
 // micro-kernel call multiplies 6 weight rows (widened to f32 just before use) by a panel slice.
@@ -134,7 +125,13 @@ void widen_rows(const void* A, size_t lda, int64_t i0, int64_t last, int64_t k0,
 template <typename Load>
 void gemm_float(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                 size_t ldc) {
-  if (N < kTileSmallN) return gemm_small_n<Load>(K, M, N, A, lda, B, ldb, C, ldc);
+  using T = typename Load::T;
+  if (N < kTileSmallN) {  // dot products: tiles of 4 weight rows x up to 4 activation rows
+    return gemm_tiles<4, 4, T, float>(M, N, A, lda, B, ldb, C, ldc,
+                                      [K](auto n, const T* const* a, const float* const* b, int64_t, float* out) {
+                                        dot_tile<4, n, Load>(K, a, b, out);
+                                      });
+  }
   auto rows = make_aligned<float[kTileKC]>(kTileMR);
   if (!rows) throw std::bad_alloc();
   gemm_panels<TileBlocking>(
