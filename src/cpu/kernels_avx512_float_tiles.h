@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
 
 #include "cpu/aligned.h"
 #include "cpu/kernels_avx512_sums.h"
@@ -91,13 +92,23 @@ constexpr int64_t kTileKC = TileBlocking::KC;
 constexpr int64_t kTileMC = TileBlocking::MC;
 constexpr int64_t kTileSmallN = 8;  // below this, the dot-product kernels win
 
-template <int NV>
-void micro_tile(int64_t kc, const float (*a)[kTileKC], const float* panel, float* tile, bool accumulate) {
+// tile[r][0..16*NV) (+)= sum_{k<kc} a[r][k] * panel[k][...], where a is either kTileMR pointers
+// into f32 weight rows, read in place, or the buffer widen_rows filled.
+template <int NV, typename Rows>
+void micro_tile(int64_t kc, Rows a, const float* panel, float* tile, bool accumulate) {
+  constexpr bool kInPlace = std::is_same_v<Rows, const float* const*>;
   __m512 acc[kTileMR][NV];
   for (int r = 0; r < kTileMR; ++r)
     for (int v = 0; v < NV; ++v)
       acc[r][v] = accumulate ? _mm512_load_ps(tile + r * kTilePanel + 16 * v) : _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k, panel += kTilePanel) {
+    if constexpr (kInPlace) {
+      if ((k & 15) == 0) {
+        // The same rows' next slice is needed kTileMC/kTileMR calls from now; start pulling it into
+        // L2 (weights stream from DRAM in short per-row runs the hardware prefetcher misses).
+        for (int r = 0; r < kTileMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(a[r] + k + kTileKC), _MM_HINT_T1);
+      }
+    }
     __m512 bv[NV];
     for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(panel + 16 * v);
     for (int r = 0; r < kTileMR; ++r) {
@@ -131,6 +142,20 @@ void gemm_float(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, cons
                                       [K](auto n, const T* const* a, const float* const* b, int64_t, float* out) {
                                         dot_tile<4, n, Load>(K, a, b, out);
                                       });
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    // f32 weights need no widening: the micro-kernel reads their rows in place.
+    const float* a[kTileMR];
+    return gemm_panels<TileBlocking>(
+        K, M, N, B, ldb, C, ldc,
+        [&](int64_t i0, int64_t last, int64_t k0, int64_t) {
+          tile_rows<kTileMR>(A, i0, last, lda, a);
+          for (const float*& row : a) row += k0;
+          return static_cast<const float* const*>(a);
+        },
+        [](auto nv, const float* const* rows, int64_t kc, const float* panel, float* tile, bool accumulate) {
+          micro_tile<nv>(kc, rows, panel, tile, accumulate);
+        });
   }
   auto rows = make_aligned<float[kTileKC]>(kTileMR);
   if (!rows) throw std::bad_alloc();
