@@ -4,9 +4,9 @@
 //   that broadcasts weights and loads packed activations. B is packed once per call into K x 64
 //   column panels; each micro-kernel call multiplies 6 weight rows by a 64-column panel slice of
 //   128 k-steps (24 zmm accumulators) and accumulates into a small row-major tile that is
-//   transposed into C at the end. Weights are only copied (widened) a slice at a time, not packed:
-//   with N = 64 each weight is used only a few dozen times, so transposing them would cost as much
-//   as the FMAs it feeds.
+//   transposed into C at the end. Weights are not packed (f32 rows are read in place, f16 rows
+//   widened a slice at a time): with N = 64 each weight is used only a few dozen times, so
+//   transposing them would cost as much as the FMAs it feeds.
 // gemm_f32/f16, N small: dot products along K, four rows at once.
 // gemm_q8_0/q4_0: VNNI dot products on 4 blocks per step; decode (N = 1) one weight row at a
 //   time (one read stream), otherwise q4_0 three rows x four columns and q8_0 the tiles of the
