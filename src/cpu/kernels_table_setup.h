@@ -41,12 +41,15 @@ inline void set_superblock_gemms(KernelTable& t, GemmOf gemm_of) {
 }
 
 // The table build() returns, built on the first call, or null where supported() (asked once) says
-// the running CPU lacks the instruction set. build is a lambda, so each table has its own statics.
+// the running CPU lacks the instruction set; build() then never runs, since code compiled for the
+// set may use its instructions even to fill a struct. build is a lambda, so each table has its
+// own statics.
 template <typename Build>
 inline const KernelTable* table_if_supported(Build build, bool (*supported)()) {
-  static const KernelTable table = build();
   static const bool ok = supported();
-  return ok ? &table : nullptr;
+  if (!ok) return nullptr;
+  static const KernelTable table = build();
+  return &table;
 }
 
 #if defined(__x86_64__) || defined(__i386__)
