@@ -94,8 +94,9 @@ constexpr int64_t kTileSmallN = 8;  // below this, the dot-product kernels win
 
 // tile[r][0..16*NV) (+)= sum_{k<kc} a[r][k] * panel[k][...], where a is either kTileMR pointers
 // into f32 weight rows, read in place, or the buffer widen_rows filled.
+// Kept out of line: inlined into gemm_panels' loops, a partial panel (N = 8 or 16) ran at half speed.
 template <int NV, typename Rows>
-void micro_tile(int64_t kc, Rows a, const float* panel, float* tile, bool accumulate) {
+__attribute__((noinline)) void micro_tile(int64_t kc, Rows a, const float* panel, float* tile, bool accumulate) {
   constexpr bool kInPlace = std::is_same_v<Rows, const float* const*>;
   __m512 acc[kTileMR][NV];
   for (int r = 0; r < kTileMR; ++r)
