@@ -2,6 +2,7 @@
 //   - gemm_f32 at the prefill shapes (N = 64) next to OpenBLAS cblas_sgemm on the same problem;
 //   - the gemm of every weight type at decode (N = 1), reporting the weight bytes streamed per
 //     second (BM_Gemm<TYPE>Decode, the activations quantized inside the timed loop as the op does);
+//   - f32 at batched decode's attention shapes, N = 8 or 16: one partial panel (BM_GemmF32PartialPanel);
 //   - the same gemms at prefill (N = 64, K = M = 4096; BM_Gemm<TYPE>Prefill), and the ceiling of
 //     the VNNI driver most formats' prefill runs on (BM_GemmDriverCeilingPrefill);
 //   - a plain 1 GiB memory-read loop, the bandwidth reference for the decode numbers.
@@ -79,6 +80,29 @@ void BM_CblasSgemmPrefill(benchmark::State& state) {
   }
   set_gemm_counters(state, 2.0 * M * N * K, 4.0 * M * K);
 }
+
+// Batched decode's attention: N = 8 or 16 query rows (one partial 64-column panel) against a head
+// of the f32 KV cache, K the head dim and M the positions (keys), or the other way (values).
+void BM_GemmF32PartialPanel(benchmark::State& state) {
+  const int64_t K = state.range(0), M = state.range(1), N = state.range(2);
+  const auto A = random_floats(M * K, 1);
+  const auto B = random_floats(N * K, 2);
+  std::vector<float> C(M * N);
+  const cpu::KernelTable& t = cpu::best_kernels();
+  state.SetLabel(t.name);
+  for (auto _ : state) {
+    t.gemm_f32(K, M, N, A.data(), K * 4, B.data(), K * 4, C.data(), M);
+    benchmark::DoNotOptimize(C.data());
+  }
+  set_gemm_counters(state, 2.0 * M * N * K, 4.0 * M * K);
+}
+BENCHMARK(BM_GemmF32PartialPanel)
+    ->Args({64, 256, 8})
+    ->Args({256, 64, 8})
+    ->Args({64, 256, 16})
+    ->Args({128, 2048, 8})
+    ->ArgNames({"K", "M", "N"})
+    ->Unit(benchmark::kMicrosecond);
 
 #define PREFILL_SHAPES Args({4096, 4096})->Args({1024, 2816})->Args({2816, 1024})
 BENCHMARK(BM_GemmF32Prefill)->PREFILL_SHAPES->ArgNames({"K", "M"})->Unit(benchmark::kMillisecond);
