@@ -51,8 +51,8 @@ void set_gemm_counters(benchmark::State& state, double flops, double weight_byte
 // ---------------------------------------------------------------------------------------------
 // Prefill: C[64 x M] = B[64 x K] * A[M x K]^T.
 
-void BM_GemmF32Prefill(benchmark::State& state) {
-  const int64_t K = state.range(0), M = state.range(1), N = 64;
+// The table's gemm_f32 on K x M weights and N activation rows, from the cache.
+void run_gemm_f32(benchmark::State& state, int64_t K, int64_t M, int64_t N) {
   const auto A = random_floats(M * K, 1);
   const auto B = random_floats(N * K, 2);
   std::vector<float> C(M * N);
@@ -64,6 +64,8 @@ void BM_GemmF32Prefill(benchmark::State& state) {
   }
   set_gemm_counters(state, 2.0 * M * N * K, 4.0 * M * K);
 }
+
+void BM_GemmF32Prefill(benchmark::State& state) { run_gemm_f32(state, state.range(0), state.range(1), 64); }
 
 void BM_CblasSgemmPrefill(benchmark::State& state) {
   const int64_t K = state.range(0), M = state.range(1), N = 64;
@@ -84,17 +86,7 @@ void BM_CblasSgemmPrefill(benchmark::State& state) {
 // Batched decode's attention: N = 8 or 16 query rows (one partial 64-column panel) against a head
 // of the f32 KV cache, K the head dim and M the positions (keys), or the other way (values).
 void BM_GemmF32PartialPanel(benchmark::State& state) {
-  const int64_t K = state.range(0), M = state.range(1), N = state.range(2);
-  const auto A = random_floats(M * K, 1);
-  const auto B = random_floats(N * K, 2);
-  std::vector<float> C(M * N);
-  const cpu::KernelTable& t = cpu::best_kernels();
-  state.SetLabel(t.name);
-  for (auto _ : state) {
-    t.gemm_f32(K, M, N, A.data(), K * 4, B.data(), K * 4, C.data(), M);
-    benchmark::DoNotOptimize(C.data());
-  }
-  set_gemm_counters(state, 2.0 * M * N * K, 4.0 * M * K);
+  run_gemm_f32(state, state.range(0), state.range(1), state.range(2));
 }
 BENCHMARK(BM_GemmF32PartialPanel)
     ->Args({64, 256, 8})

@@ -49,9 +49,9 @@ ModelOptions where(const std::vector<std::string>& endpoints, int64_t context_si
   return o;
 }
 
-// Two turns with the chat model (greedy), the replies streamed to `out`.
-StatusOr<std::vector<std::string>> converse(std::unique_ptr<LlamaModel> file, const ModelOptions& options,
-                                            std::FILE* out) {
+// Two turns with the chat model at `path` (greedy), the replies streamed to `out`.
+StatusOr<std::vector<std::string>> converse(const std::string& path, const ModelOptions& options, std::FILE* out) {
+  TENSORPC_ASSIGN_OR_RETURN(auto file, LlamaModel::open(path));
   TENSORPC_ASSIGN_OR_RETURN(ChatTemplate chat_template, choose_template(*file, /*name=*/""));
   TENSORPC_ASSIGN_OR_RETURN(Model model, ModelInternals::open(std::move(file), options));
   ChatSessionOptions chat;
@@ -81,20 +81,13 @@ int chat_demo(const std::vector<std::string>& endpoints, std::FILE* out, std::FI
   const std::string path = bundled_chat_model_path();
   std::fprintf(out, "\na chat with %s (byte-level BPE vocabulary, Llama 3 chat template) over the same %zu devices:\n",
                path.c_str(), endpoints.size() * kDevicesPerServer);
-  auto remote_file = LlamaModel::open(path);
-  if (!remote_file.ok()) {
-    std::fprintf(err, "tensorpc demo: %s\n", remote_file.status().to_string().c_str());
-    return 1;
-  }
-  auto remote = converse(std::move(remote_file).value(), where(endpoints, 256), out);
+  auto remote = converse(path, where(endpoints, 256), out);
   if (!remote.ok()) {
     std::fprintf(err, "tensorpc demo: distributed chat: %s\n", remote.status().to_string().c_str());
     return 1;
   }
   std::fprintf(out, "\nthe same chat on the local CPU alone:\n");
-  auto local_file = LlamaModel::open(path);
-  auto local = local_file.ok() ? converse(std::move(local_file).value(), where({}, 256), out)
-                               : StatusOr<std::vector<std::string>>(local_file.status());
+  auto local = converse(path, where({}, 256), out);
   if (!local.ok()) {
     std::fprintf(err, "tensorpc demo: local chat: %s\n", local.status().to_string().c_str());
     return 1;
