@@ -100,9 +100,10 @@ Status Engine::submit(Request request) {
     if (stopping_) return out_of_memory("the server is shutting down");
     const int busy = stats_.active + static_cast<int>(queue_.size());
     if (busy >= options_.parallel + options_.queue) {
-      return out_of_memory("all " + std::to_string(options_.parallel) + " slots are busy and " +
-                         std::to_string(queue_.size()) + " requests wait (--queue " + std::to_string(options_.queue) +
-                         ")");
+      // Requests admitted to a slot leave the queue only at the next step, so
+      // the queue's own length may pass --queue for a moment: say the limits.
+      return out_of_memory("every slot is busy and the queue is full (--parallel " + std::to_string(options_.parallel) +
+                           ", --queue " + std::to_string(options_.queue) + "); try again later");
     }
     queue_.push_back(std::make_unique<Pending>(Pending{std::move(request), Clock::now()}));
     stats_.queued = static_cast<int>(queue_.size());

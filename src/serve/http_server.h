@@ -1,73 +1,39 @@
-// HttpServer: the HTTP face of `tensorpc serve` — the OpenAI-compatible API
-// (/v1/chat/completions, /v1/completions, /v1/models), /health, /metrics in
-// Prometheus' text format, /v1/cluster (where the model lies, for the page)
-// and the web page at / (web_assets.h), over cpp-httplib.
+// HttpServer: the HTTP front of `tensorpc serve`, event-driven on Boost.Beast
+// and Asio. One thread runs the event loop that owns every connection
+// (http_connection.h); a few workers run the routes that cost more than a
+// moment (http_routes.h: tokenizing a prompt, asking the servers for
+// figures). A connection costs memory, not a thread, while it waits; each
+// limit is one setting below, checked before work is done.
 //
-// It listens before the model is loaded: until set_engine() hands it the
-// engine, /health answers 503 with what is being done and the API answers
-// 503 with Retry-After. Every request's body is parsed by
-// openai_request.h; errors take OpenAI's shape ({"error": {...}}) with the
-// status that says whose fault it was. A streamed answer is written by the
-// connection's own thread from what the engine hands over; a client that
-// hangs up has its request cancelled at the engine's next step.
+// It listens before the model is loaded: until set_model() the API answers
+// 503 and /health says what is being done.
 //
-// Ownership: the server borrows the engine (set_engine), which must outlive
-// it; stop() ends listen() and may be called from any thread.
+// Ownership: the server borrows the engine (set_model), which must outlive
+// every request in flight: stop() the server before destroying the engine.
+// stop() ends listen() and may be called from any thread, also before
+// listen() runs.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <vector>
 
-#include "model/text/chat_template.h"
-#include "serve/engine.h"
+#include "serve/http_routes.h"
 #include "tensorpc/status.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace tensorpc::serve {
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;              // 0: any free port (port() says which)
-  std::string api_key;          // empty: no key asked
-  size_t max_body = 4u << 20;   // bytes of a request body at most (413 beyond)
-  std::string model_id;         // the name /v1/models lists and requests may give
-  std::string tls_cert, tls_key;  // both set: HTTPS only
-  int threads = 0;              // connections served at once; 0: 64
-};
-
-// Where each device is and what it holds, for /v1/cluster.
-struct DeviceView {
-  std::string name;
-  std::string endpoint;  // "local" for this process's devices
-  uint32_t index = 0;
-  int64_t first_layer = -1, last_layer = -1;  // -1: no layer
-  bool embedding = false, output = false;
-  uint64_t memory_total = 0, memory_free = 0;
-};
-struct ClusterView {
-  std::string model;
-  int64_t n_layer = 0;
-  int64_t n_ctx = 0;  // per slot
-  int parallel = 0;
-  std::vector<DeviceView> devices;
-};
-
-// What the server needs of the loaded model besides the engine.
-struct ServedModel {
-  Engine* engine = nullptr;
-  std::optional<ChatTemplate> chat_template;  // none: /v1/chat/completions is refused
-  std::string chat_template_error;            // why there is none
-  std::vector<std::string> endpoints;         // the servers, for the per-server metrics
-  std::function<ClusterView()> cluster;       // called per /v1/cluster request
+  int port = 8080;                  // 0: any free port (port() says which)
+  std::string api_key;              // empty: no key asked
+  std::string model_id;             // the name /v1/models lists and requests may give
+  std::string tls_cert, tls_key;    // both set: HTTPS only
+  uint64_t max_body = 4u << 20;     // bytes of a request body at most, whatever its encoding (413 beyond)
+  double header_timeout_s = 10;     // a request's header whole within this from its first byte
+  double keep_alive_timeout_s = 5;  // a connection with no request begun closes after this
+  int max_connections = 1024;       // open at once; beyond, a new one is answered 503 and closed
+  int workers = 0;                  // threads running the routes that are not quick; 0: 4
 };
 
 class HttpServer {
@@ -77,7 +43,8 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds the address; an error names it (in use, no permission, bad certificate).
+  // Binds the address; an error names it (in use, not an address here, a
+  // certificate that cannot be used, too few open files for max_connections).
   Status bind();
   int port() const { return port_; }
   // Serves until stop(); call after bind().
@@ -92,10 +59,10 @@ class HttpServer {
   void set_failed(std::string why);
 
  private:
-  class Routes;
+  class Loop;
   HttpOptions options_;
-  std::unique_ptr<httplib::Server> http_;
-  std::unique_ptr<Routes> routes_;
+  HttpRoutes routes_;
+  std::unique_ptr<Loop> loop_;
   int port_ = 0;
 };
 

@@ -87,9 +87,9 @@ int serve_command(const ServeOptions& o, std::FILE* out, std::FILE* err, std::at
   http.model_id = model_id_of(o);
   http.tls_cert = o.http_cert;
   http.tls_key = o.http_key;
-  // A connection streaming an answer holds its thread: room for every slot,
-  // every queued request, and a few more for /health, /metrics and the page.
-  http.threads = o.parallel + o.queue + 8;
+  http.header_timeout_s = o.header_timeout_s;
+  http.keep_alive_timeout_s = o.keep_alive_timeout_s;
+  http.max_connections = o.max_connections;
   serve::HttpServer server(http);
   if (const Status s = server.bind(); !s.ok()) return fail(s.message());
   std::thread listener([&server] { server.listen(); });
@@ -112,6 +112,27 @@ int serve_command(const ServeOptions& o, std::FILE* out, std::FILE* err, std::at
     fail(s.message());
     return shut_down(1);
   };
+  // Loading cannot stop midway (a file read, a server's answer): a stop asked
+  // meanwhile ends the process, and the servers free what it held as its
+  // connections close.
+  std::atomic<bool> loaded{false};
+  std::thread stop_while_loading([&] {
+    while (!loaded.load() && !stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (loaded.load()) return;
+    std::fprintf(err, "tensorpc serve: stopped while loading the model\n");
+    std::fflush(err);
+    std::fflush(out);
+    std::_Exit(1);
+  });
+  struct LoadWatch {
+    std::atomic<bool>& loaded;
+    std::thread& watcher;
+    void done() {
+      loaded.store(true);
+      if (watcher.joinable()) watcher.join();
+    }
+    ~LoadWatch() { done(); }
+  } load_watch{loaded, stop_while_loading};
   server.set_loading("opening " + o.setup.model);
   auto opened = LlamaModel::open(o.setup.model);
   if (!opened.ok()) {
@@ -163,6 +184,7 @@ int serve_command(const ServeOptions& o, std::FILE* out, std::FILE* err, std::at
     return cluster_of(id, *model, *placement, parallel);
   };
   server.set_model(std::move(served));
+  load_watch.done();
   std::fprintf(out, "serving %s at %s://%s:%d/ (%d slots of %lld positions)\n", http.model_id.c_str(), scheme,
                o.host.c_str(), server.port(), o.parallel, static_cast<long long>(per_slot));
   std::fflush(out);
@@ -201,8 +223,20 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--alias", o->alias, "the model's name in the API (default: the file's name without .gguf)");
   cmd->add_option("--chat-template", o->chat_template,
                   "render conversations with this template family instead of the model's");
-  cmd->add_option("--max-body", o->max_body, "bytes of a request body at most (413 beyond)")
+  cmd->add_option("--max-body", o->max_body, "bytes of a request body at most, whatever its encoding (413 beyond)")
       ->check(whole_number(1024, 1ll << 30))
+      ->capture_default_str();
+  cmd->add_option("--header-timeout", o->header_timeout_s,
+                  "seconds a request's headers may take from its first byte; beyond, the connection closes")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--keep-alive-timeout", o->keep_alive_timeout_s,
+                  "seconds a connection may wait without a request before it closes")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--max-connections", o->max_connections,
+                  "connections open at once; beyond, a new one is answered 503 and closed")
+      ->check(whole_number(1, 1 << 20))
       ->capture_default_str();
   auto* cert = cmd->add_option("--http-tls-cert", o->http_cert, "serve HTTPS with this certificate (PEM)");
   auto* tls_key = cmd->add_option("--http-tls-key", o->http_key, "the private key of --http-tls-cert (PEM)");

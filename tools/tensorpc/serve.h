@@ -33,6 +33,9 @@ struct ServeOptions {
   std::string alias;          // the model's name in the API; empty: the file's name without .gguf
   std::string chat_template;  // --chat-template NAME; empty: the model's
   uint64_t max_body = 4u << 20;
+  double header_timeout_s = 10;     // a request's headers whole within this from its first byte
+  double keep_alive_timeout_s = 5;  // a connection with no request begun closes after this
+  int max_connections = 1024;
   std::string http_cert, http_key;  // HTTPS
 };
 

@@ -1,0 +1,364 @@
+// The routes of `tensorpc serve` (http_routes.h).
+#include "serve/http_routes.h"
+
+#include <openssl/crypto.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "serve/openai_response.h"
+#include "serve/web_assets.h"
+#include "tensorpc/rpc_client.h"
+
+namespace tensorpc::serve {
+namespace {
+
+using json = nlohmann::json;
+
+ApiError api_error(int status, std::string type, std::string code, std::string message) {
+  return ApiError{
+      .status = status, .type = std::move(type), .message = std::move(message), .code = std::move(code), .param = {}};
+}
+
+ApiError unavailable_error(std::string message) {
+  return api_error(503, "server_error", "unavailable", std::move(message));
+}
+
+HttpReply retry_later(const ApiError& e) {
+  HttpReply r = error_reply(e);
+  r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+FinishReason finish_reason(Finish f) { return f == Finish::length ? FinishReason::length : FinishReason::stop; }
+
+std::string request_id(std::string_view prefix) {
+  static std::atomic<uint64_t> counter{0};
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%04llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(counter.fetch_add(1) & 0xffff));
+  return std::string(prefix) + buf;
+}
+
+// The prompt of a request as tokens, or the 400 that refuses it.
+StatusOr<std::vector<int32_t>> prompt_tokens(Endpoint endpoint, CompletionRequest& r, const ServedModel& model,
+                                             std::string* refusal_param) {
+  const Tokenizer& tok = model.engine->model().tokenizer();
+  if (endpoint == Endpoint::chat) {
+    *refusal_param = "messages";
+    TENSORPC_ASSIGN_OR_RETURN(std::string rendered,
+                              model.chat_template->render(r.messages, /*add_generation_prompt=*/true));
+    std::vector<int32_t> tokens = tok.encode(rendered, /*add_special=*/false, /*parse_special=*/true);
+    if (tok.add_bos() && tok.bos() >= 0 && (tokens.empty() || tokens.front() != tok.bos())) {
+      tokens.insert(tokens.begin(), tok.bos());
+    }
+    return tokens;
+  }
+  *refusal_param = "prompt";
+  if (r.prompt_is_tokens) return std::move(r.prompt_tokens);
+  return tok.encode(r.prompt, /*add_special=*/true, /*parse_special=*/false);
+}
+
+// A request's answer, put together from what the engine hands over on its thread.
+struct Exchange {
+  std::shared_ptr<Responder> out;
+  Endpoint endpoint;
+  std::string id, model;
+  int64_t created = 0;
+  bool stream = false, include_usage = false;
+
+  std::mutex mu;
+  std::string text;                 // guarded by mu: the whole text (not streamed) or events not yet sent (streamed)
+  bool started = false;             // guarded by mu: the stream's header and first chunk handed to `out`
+  std::optional<std::string> tail;  // guarded by mu: the stream's last events, once known
+
+  std::string event(std::string_view piece, std::optional<FinishReason> finish) const {
+    return endpoint == Endpoint::chat ? chat_chunk_event(id, created, model, piece, false, finish, include_usage)
+                                      : text_chunk_event(id, created, model, piece, finish, include_usage);
+  }
+  void on_text(std::string_view piece) {
+    std::lock_guard lock(mu);
+    if (!stream) {
+      text += piece;
+    } else if (started) {
+      out->send(event(piece, std::nullopt));
+    } else {
+      text += event(piece, std::nullopt);
+    }
+  }
+  void on_done(const Outcome& o) {
+    const Usage usage{o.prompt_tokens, o.completion_tokens};
+    std::optional<ApiError> failure;
+    if (o.finish == Finish::error) failure = api_error(500, "server_error", "generation_failed", o.status.to_string());
+    if (o.finish == Finish::cancelled) failure = unavailable_error("the server is shutting down");
+    std::lock_guard lock(mu);
+    if (!stream) {
+      if (failure) return out->reply(error_reply(*failure));
+      out->reply(HttpReply{.status = 200,
+                           .content_type = "application/json",
+                           .body = endpoint == Endpoint::chat
+                                       ? chat_completion_json(id, created, model, text, finish_reason(o.finish), usage)
+                                       : text_completion_json(id, created, model, text, finish_reason(o.finish), usage),
+                           .headers = {}});
+      return;
+    }
+    std::string last = failure ? error_event(*failure) : event("", finish_reason(o.finish));
+    if (!failure && include_usage) last += usage_chunk_event(endpoint, id, created, model, usage);
+    last += done_event();
+    if (started) return out->end(std::move(last));
+    tail = std::move(last);
+  }
+  // After submit(): the stream begins, with what the engine said meanwhile.
+  void begin_stream() {
+    std::lock_guard lock(mu);
+    started = true;
+    out->start_events();
+    std::string first =
+        endpoint == Endpoint::chat ? chat_chunk_event(id, created, model, "", true, std::nullopt, include_usage) : "";
+    first += text;
+    text.clear();
+    if (!first.empty()) out->send(std::move(first));
+    if (tail) out->end(std::move(*tail));
+  }
+};
+
+}  // namespace
+
+HttpReply error_reply(const ApiError& e) {
+  return HttpReply{.status = e.status, .content_type = "application/json", .body = error_json(e), .headers = {}};
+}
+
+HttpRoutes::HttpRoutes(std::string model_id, std::string api_key)
+    : model_id_(std::move(model_id)), api_key_(std::move(api_key)) {
+  for (const WebAsset& a : web_assets()) {
+    routes_.push_back({.path = a.path, .get = true, .post = false, .open = true, .quick = true, .label = "page"});
+  }
+  routes_.push_back({.path = "/health", .get = true, .post = false, .open = true, .quick = true, .label = "health"});
+  routes_.push_back(
+      {.path = "/v1/models", .get = true, .post = false, .open = false, .quick = true, .label = "models"});
+  // Both ask the servers for figures: a worker waits for them, not the front.
+  routes_.push_back(
+      {.path = "/metrics", .get = true, .post = false, .open = false, .quick = false, .label = "metrics"});
+  routes_.push_back(
+      {.path = "/v1/cluster", .get = true, .post = false, .open = false, .quick = false, .label = "cluster"});
+  routes_.push_back(
+      {.path = "/v1/chat/completions", .get = false, .post = true, .open = false, .quick = false, .label = "chat"});
+  routes_.push_back(
+      {.path = "/v1/completions", .get = false, .post = true, .open = false, .quick = false, .label = "completions"});
+}
+
+const RouteInfo* HttpRoutes::find(std::string_view path) const {
+  for (const RouteInfo& r : routes_) {
+    if (r.path == path) return &r;
+  }
+  return nullptr;
+}
+
+bool HttpRoutes::authorized(std::string_view authorization) const {
+  if (api_key_.empty()) return true;
+  const std::string want = "Bearer " + api_key_;
+  // Constant time over the key: the comparison does not stop at the first difference.
+  return authorization.size() == want.size() && CRYPTO_memcmp(authorization.data(), want.data(), want.size()) == 0;
+}
+
+void HttpRoutes::count(std::string_view label, int status) {
+  std::lock_guard lock(mu_);
+  ++requests_[{std::string(label), status}];
+}
+
+void HttpRoutes::set_loading(std::string what) {
+  std::lock_guard lock(mu_);
+  loading_ = std::move(what);
+}
+
+void HttpRoutes::set_failed(std::string why) {
+  std::lock_guard lock(mu_);
+  failed_ = std::move(why);
+}
+
+void HttpRoutes::set_model(ServedModel model) {
+  std::lock_guard lock(mu_);
+  model_ = std::move(model);
+  ready_.store(true);
+}
+
+std::optional<ApiError> HttpRoutes::not_ready() const {
+  if (ready_.load()) return std::nullopt;
+  std::lock_guard lock(mu_);
+  if (!failed_.empty()) return unavailable_error("the model failed to load: " + failed_);
+  return unavailable_error("the model is loading: " + loading_);
+}
+
+void HttpRoutes::handle(const RouteInfo& route, HttpRequest request, std::shared_ptr<Responder> out) {
+  const std::string_view path = route.path;
+  if (route.label == "page") {
+    for (const WebAsset& a : web_assets()) {
+      if (a.path == path) {
+        return out->reply(
+            {.status = 200, .content_type = std::string(a.content_type), .body = std::string(a.body), .headers = {}});
+      }
+    }
+  }
+  if (path == "/health") return out->reply(health());
+  if (path == "/v1/models") {
+    return out->reply({.status = 200,
+                       .content_type = "application/json",
+                       .body = models_json(model_id_, started_, "tensorpc"),
+                       .headers = {}});
+  }
+  if (path == "/metrics") {
+    return out->reply(
+        {.status = 200, .content_type = "text/plain; version=0.0.4; charset=utf-8", .body = metrics(), .headers = {}});
+  }
+  if (path == "/v1/cluster") {
+    if (auto e = not_ready()) return out->reply(error_reply(*e));
+    return out->reply({.status = 200, .content_type = "application/json", .body = cluster(), .headers = {}});
+  }
+  completion(path == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completion, request.body, std::move(out));
+}
+
+HttpReply HttpRoutes::health() const {
+  if (auto e = not_ready()) {
+    HttpReply r{.status = 503,
+                .content_type = "application/json",
+                .body = json{{"status", "loading"}, {"message", e->message}}.dump(),
+                .headers = {}};
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
+  const EngineStats s = model_.engine->stats();
+  json body{{"status", "ok"}, {"slots_idle", s.slots - s.active}, {"slots_busy", s.active}, {"queued", s.queued}};
+  if (!s.last_error.empty()) body["last_error"] = s.last_error;
+  return {.status = 200, .content_type = "application/json", .body = body.dump(), .headers = {}};
+}
+
+void HttpRoutes::completion(Endpoint endpoint, const std::string& body, std::shared_ptr<Responder> out) {
+  if (auto e = not_ready()) return out->reply(retry_later(*e));
+  thread_local std::mt19937_64 seeds(std::random_device{}());
+  auto parsed = parse_completion_request(endpoint, body, seeds());
+  if (auto* e = std::get_if<ApiError>(&parsed)) return out->reply(error_reply(*e));
+  CompletionRequest r = std::move(std::get<CompletionRequest>(parsed));
+  if (!r.model.empty() && r.model != model_id_) {
+    return out->reply(error_reply(
+        invalid_request("model_not_found", "model",
+                        "the model '" + r.model + "' is not served here; this server serves '" + model_id_ + "'")));
+  }
+  if (endpoint == Endpoint::chat && !model_.chat_template) {
+    return out->reply(error_reply(invalid_request("no_chat_template", "messages",
+                                                  "this model has no chat template tensorpc understands (" +
+                                                      model_.chat_template_error + "); use /v1/completions")));
+  }
+  Engine& engine = *model_.engine;
+  std::string param;
+  auto tokens = prompt_tokens(endpoint, r, model_, &param);
+  if (!tokens.ok()) return out->reply(error_reply(invalid_request("invalid_value", param, tokens.status().message())));
+  Request work;
+  work.prompt = std::move(tokens).value();
+  if (static_cast<int64_t>(work.prompt.size()) >= engine.slot_context()) {
+    return out->reply(error_reply(
+        invalid_request("context_length_exceeded", param,
+                        "the prompt has " + std::to_string(work.prompt.size()) + " tokens; the context holds " +
+                            std::to_string(engine.slot_context()) + " (prompt and reply together)")));
+  }
+  work.max_tokens = r.max_tokens;
+  work.sampler = r.sampler;
+  work.stop = r.stop;
+
+  auto ex = std::make_shared<Exchange>();
+  ex->out = out;
+  ex->endpoint = endpoint;
+  ex->id = request_id(endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-");
+  ex->model = model_id_;
+  ex->created = static_cast<int64_t>(std::time(nullptr));
+  ex->stream = r.stream;
+  ex->include_usage = r.include_usage;
+  work.cancel = out->gone();
+  work.on_text = [ex](std::string_view piece) {
+    ex->on_text(piece);
+    return !ex->out->gone()->load();
+  };
+  work.on_done = [ex](const Outcome& o) { ex->on_done(o); };
+  if (const Status s = engine.submit(std::move(work)); !s.ok()) {
+    if (s.code() == StatusCode::out_of_memory) return out->reply(retry_later(unavailable_error(s.message())));
+    return out->reply(error_reply(invalid_request("invalid_value", "", s.message())));
+  }
+  if (ex->stream) ex->begin_stream();
+}
+
+std::string HttpRoutes::metrics() const {
+  std::string out;
+  const auto metric = [&](const char* name, const char* type, const char* help) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  const auto value = [&](const std::string& name, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %.10g\n", v);
+    out += name + buf;
+  };
+  metric("tensorpc_requests_total", "counter", "HTTP requests answered, by endpoint and status.");
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, n] : requests_) {
+      value("tensorpc_requests_total{endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"}",
+            static_cast<double>(n));
+    }
+  }
+  metric("tensorpc_ready", "gauge", "1 once the model is loaded and served.");
+  value("tensorpc_ready", ready_.load() ? 1 : 0);
+  if (!ready_.load()) return out;
+  const EngineStats s = model_.engine->stats();
+  metric("tensorpc_prompt_tokens_total", "counter",
+         "Prompt tokens evaluated (those found in a slot's cache not counted).");
+  value("tensorpc_prompt_tokens_total", static_cast<double>(s.prompt_tokens));
+  metric("tensorpc_generated_tokens_total", "counter", "Tokens generated.");
+  value("tensorpc_generated_tokens_total", static_cast<double>(s.generated_tokens));
+  metric("tensorpc_tokens_per_second", "gauge",
+         "Tokens generated per second over the last 5 seconds, all slots together.");
+  value("tensorpc_tokens_per_second", s.tokens_per_second);
+  metric("tensorpc_steps_total", "counter", "Batched forward passes run.");
+  value("tensorpc_steps_total", static_cast<double>(s.steps));
+  metric("tensorpc_queue_depth", "gauge", "Requests waiting for a slot.");
+  value("tensorpc_queue_depth", s.queued);
+  metric("tensorpc_slots_active", "gauge", "Slots generating.");
+  value("tensorpc_slots_active", s.active);
+  metric("tensorpc_slots_total", "gauge", "Slots (--parallel).");
+  value("tensorpc_slots_total", s.slots);
+  if (model_.endpoints.empty()) return out;
+  metric("tensorpc_server_round_trips_total", "counter", "Requests to the server that waited for its answer.");
+  metric("tensorpc_server_bytes_sent_total", "counter", "Bytes sent to the server, frame headers included.");
+  metric("tensorpc_server_bytes_received_total", "counter", "Bytes received from the server.");
+  metric("tensorpc_server_last_round_trip_seconds", "gauge",
+         "The last request that waited: sent to answered, the server's work included.");
+  for (const std::string& ep : model_.endpoints) {
+    const ConnectionStats c = connection_stats(ep);
+    const std::string label = "{server=\"" + ep + "\"}";
+    value("tensorpc_server_round_trips_total" + label, static_cast<double>(c.round_trips));
+    value("tensorpc_server_bytes_sent_total" + label, static_cast<double>(c.bytes_sent));
+    value("tensorpc_server_bytes_received_total" + label, static_cast<double>(c.bytes_received));
+    value("tensorpc_server_last_round_trip_seconds" + label, static_cast<double>(c.last_round_trip_ns) * 1e-9);
+  }
+  return out;
+}
+
+std::string HttpRoutes::cluster() const {
+  const ClusterView v = model_.cluster ? model_.cluster() : ClusterView{};
+  json devices = json::array();
+  for (const DeviceView& d : v.devices) {
+    json layers = d.first_layer >= 0 ? json::array({d.first_layer, d.last_layer}) : json::array();
+    devices.push_back({{"name", d.name},
+                       {"endpoint", d.endpoint},
+                       {"index", d.index},
+                       {"layers", layers},
+                       {"embedding", d.embedding},
+                       {"output", d.output},
+                       {"memory_total", d.memory_total},
+                       {"memory_free", d.memory_free}});
+  }
+  return json{
+      {"model", v.model}, {"n_layer", v.n_layer}, {"n_ctx", v.n_ctx}, {"parallel", v.parallel}, {"devices", devices}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace tensorpc::serve
