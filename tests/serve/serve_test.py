@@ -30,11 +30,8 @@ The npm packages are installed once into WORK/npm. Every process started is
 stopped at the end, also on failure. Exits 1 at the first failure, with the
 logs' tails.
 """
-import argparse
-import ctypes
 import json
 import os
-import re
 import select
 import shutil
 import signal
@@ -43,6 +40,8 @@ import sys
 import threading
 import time
 import traceback
+
+from serve_util import Failure, Process, Response, check, parse_arguments, parse_head, poll
 
 HEALTH_TIMEOUT_S = 60
 REQUEST_TIMEOUT_S = 60
@@ -63,94 +62,7 @@ PROMPTS = [
 ]
 
 
-class Failure(Exception):
-    pass
-
-
-def check(condition, message):
-    if not condition:
-        raise Failure(message)
-
-
-def tail(path, lines=25):
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
-    except OSError:
-        return ""
-
-
-def _die_with_parent():
-    """In the child: a session of its own (killed as a group), killed if this driver dies."""
-    os.setsid()
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-class Process:
-    """A started binary: its own process group, stdout and stderr in WORK/logs."""
-
-    def __init__(self, name, argv, log_dir):
-        self.name = name
-        self.argv = argv
-        self.out_path = os.path.join(log_dir, name + ".out")
-        self.err_path = os.path.join(log_dir, name + ".err")
-        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                         preexec_fn=_die_with_parent)
-
-    def wait_for_line(self, path, pattern, timeout):
-        """The first match of `pattern` in the file, polled until `timeout`."""
-        deadline = time.monotonic() + timeout
-        while True:
-            with open(path, errors="replace") as f:
-                m = re.search(pattern, f.read())
-            if m:
-                return m
-            if self.proc.poll() is not None:
-                raise Failure(f"{self.name} exited ({self.proc.returncode}) before printing /{pattern}/")
-            if time.monotonic() > deadline:
-                raise Failure(f"{self.name} printed no /{pattern}/ within {timeout} s")
-            time.sleep(0.05)
-
-    def signal_group(self, sig):
-        try:
-            os.killpg(self.proc.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def stop(self, timeout=10):
-        """SIGTERM to the group, SIGKILL after `timeout`; the exit status."""
-        if self.proc.poll() is None:
-            self.signal_group(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.signal_group(signal.SIGKILL)
-                self.proc.wait()
-        return self.proc.returncode
-
-    def logs(self):
-        return (f"--- {self.name}: {' '.join(self.argv)}\n"
-                f"stdout:\n{tail(self.out_path)}stderr:\n{tail(self.err_path)}")
-
-
 # ---- HTTP through curl ---------------------------------------------------------------
-
-class Response:
-    def __init__(self, status, headers, body):
-        self.status = status
-        self.headers = headers  # lower-case names
-        self.body = body
-
-    def json(self):
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            raise Failure(f"HTTP {self.status}: the body is not JSON: {self.body[:300]!r}")
-
 
 def _curl_argv(url, method, key, headers):
     argv = ["curl", "-sS", "-i", "-X", method, "-H", "Expect:"]
@@ -167,16 +79,6 @@ def _encode(body):
     return body.encode() if isinstance(body, str) else body
 
 
-def _parse_head(head):
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return status, headers
-
-
 def http(url, method="GET", body=None, key=None, headers=(), timeout=REQUEST_TIMEOUT_S):
     """One request through curl; body: a dict (sent as JSON), str or bytes."""
     argv = _curl_argv(url, method, key, headers) + ["--max-time", str(timeout)]
@@ -188,7 +90,7 @@ def http(url, method="GET", body=None, key=None, headers=(), timeout=REQUEST_TIM
     if r.returncode != 0:
         raise Failure(f"curl {method} {url} failed ({r.returncode}): {r.stderr.decode(errors='replace').strip()}")
     head, _, rest = r.stdout.partition(b"\r\n\r\n")
-    status, hdrs = _parse_head(head)
+    status, hdrs = parse_head(head)
     return Response(status, hdrs, rest.decode(errors="replace"))
 
 
@@ -207,7 +109,7 @@ class Stream:
     def _read_head(self):
         # Read when asked: a request that waits in the queue may get no header yet.
         if self._head is None:
-            self._head = _parse_head(self._read_until(b"\r\n\r\n", REQUEST_TIMEOUT_S))
+            self._head = parse_head(self._read_until(b"\r\n\r\n", REQUEST_TIMEOUT_S))
         return self._head
 
     @property
@@ -285,18 +187,6 @@ def metrics(base, key=None):
             name, _, value = line.rpartition(" ")
             values[name] = float(value)
     return values
-
-
-def poll(what, condition, timeout, interval=0.05):
-    """Calls `condition` until it returns a true value; fails naming `what` after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise Failure(f"{what}: not within {timeout} s")
-        time.sleep(interval)
 
 
 # ---- the processes -------------------------------------------------------------------
@@ -621,12 +511,7 @@ class Cases:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cli", required=True, help="the tensorpc binary")
-    parser.add_argument("--server", required=True, help="the tensorpc-server binary")
-    parser.add_argument("--source", required=True, help="the source tree (models/, tests/serve/)")
-    parser.add_argument("--work", required=True, help="a folder for logs, screenshots and npm packages")
-    args = parser.parse_args()
+    args = parse_arguments(__doc__, "a folder for logs, screenshots and npm packages")
     for tool in ("curl", "node"):
         if not shutil.which(tool):
             print(f"FAIL: {tool} is not installed (scripts/install-deps.sh installs it)")
