@@ -179,8 +179,9 @@ class HttpConnection : public Responder, public std::enable_shared_from_this<Htt
   void on_header(beast::error_code ec) {
     label_ = "other";
     if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
-      return refuse(431, "invalid_request_error", "headers_too_large",
-                    "the request's headers pass " + std::to_string(front_.limits.header_limit >> 10) + " KiB");
+      return refuse(
+          431, "invalid_request_error", "headers_too_large",
+          "the request's headers are too large (over " + std::to_string(front_.limits.header_limit >> 10) + " KiB)");
     }
     const bool malformed = ec && ec.category() == http::make_error_code(http::error::bad_version).category() &&
                            ec != http::error::end_of_stream && ec != http::error::partial_message;

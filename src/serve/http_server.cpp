@@ -83,8 +83,9 @@ class HttpServer::Loop {
     if (!ec) acceptor_.bind(endpoint, ec);
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
+      const std::string why = ec.message();
       acceptor_.close(ec);
-      return io_error("cannot listen on " + where + ": " + ec.message());
+      return io_error("cannot listen on " + where + ": " + why);
     }
     *port = acceptor_.local_endpoint().port();
     return Status();
