@@ -8,7 +8,7 @@ with CONNECTIONS keep-alive clients, and stops the server (SIGTERM). The
 binaries take turns, in reversed order every other round, and each figure is
 the median over the rounds. Prints the 2xx answers a second of each binary
 with its ratio to the first binary's, then the median latencies, the other
-answers and the load generator's own CPU use.
+answers and the CPU use of the load generator and of the server.
 
 A front that stalls (no answer at all within the counted seconds) reads 0;
 every step is bounded in time.
@@ -90,9 +90,9 @@ class Serve:
             self.proc.wait()
 
 
-def load(args, port, request, slowloris):
+def load(args, serve, request, slowloris):
     """http_load's `name: value` lines as a dict of numbers (None for "-"; a stall reads 0 answers a second)."""
-    command = [args.load, "--port", str(port), "--request", request, "--connections", str(args.connections),
+    command = [args.load, "--port", str(serve.port), "--server-pid", str(serve.proc.pid), "--request", request, "--connections", str(args.connections),
                "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--slowloris", str(slowloris)]
     # http_load opens the slow connections and then the clients in at most 10 s each.
     try:
@@ -113,16 +113,25 @@ def shown(value, digits=2):
 
 
 def run_binary(args, binary, results):
+    """Runs the cases against one server of `binary`; one that stops answering is replaced (results["restarts"])."""
     serve = Serve(binary, args.model)
     serve.start()
     try:
         for label, case in cases(args.slowloris):
             if not serve.wait(True, 30):
-                print(f"  (the server was still busy, or not answering, before {label})", file=sys.stderr)
-            figures = load(args, serve.port, *case)
+                answering = serve.health() is not None
+                print(f"  (before {label}: the server was " + ("still busy)" if answering else "not answering: restarted)"),
+                      file=sys.stderr)
+                if not answering:
+                    results["restarts"] = results.get("restarts", 0) + 1
+                    serve.stop()
+                    serve = Serve(binary, args.model)
+                    serve.start()
+            figures = load(args, serve, *case)
             results.setdefault(case, []).append(figures)
             print(f"  {label:26} {figures['ok_per_second']:9.1f} req/s, p50 {shown(figures.get('p50_ms'))} ms, "
-                  f"p99 {shown(figures.get('p99_ms'))} ms, load CPU {shown(figures.get('cpu_percent'), 0)}%",
+                  f"p99 {shown(figures.get('p99_ms'))} ms, CPU: load {shown(figures.get('cpu_percent'), 0)}%, "
+                  f"server {shown(figures.get('server_cpu_percent'), 0)}%",
                   file=sys.stderr)
     finally:
         serve.stop()
@@ -146,7 +155,7 @@ def main():
     if not os.access(args.load, os.X_OK):
         ap.error(f"no {args.load}: build it (cmake --build build-release --target http_load) or name it with --load")
 
-    results = {name: {} for name, _ in binaries}  # name -> (request, slowloris) -> [figures per round]
+    results = {name: {} for name, _ in binaries}  # name -> (request, slowloris) -> [figures per round]; "restarts"
     for r in range(args.rounds):
         for name, path in binaries if r % 2 == 0 else binaries[::-1]:
             print(f"round {r + 1}/{args.rounds}: {name} ({path})", file=sys.stderr)
@@ -167,15 +176,19 @@ def main():
         print(f"{label:28}" + "".join(f"{rate:12.1f}" for rate in rates) + "".join(f"{x:>20}" for x in ratios))
     print("\nmedians per binary: p50 / p99 ms of the 2xx answers, other statuses, errors, the longest wait "
           "of a request unanswered at the end, "
-          "slowloris still open, load generator CPU (% of one core):")
+          "slowloris still open, CPU of the load generator and of the server (% of one core):")
     for label, case in cases(args.slowloris):
         for n in names:
             m = {f: median(n, case, f) for f in ("p50_ms", "p99_ms", "other", "errors", "oldest_wait_s", "slowloris_open",
-                                                  "cpu_percent", "timed_out")}
+                                                  "cpu_percent", "server_cpu_percent", "timed_out")}
             print(f"{label:28}{n:>12}  {shown(m['p50_ms']):>8} / {shown(m['p99_ms']):>8} ms  "
                   f"other {shown(m['other'], 0)}  errors {shown(m['errors'], 0)}  "
                   f"oldest wait {shown(m['oldest_wait_s'], 1)} s  slowloris open {shown(m['slowloris_open'], 0)}  "
-                  f"CPU {shown(m['cpu_percent'], 0)}%" + ("  (http_load timed out)" if m["timed_out"] else ""))
+                  f"CPU: load {shown(m['cpu_percent'], 0)}%, server {shown(m['server_cpu_percent'], 0)}%" + ("  (http_load timed out)" if m["timed_out"] else ""))
+    for n in names:
+        if results[n].get("restarts"):
+            print(f"{n}: the server stopped answering between cases and was started again "
+                  f"{results[n]['restarts']} time(s)")
 
 
 if __name__ == "__main__":

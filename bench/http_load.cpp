@@ -14,7 +14,7 @@
 // threads; one that limits the time to read a request's headers does not.
 //
 // Usage: http_load --port PORT [--host 127.0.0.1] [--request health|completion]
-//                  [--connections 100] [--seconds 5] [--warmup 1] [--slowloris 0]
+//                  [--connections 100] [--seconds 5] [--warmup 1] [--slowloris 0] [--server-pid 0]
 // Prints `name: value` lines (bench/http_front.py reads them): ok_per_second
 // (2xx answers a second), other (answers of other statuses, and which),
 // errors (failed connects, resets, answers cut off), in_flight and
@@ -22,7 +22,8 @@
 // wait among them: a stalled front), p50_ms and p99_ms (the 2xx answers' latency,
 // the connect included when a connection was opened for the request),
 // slowloris_open (open at the end) and cpu_percent (this program's user and
-// system time over the counted seconds, in percent of one core).
+// system time over the counted seconds, in percent of one core; with
+// --server-pid PID, server_cpu_percent the same of that process).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -37,8 +38,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,12 +68,13 @@ struct Options {
   double seconds = 5;
   double warmup = 1;
   int slowloris = 0;
+  int server_pid = 0;  // the server's process, whose CPU time is reported too
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "http_load: %s\nusage: http_load --port PORT [--host 127.0.0.1] [--request health|completion]\n"
-               "                 [--connections 100] [--seconds 5] [--warmup 1] [--slowloris 0]\n",
+               "                 [--connections 100] [--seconds 5] [--warmup 1] [--slowloris 0] [--server-pid 0]\n",
                why.c_str());
   std::exit(2);
 }
@@ -78,8 +82,10 @@ struct Options {
 Options parse_options(int argc, char** argv) {
   Options o;
   const std::map<std::string, std::string*> texts{{"--host", &o.host}, {"--request", &o.request}};
-  const std::map<std::string, int*> counts{
-      {"--port", &o.port}, {"--connections", &o.connections}, {"--slowloris", &o.slowloris}};
+  const std::map<std::string, int*> counts{{"--port", &o.port},
+                                           {"--connections", &o.connections},
+                                           {"--slowloris", &o.slowloris},
+                                           {"--server-pid", &o.server_pid}};
   const std::map<std::string, double*> times{{"--seconds", &o.seconds}, {"--warmup", &o.warmup}};
   for (int i = 1; i < argc; i += 2) {
     const std::string name = argv[i];
@@ -187,10 +193,23 @@ struct Connection {
   size_t trickled = 0;      // header bytes a slow connection has sent after its start
 };
 
-double cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+// User and system time of this process, or with `pid` > 0 of that one (/proc; 0 when it cannot be read).
+double cpu_seconds(int pid = 0) {
+  if (pid <= 0) {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+  }
+  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (stat.rfind(')') == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // from the third field, the state
+  std::string field;
+  for (int i = 3; i < 14; ++i) fields >> field;
+  double user = 0, system = 0;
+  fields >> user >> system;  // fields 14 and 15, in clock ticks
+  return (user + system) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 class Load {
@@ -211,12 +230,12 @@ class Load {
     poll_until(Clock::now() + kOpeningAtMost, true);
     poll_until(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.warmup)));
     counting_ = true;
-    const double cpu_before = cpu_seconds();
+    const double cpu_before = cpu_seconds(), server_before = cpu_seconds(o_.server_pid);
     const Clock::time_point begin = Clock::now();
     poll_until(begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.seconds)));
     counting_ = false;
     const double wall = std::chrono::duration<double>(Clock::now() - begin).count();
-    report(wall, cpu_seconds() - cpu_before);
+    report(wall, cpu_seconds() - cpu_before, cpu_seconds(o_.server_pid) - server_before);
   }
 
  private:
@@ -359,7 +378,7 @@ class Load {
                        [](const Connection& c) { return c.open && c.out.empty(); });
   }
 
-  void report(double wall, double cpu) {
+  void report(double wall, double cpu, double server_cpu) {
     const Clock::time_point now = Clock::now();
     size_t in_flight = 0, slow_open = 0;
     double oldest = 0;
@@ -395,6 +414,7 @@ class Load {
     std::printf("slowloris_open: %zu of %d (closed by the server %llu times)\n", slow_open, o_.slowloris,
                 static_cast<unsigned long long>(reopened_));
     std::printf("cpu_percent: %.0f\n", 100 * cpu / wall);
+    if (o_.server_pid > 0) std::printf("server_cpu_percent: %.0f\n", 100 * server_cpu / wall);
   }
 
   const Options& o_;
