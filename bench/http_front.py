@@ -172,7 +172,7 @@ def main():
     print(f"{'case':28}" + "".join(f"{n:>12}" for n in names) + "".join(f"{n + '/' + first:>20}" for n in names[1:]))
     for label, case in cases(args.slowloris):
         rates = [median(n, case, "ok_per_second") or 0.0 for n in names]
-        ratios = [f"{rate / rates[0]:.2f}x" if rates[0] > 0 else "-" for rate in rates[1:]]
+        ratios = [f"{rate / rates[0]:.2f}x" if rates[0] > 0 else "- (first: 0)" for rate in rates[1:]]
         print(f"{label:28}" + "".join(f"{rate:12.1f}" for rate in rates) + "".join(f"{x:>20}" for x in ratios))
     print("\nmedians per binary: p50 / p99 ms of the 2xx answers, other statuses, errors, the longest wait "
           "of a request unanswered at the end, "
