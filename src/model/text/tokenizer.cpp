@@ -170,7 +170,31 @@ StatusOr<Tokenizer> Tokenizer::create(Vocabulary vocab) {
     });
   }
   tok.find_end_tokens();
+  tok.find_max_token_bytes();
   return tok;
+}
+
+void Tokenizer::find_max_token_bytes() {
+  // SentencePiece without byte tokens: a character that is no piece becomes unk, or nothing.
+  const bool unk_for_characters = !bpe_ && !has_byte_tokens_;
+  if (vocab_.unk < 0 && (!missing_bytes_.empty() || unk_for_characters)) {
+    max_token_bytes_ = SIZE_MAX;
+    return;
+  }
+  // BPE's pieces and fallbacks; a byte token or unk for a byte; unk for a character (UTF-8: up to 4 bytes).
+  size_t most = bpe_ ? bpe_->max_token_bytes() : unk_for_characters ? 4 : 1;
+  for (int32_t id = 0; id < n_tokens(); ++id) {
+    switch (type(id)) {
+      case TokenType::control:
+      case TokenType::user_defined: most = std::max(most, text(id).size()); break;
+      case TokenType::normal:
+      case TokenType::undefined:
+        if (!bpe_) most = std::max(most, text(id).size());
+        break;
+      default: break;  // unknown, unused and byte tokens stand for what unk and byte tokens do
+    }
+  }
+  max_token_bytes_ = most;
 }
 
 void Tokenizer::find_end_tokens() {

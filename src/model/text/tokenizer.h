@@ -99,6 +99,21 @@ class Tokenizer {
   // text, so user input cannot inject control tokens.
   std::vector<int32_t> encode(std::string_view text, bool add_special = true, bool parse_special = false) const;
 
+  // The most bytes of text one token of encode() stands for, whatever the
+  // flags: a text of more than n * max_token_bytes() bytes never encodes to n
+  // tokens or fewer, so a caller may refuse it before encoding. It is the
+  // largest of: the text of a control or user-defined token (parse_special
+  // matches it whole); the input a piece the merges can make spells (BPE: a
+  // byte per character of the byte-to-unicode table, and no piece with other
+  // characters, which merges never make; SentencePiece: its stored bytes, as
+  // each "▁" may be a literal "▁" of the text, three bytes, where a space is
+  // one and the prefix none); 1 for a byte token; and what unk stands for (a
+  // byte, or with SentencePiece without byte tokens a character, up to 4).
+  // BOS and EOS stand for no text. SIZE_MAX when some text encodes to no
+  // token at all (a byte or character with no token and no unk), since then
+  // no number bounds it: multiply with care. Computed by create; O(1).
+  size_t max_token_bytes() const { return max_token_bytes_; }
+
   // The text of `tokens`, as one sequence: a leading BOS (a control token) is skipped and, with
   // add_space_prefix, the space the encoder prefixed is removed. Control
   // and unknown tokens give nothing, or their text with `special`.
@@ -153,8 +168,10 @@ class Tokenizer {
   using PieceMap = std::unordered_map<std::string, int32_t, PieceHash, std::equal_to<>>;
 
   explicit Tokenizer(Vocabulary vocab) : vocab_(std::move(vocab)) {}
-  // Finds the end-of-turn and end-of-generation tokens (create's last step).
+  // Finds the end-of-turn and end-of-generation tokens (one of create's last steps).
   void find_end_tokens();
+  // Sets max_token_bytes_ (create's last step).
+  void find_max_token_bytes();
 
   // Id of the piece that merges may produce (normal, user-defined, undefined), or -1.
   int32_t find_piece(std::string_view piece) const;
@@ -175,6 +192,7 @@ class Tokenizer {
   std::shared_ptr<const BpeEncoder> bpe_;  // BPE only; shared, immutable
   int32_t eot_ = -1;
   std::vector<int32_t> end_of_generation_;  // sorted
+  size_t max_token_bytes_ = 0;
 };
 
 // Turns generated tokens into text as they arrive, emitting only complete

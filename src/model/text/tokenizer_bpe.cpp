@@ -33,6 +33,28 @@ const ByteTable& byte_table() {
   return table;
 }
 
+// The byte the table's character of `len` bytes at text[i] stands for (len
+// as utf8_char_length gave it), or -1 for any other character or byte.
+int table_byte(std::string_view text, size_t i, int len) {
+  if (len <= 0) return -1;
+  const uint32_t cp = utf8_decode(text, i, len);
+  const ByteTable& table = byte_table();
+  return cp < table.to_byte.size() ? table.to_byte[cp] : -1;
+}
+
+// The bytes a token's text spells: one per character when all are the
+// table's, else 0, as merges build texts of the table's characters only and
+// so never make that token.
+size_t spelled_byte_count(std::string_view text) {
+  size_t count = 0;
+  for (size_t i = 0; i < text.size(); ++count) {
+    const int len = utf8_char_length(text, i);
+    if (table_byte(text, i, len) < 0) return 0;
+    i += static_cast<size_t>(len);
+  }
+  return count;
+}
+
 // A merge's text for messages: hostile files may hold long or binary ones.
 std::string quoted(std::string_view s) {
   constexpr size_t kMax = 40;
@@ -47,20 +69,16 @@ std::string quoted(std::string_view s) {
 uint32_t bpe_byte_to_char(uint8_t b) { return byte_table().to_char[b]; }
 
 void bpe_text_to_bytes(std::string_view text, std::string& out) {
-  const ByteTable& table = byte_table();
   for (size_t i = 0; i < text.size();) {
     const int len = utf8_char_length(text, i);
-    if (len <= 0) {
-      out += text[i++];  // ill-formed: the byte itself
-      continue;
-    }
-    const uint32_t cp = utf8_decode(text, i, len);
-    if (cp < table.to_byte.size() && table.to_byte[cp] >= 0) {
-      out += static_cast<char>(table.to_byte[cp]);
+    const size_t step = len > 0 ? static_cast<size_t>(len) : 1;  // an ill-formed byte is itself
+    const int b = table_byte(text, i, len);
+    if (b >= 0) {
+      out += static_cast<char>(b);
     } else {
-      out.append(text.substr(i, static_cast<size_t>(len)));
+      out.append(text.substr(i, step));
     }
-    i += static_cast<size_t>(len);
+    i += step;
   }
 }
 
@@ -75,7 +93,10 @@ StatusOr<std::shared_ptr<const BpeEncoder>> BpeEncoder::create(const Vocabulary&
   ids.reserve(static_cast<size_t>(n) + vocab.merges.size());
   for (int32_t id = 0; id < n; ++id) {
     const auto type = static_cast<TokenType>(vocab.types[id]);
-    if (type == TokenType::normal || type == TokenType::undefined) ids.try_emplace(vocab.tokens[id], id);
+    if (type == TokenType::normal || type == TokenType::undefined) {
+      ids.try_emplace(vocab.tokens[id], id);
+      enc->max_token_bytes_ = std::max(enc->max_token_bytes_, spelled_byte_count(vocab.tokens[id]));
+    }
   }
   if (enc->pre_.ignore_merges()) enc->whole_words_ = ids;
   int64_t next_id = n;

@@ -48,6 +48,11 @@ class BpeEncoder {
   // before). Bytes without a token become `unk`, or nothing when it is -1.
   void encode(std::string_view text, int32_t unk, std::vector<int32_t>& out) const;
 
+  // The most input bytes one token of encode() stands for: a piece the
+  // merges make spells a byte per character, and a fallback token (a byte's,
+  // or unk) one byte.
+  size_t max_token_bytes() const { return max_token_bytes_; }
+
   // The token that stands for byte `b` alone, or -1.
   int32_t byte_token(uint8_t b) const { return byte_token_[b]; }
   const PreTokenizer& pre_tokenizer() const { return pre_; }
@@ -70,6 +75,7 @@ class BpeEncoder {
   int32_t n_tokens_ = 0;                        // symbol ids from here on are texts that are not tokens
   std::array<int32_t, 256> byte_symbol_{};      // symbol id of each byte's character
   std::array<int32_t, 256> byte_token_{};       // token of each byte's character, or -1
+  size_t max_token_bytes_ = 1;
   std::unordered_map<uint64_t, Merge> merges_;  // pair_key(left, right) -> merge
   // Mergeable token texts (the ignore_merges lookup of Llama 3's pre-tokenizer).
   std::unordered_map<std::string, int32_t> whole_words_;

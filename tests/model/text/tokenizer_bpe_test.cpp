@@ -169,8 +169,9 @@ TEST(BpeRoundTrip, LongRunsFinish) {
 }
 
 // Random vocabularies (random texts, types and merges, as a hostile file may
-// hold): encoding never yields an id out of range, and with every byte's
-// character a token the round trip holds.
+// hold): encoding never yields an id out of range nor a token that stands for
+// more than max_token_bytes() bytes, and with every byte's character a token
+// the round trip holds.
 TEST(BpeRoundTrip, RandomVocabulariesKeepTheContract) {
   std::mt19937 rng(11);
   for (int round = 0; round < 200; ++round) {
@@ -197,12 +198,17 @@ TEST(BpeRoundTrip, RandomVocabulariesKeepTheContract) {
     v.add_bos = false;
     auto tok = Tokenizer::create(v);
     ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+    const size_t bound = tok.value().max_token_bytes();
+    ASSERT_EQ(bound == SIZE_MAX, !tok.value().missing_bytes().empty());  // no unk to stand for them
     for (int n = 0; n < 20; ++n) {
       std::string s(rng() % 30, '\0');
       for (char& c : s) c = static_cast<char>(rng() % 256);
       for (bool parse_special : {false, true}) {
         const Ids ids = tok.value().encode(s, true, parse_special);
         for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok.value().n_tokens());
+        if (bound < SIZE_MAX) {
+          ASSERT_LE(s.size(), ids.size() * bound);
+        }
         (void)tok.value().decode(ids, parse_special);
         if (!parse_special && tok.value().missing_bytes().empty()) {
           ASSERT_EQ(tok.value().decode(ids), s);

@@ -5,12 +5,10 @@
 // saying why, when the folder is absent.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
-#include "model/gguf/gguf.h"
-#include "model/text/tokenizer_gguf.h"
+#include "model/text/vocabulary_files_testing.h"
 
 namespace tensorpc {
 namespace {
@@ -23,10 +21,6 @@ struct Known {
   Ids ids;
 };
 
-std::string vocab_path(const std::string& name) {
-  return std::string(TENSORPC_SOURCE_DIR) + "/../shared/vocab/ggml-vocab-" + name + ".gguf";
-}
-
 // A skip or a failure in load() ends only load(): the test body returns too.
 #define LOAD_OR_RETURN(name)                          \
   do {                                                \
@@ -37,15 +31,7 @@ std::string vocab_path(const std::string& name) {
 class TokenizerVocab : public ::testing::Test {
  protected:
   // Loads ../shared/vocab/ggml-vocab-<name>.gguf, or skips (LOAD_OR_RETURN).
-  void load(const std::string& name) {
-    const std::string path = vocab_path(name);
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (the shared vocabularies are not here)";
-    auto file = GgufFile::open(path);
-    ASSERT_TRUE(file.ok()) << file.status().to_string();
-    auto tok = tokenizer_from_gguf(*file.value());
-    ASSERT_TRUE(tok.ok()) << tok.status().to_string();
-    tok_ = std::make_unique<Tokenizer>(std::move(tok).value());
-  }
+  void load(const std::string& name) { test::open_tokenizer(test::shared_vocab_path(name), tok_); }
 
   void expect_known(const std::vector<Known>& cases) {
     for (const Known& k : cases) {
