@@ -6,6 +6,7 @@
 #include <pcre2.h>
 
 #include <initializer_list>
+#include <span>
 
 namespace tensorpc {
 namespace {
@@ -114,20 +115,21 @@ StatusOr<PreTokenizer> PreTokenizer::create(std::string_view pre) {
 
 namespace {
 
-// Appends the matches of `code` in `piece` and the runs between them.
-void split_piece(const pcre2_code* code, pcre2_match_data* match, std::string_view piece,
-                 std::vector<std::string_view>& out) {
+// Calls `visit` with the matches of `code` in `piece` and the runs between them, in order.
+template <typename Visit>
+void split_piece(const pcre2_code* code, pcre2_match_data* match, std::string_view piece, const Visit& visit) {
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
   size_t pos = 0, gap = 0;  // where the next search starts; start of the text not yet a word
   while (pos < piece.size()) {
     const int rc = pcre2_match(code, subject, piece.size(), pos, 0, match, nullptr);
     if (rc < 0) break;  // no match, or out of resources: the rest is one word
+    // Read before `visit`, which may match again with the same match data.
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match);
     const size_t start = ov[0], end = ov[1];
-    if (start > gap) out.push_back(piece.substr(gap, start - gap));
+    if (start > gap) visit(piece.substr(gap, start - gap));
     gap = start;
     if (end > start) {
-      out.push_back(piece.substr(start, end - start));
+      visit(piece.substr(start, end - start));
       pos = gap = end;
     } else {
       // An empty match makes no word; search again from the next character.
@@ -135,30 +137,40 @@ void split_piece(const pcre2_code* code, pcre2_match_data* match, std::string_vi
       while (pos < piece.size() && (static_cast<uint8_t>(piece[pos]) & 0xC0) == 0x80) ++pos;
     }
   }
-  if (gap < piece.size()) out.push_back(piece.substr(gap));
+  if (gap < piece.size()) visit(piece.substr(gap));
+}
+
+// Splits `piece` with codes[0], each of its words with codes[1], and so on:
+// depth first, so the words of the last come to `visit` in order.
+template <typename Visit>
+void split_depth_first(std::span<const pcre2_code* const> codes, pcre2_match_data* match, std::string_view piece,
+                       const Visit& visit) {
+  if (codes.empty()) {
+    visit(piece);
+    return;
+  }
+  split_piece(codes[0], match, piece,
+              [&](std::string_view word) { split_depth_first(codes.subspan(1), match, word, visit); });
 }
 
 }  // namespace
 
-void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& words) const {
+void PreTokenizer::for_each_word(std::string_view text, const std::function<void(std::string_view)>& visit) const {
   if (text.empty()) return;
   // One ovector pair: only the whole match is needed.
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(pcre2_match_data_create(1, nullptr),
                                                                             &pcre2_match_data_free);
   if (match == nullptr) {
-    words.push_back(text);  // out of memory for 24 bytes: keep the text whole
+    visit(text);  // out of memory for 24 bytes: keep the text whole
     return;
   }
-  std::vector<std::string_view> pieces{text}, next;
-  for (size_t r = 0; r < regexes_.size(); ++r) {
-    const bool last = r + 1 == regexes_.size();
-    std::vector<std::string_view>& out = last ? words : next;
-    for (std::string_view piece : pieces) split_piece(regexes_[r]->code, match.get(), piece, out);
-    if (!last) {
-      pieces.swap(next);
-      next.clear();
-    }
-  }
+  std::vector<const pcre2_code*> codes;
+  for (const auto& regex : regexes_) codes.push_back(regex->code);
+  split_depth_first(std::span<const pcre2_code* const>(codes), match.get(), text, visit);
+}
+
+void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& words) const {
+  for_each_word(text, [&](std::string_view word) { words.push_back(word); });
 }
 
 }  // namespace tensorpc

@@ -13,6 +13,7 @@
 // threads at once.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -30,9 +31,13 @@ class PreTokenizer {
   // The pre values create() accepts, comma-separated, for messages and docs.
   static std::string known_names();
 
-  // Appends the words of `text` to `words`, in order; they are views into
-  // `text`. A regex that fails for lack of resources (a pathological input)
-  // leaves the rest of the piece it was splitting as one word.
+  // Calls `visit` with each word of `text`, in order; the words are views
+  // into `text`, and none is kept: the split needs memory for one word at a
+  // time, not for the list. A regex that fails for lack of resources (a
+  // pathological input) leaves the rest of the piece it was splitting as one
+  // word.
+  void for_each_word(std::string_view text, const std::function<void(std::string_view)>& visit) const;
+  // Appends the words of `text` to `words`, as for_each_word finds them.
   void split(std::string_view text, std::vector<std::string_view>& words) const;
 
   // Whether a word that is a token as a whole becomes that token without

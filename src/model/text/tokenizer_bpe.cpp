@@ -160,17 +160,17 @@ struct BpeEncoder::Scratch {
 };
 
 void BpeEncoder::encode(std::string_view text, int32_t unk, std::vector<int32_t>& out) const {
-  std::vector<std::string_view> words;
-  pre_.split(text, words);
+  // Word by word as the pre-tokenizer finds them: the working set is one
+  // word's scratch and the cache, whatever the length of the text.
   Scratch scratch;
   // Words repeat (" the", " and"): within one call, a short word merged once
   // is copied from its first ids. Local, so encode stays const and thread-safe.
   constexpr size_t kMaxCachedWord = 24, kMaxCacheEntries = 1 << 16;
   std::unordered_map<std::string_view, std::pair<size_t, size_t>> seen;  // word -> [begin, end) in out
-  for (std::string_view word : words) {
+  pre_.for_each_word(text, [&](std::string_view word) {
     if (word.size() > kMaxCachedWord) {
       encode_word(word, unk, scratch, out);
-      continue;
+      return;
     }
     auto it = seen.find(word);
     if (it != seen.end()) {
@@ -178,12 +178,12 @@ void BpeEncoder::encode(std::string_view text, int32_t unk, std::vector<int32_t>
         const int32_t id = out[k];
         out.push_back(id);
       }
-      continue;
+      return;
     }
     const size_t begin = out.size();
     encode_word(word, unk, scratch, out);
     if (seen.size() < kMaxCacheEntries) seen.emplace(word, std::pair{begin, out.size()});
-  }
+  });
 }
 
 void BpeEncoder::encode_word(std::string_view word, int32_t unk, Scratch& scratch, std::vector<int32_t>& out) const {
