@@ -4,7 +4,6 @@
 #include "model/text/tokenizer.h"
 
 #include <algorithm>
-#include <queue>
 
 #include "model/text/symbol_list.h"
 #include "model/text/tokenizer_bpe.h"
@@ -29,6 +28,12 @@ int parse_byte_piece(std::string_view s) {
   }
   return value;
 }
+
+// The index of the adjacent bytes a, b in Tokenizer::piece_byte_pairs_.
+size_t byte_pair(char a, char b) { return size_t{static_cast<uint8_t>(a)} << 8 | static_cast<uint8_t>(b); }
+
+// The longest SentencePiece segment: the 32-bit indices of its symbols end beyond.
+constexpr size_t kMaxSegment = size_t{1} << 30;
 
 std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
   std::string out;
@@ -141,7 +146,10 @@ StatusOr<Tokenizer> Tokenizer::create(Vocabulary vocab) {
         [[fallthrough]];  // user-defined pieces are also ordinary pieces
       case TokenType::normal:
       case TokenType::undefined:
-        if (!bpe) tok.pieces_.try_emplace(piece, id);  // the first of duplicates wins
+        if (!bpe) {
+          tok.pieces_.try_emplace(piece, id);  // the first of duplicates wins
+          for (size_t k = 1; k < piece.size(); ++k) tok.piece_byte_pairs_.set(byte_pair(piece[k - 1], piece[k]));
+        }
         break;
       case TokenType::unknown:
       case TokenType::unused: break;  // never produced by merges
@@ -281,65 +289,92 @@ void Tokenizer::encode_with_specials(std::string_view text, bool add_prefix, std
   if (run_start < text.size()) encode_text(text.substr(run_start), add_prefix, out);
 }
 
+// The text as a doubly linked list of symbols (initially UTF-8 characters).
+// A merge grows the left symbol and empties the right one (len 0). Candidate
+// merges wait in a heap, best first: highest score, then leftmost. An entry
+// goes stale when either side has changed since it was queued; `len` detects it.
+struct Tokenizer::MergeScratch {
+  struct Symbol {
+    int32_t prev, next;
+    uint32_t start, len;
+  };
+  struct Candidate {
+    float score;
+    int32_t left, right;
+    uint32_t len;
+  };
+  static bool worse(const Candidate& a, const Candidate& b) {
+    return a.score != b.score ? a.score < b.score : a.left > b.left;
+  }
+  std::vector<Symbol> syms;
+  std::vector<Candidate> queue;
+};
+
 void Tokenizer::encode_text(std::string_view text, bool add_prefix, std::vector<int32_t>& out) const {
   if (bpe_) {
     bpe_->encode(text, vocab_.unk, out);
     return;
   }
-  std::string escaped = add_prefix ? std::string(kSpaceEscape) : std::string();
-  escaped += replace_all(text, " ", kSpaceEscape);
-  encode_fragment(escaped, out);
-}
-
-void Tokenizer::encode_fragment(std::string_view text, std::vector<int32_t>& out) const {
-  // The text as a doubly linked list of symbols (initially UTF-8 characters).
-  // A merge grows the left symbol and empties the right one (len 0).
-  struct Symbol {
-    int64_t prev, next;
-    size_t start, len;
-  };
-  std::vector<Symbol> syms;
+  // Escaped a character at a time into the segment, which is merged and
+  // emptied where the next character starts a new one. Characters are the
+  // merges' first symbols: a space and its "▁" are each a whole one.
+  MergeScratch scratch;
+  std::string segment(add_prefix ? kSpaceEscape : "");
   for (size_t i = 0; i < text.size();) {
     const int len = utf8_char_length(text, i);
     const size_t step = len > 0 ? static_cast<size_t>(len) : 1;  // an ill-formed byte is a symbol of its own
-    const auto idx = static_cast<int64_t>(syms.size());
-    syms.push_back({idx - 1, idx + 1, i, step});
+    const std::string_view character = text[i] == ' ' ? kSpaceEscape : text.substr(i, step);
+    if (!segment.empty() &&
+        (!piece_byte_pairs_.test(byte_pair(segment.back(), character.front())) || segment.size() >= kMaxSegment)) {
+      encode_fragment(segment, scratch, out);
+      segment.clear();
+    }
+    segment += character;
+    i += step;
+  }
+  if (!segment.empty()) encode_fragment(segment, scratch, out);
+}
+
+void Tokenizer::encode_fragment(std::string_view text, MergeScratch& scratch, std::vector<int32_t>& out) const {
+  using Candidate = MergeScratch::Candidate;
+  std::vector<MergeScratch::Symbol>& syms = scratch.syms;
+  syms.clear();
+  for (size_t i = 0; i < text.size();) {
+    const int len = utf8_char_length(text, i);
+    const size_t step = len > 0 ? static_cast<size_t>(len) : 1;  // an ill-formed byte is a symbol of its own
+    const auto idx = static_cast<int32_t>(syms.size());
+    syms.push_back({idx - 1, idx + 1, static_cast<uint32_t>(i), static_cast<uint32_t>(step)});
     i += step;
   }
   if (syms.empty()) return;
   syms.back().next = -1;
 
-  // Candidate merges, best first: highest score, then leftmost. An entry goes
-  // stale when either side has changed since it was queued; `len` detects it.
-  struct Candidate {
-    float score;
-    int64_t left, right;
-    size_t len;
-  };
-  const auto worse = [](const Candidate& a, const Candidate& b) {
-    return a.score != b.score ? a.score < b.score : a.left > b.left;
-  };
-  std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> queue(worse);
-  const auto consider = [&](int64_t left, int64_t right) {
+  const auto worse = &MergeScratch::worse;
+  std::vector<Candidate>& queue = scratch.queue;
+  queue.clear();
+  const auto consider = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
-    const size_t len = syms[left].len + syms[right].len;
+    const uint32_t len = syms[left].len + syms[right].len;
     const int32_t id = find_piece(text.substr(syms[left].start, len));
-    if (id >= 0) queue.push({vocab_.scores[id], left, right, len});
+    if (id < 0) return;
+    queue.push_back({vocab_.scores[id], left, right, len});
+    std::push_heap(queue.begin(), queue.end(), worse);
   };
-  for (size_t i = 0; i + 1 < syms.size(); ++i) consider(static_cast<int64_t>(i), static_cast<int64_t>(i + 1));
+  for (size_t i = 0; i + 1 < syms.size(); ++i) consider(static_cast<int32_t>(i), static_cast<int32_t>(i + 1));
 
   while (!queue.empty()) {
-    const Candidate c = queue.top();
-    queue.pop();
-    Symbol& left = syms[c.left];
-    Symbol& right = syms[c.right];
+    std::pop_heap(queue.begin(), queue.end(), worse);
+    const Candidate c = queue.back();
+    queue.pop_back();
+    MergeScratch::Symbol& left = syms[c.left];
+    MergeScratch::Symbol& right = syms[c.right];
     if (left.len == 0 || right.len == 0 || left.next != c.right || left.len + right.len != c.len) continue;
     join_with_next(syms, c.left);
     consider(left.prev, c.left);
     consider(c.left, left.next);
   }
 
-  for (int64_t i = 0; i >= 0; i = syms[i].next) {
+  for (int32_t i = 0; i >= 0; i = syms[i].next) {
     const std::string_view piece = text.substr(syms[i].start, syms[i].len);
     const int32_t id = find_piece(piece);
     if (id >= 0) {

@@ -13,7 +13,11 @@
 // first and every one after a special token), the text is split into UTF-8 characters, and
 // the adjacent pair whose concatenation is a vocabulary piece with the highest
 // score is merged until no pair is a piece. Characters that are not pieces
-// fall back to byte tokens <0xXX> (or unk without byte tokens).
+// fall back to byte tokens <0xXX> (or unk without byte tokens). No merge
+// crosses a boundary between two bytes that no piece holds side by side, so
+// the text is merged one segment between such boundaries at a time (a word,
+// in ordinary text), which needs memory for one segment only; a segment with
+// no such boundary in 1 GiB is cut there all the same.
 //
 // Byte-level BPE encoding (tokenizer_bpe.h): the text is split into words by
 // the regular expressions of tokenizer.ggml.pre (pretokenize.h), each word's
@@ -32,6 +36,7 @@
 #pragma once
 
 #include <array>
+#include <bitset>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -175,14 +180,18 @@ class Tokenizer {
 
   // Id of the piece that merges may produce (normal, user-defined, undefined), or -1.
   int32_t find_piece(std::string_view piece) const;
-  // Runs the SentencePiece merges over `text` (spaces already escaped).
-  void encode_fragment(std::string_view text, std::vector<int32_t>& out) const;
+  struct MergeScratch;  // working space of encode_fragment, reused across the segments of one text
+  // Runs the SentencePiece merges over `text`, a segment (spaces already escaped).
+  void encode_fragment(std::string_view text, MergeScratch& scratch, std::vector<int32_t>& out) const;
   // Splits `text` into ordinary text and literal special tokens.
   void encode_with_specials(std::string_view text, bool add_prefix, std::vector<int32_t>& out) const;
   void encode_text(std::string_view text, bool add_prefix, std::vector<int32_t>& out) const;
 
   Vocabulary vocab_;
   PieceMap pieces_;
+  // SentencePiece: the byte pairs that some piece holds side by side, as
+  // byte_pair() numbers them; a text is merged in segments cut between others.
+  std::bitset<256 * 256> piece_byte_pairs_;
   std::array<int32_t, 256> byte_to_token_{};
   bool has_byte_tokens_ = false;
   std::vector<uint8_t> missing_bytes_;
