@@ -12,19 +12,18 @@
 // with other work). The bar for byte-level BPE is 5 MB/s.
 //
 // Memory: the same text repeated to 4 MiB, as a long prompt, encoded once.
-// Every operator new of the process is counted, so the growth of the heap's
-// peak over that one call is what the call allocated at its worst: the
-// returned token vector (its capacity) and the encoder's working set, printed
-// apart and as multiples of the prompt's bytes. PCRE2 allocates with malloc,
-// outside that count; the growth of the process's peak resident memory over
-// the call (VmHWM after "5" is written to /proc/self/clear_refs; "-" where the
-// kernel does not allow it) sees everything, pages the heap already held excepted.
+// Every operator new of the process is counted (heap_counter.h), so the
+// growth of the heap's peak over that one call is what the call allocated at
+// its worst: the returned token vector (its capacity) and the encoder's
+// working set, printed apart and as multiples of the prompt's bytes. PCRE2
+// allocates with malloc, outside that count; the growth of the process's peak
+// resident memory over the call (VmHWM after "5" is written to
+// /proc/self/clear_refs; "-" where the kernel does not allow it) sees
+// everything, pages the heap already held excepted.
+// tokenizer_memory_tests asserts the working set's bound on a 1 MiB prompt.
 //
 // Run from the repository root: build/bench/tokenizer_bench [vocab-dir] [text]
-#include <malloc.h>
-
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -32,48 +31,15 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <new>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "heap_counter.h"
 #include "model/gguf/gguf.h"
 #include "model/text/tokenizer_gguf.h"
 
 namespace {
-
-// Bytes the process holds through operator new, and the most it has held
-// since the last reset_heap_peak(); malloc_usable_size makes new and delete agree.
-std::atomic<size_t> heap_now{0}, heap_peak{0};
-
-void* counted(void* p) {
-  if (p == nullptr) return nullptr;
-  const size_t now = heap_now.fetch_add(malloc_usable_size(p), std::memory_order_relaxed) + malloc_usable_size(p);
-  size_t peak = heap_peak.load(std::memory_order_relaxed);
-  while (now > peak && !heap_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
-  return p;
-}
-
-void uncounted_free(void* p) {
-  if (p == nullptr) return;
-  heap_now.fetch_sub(malloc_usable_size(p), std::memory_order_relaxed);
-  std::free(p);
-}
-
-void* counted_new(size_t n, size_t align = 0) {
-  n = std::max<size_t>(n, 1);
-  void* p =
-      align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align) : std::malloc(n);
-  if (p == nullptr) throw std::bad_alloc();
-  return counted(p);
-}
-
-size_t reset_heap_peak() {
-  const size_t now = heap_now.load(std::memory_order_relaxed);
-  heap_peak.store(now, std::memory_order_relaxed);
-  return now;
-}
 
 // The kB of /proc/self/status line `key` ("VmRSS:"), or -1.
 long status_kb(const char* key) {
@@ -138,9 +104,9 @@ void measure_speed(const tensorpc::Tokenizer& tok, const std::string& name, cons
 void measure_memory(const tensorpc::Tokenizer& tok, const std::string& name, const std::string& prompt) {
   const bool resident = reset_resident_peak();
   const long resident_before = status_kb("VmRSS:");
-  const size_t before = reset_heap_peak();
+  const size_t before = tensorpc::bench::reset_heap_peak();
   const std::vector<int32_t> ids = tok.encode(prompt, /*add_special=*/false);
-  const size_t growth = heap_peak.load(std::memory_order_relaxed) - before;
+  const size_t growth = tensorpc::bench::heap_peak() - before;
   const std::string resident_growth =
       resident ? std::to_string((status_kb("VmHWM:") - resident_before) * 1024) : std::string("-");
   const size_t vector_bytes = ids.capacity() * sizeof(int32_t);
@@ -153,23 +119,6 @@ void measure_memory(const tensorpc::Tokenizer& tok, const std::string& name, con
 }
 
 }  // namespace
-
-void* operator new(size_t n) { return counted_new(n); }
-void* operator new[](size_t n) { return counted_new(n); }
-void* operator new(size_t n, std::align_val_t a) { return counted_new(n, static_cast<size_t>(a)); }
-void* operator new[](size_t n, std::align_val_t a) { return counted_new(n, static_cast<size_t>(a)); }
-void* operator new(size_t n, const std::nothrow_t&) noexcept { return counted(std::malloc(std::max<size_t>(n, 1))); }
-void* operator new[](size_t n, const std::nothrow_t&) noexcept { return counted(std::malloc(std::max<size_t>(n, 1))); }
-void operator delete(void* p) noexcept { uncounted_free(p); }
-void operator delete[](void* p) noexcept { uncounted_free(p); }
-void operator delete(void* p, size_t) noexcept { uncounted_free(p); }
-void operator delete[](void* p, size_t) noexcept { uncounted_free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { uncounted_free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { uncounted_free(p); }
-void operator delete(void* p, size_t, std::align_val_t) noexcept { uncounted_free(p); }
-void operator delete[](void* p, size_t, std::align_val_t) noexcept { uncounted_free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { uncounted_free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { uncounted_free(p); }
 
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : "../shared/vocab";

@@ -135,14 +135,11 @@ TEST(TokenizerBound, RandomSentencePieceVocabulariesKeepTheBound) {
   }
 }
 
-// The real vocabularies, by name: ../shared/vocab/ggml-vocab-<name>.gguf or models/<name>.gguf.
+// The real vocabularies, by name (test::vocabulary_path).
 class TokenizerBoundOfVocabulary : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    const std::string name = GetParam();
-    test::open_tokenizer(name.starts_with("kjv") ? std::string(TENSORPC_SOURCE_DIR) + "/models/" + name + ".gguf"
-                                                 : test::shared_vocab_path(name),
-                         tok_);
+    test::open_tokenizer(test::vocabulary_path(GetParam()), tok_);
     if (!tok_) return;
     bound_ = tok_->max_token_bytes();
     ASSERT_LT(bound_, SIZE_MAX) << "every byte of these vocabularies has a token";
@@ -267,12 +264,8 @@ TEST_P(TokenizerBoundOfVocabulary, SomeTextComesCloseToTheBound) {
   EXPECT_GE(best * 4, static_cast<double>(bound_) * 3) << "bound " << bound_ << ", best " << best;
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenizerBoundOfVocabulary,
-                         ::testing::Values("gpt-2", "qwen2", "phi-3", "kjv-bpe", "kjv-tiny"), [](const auto& info) {
-                           std::string name = info.param;
-                           std::erase(name, '-');
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenizerBoundOfVocabulary, ::testing::ValuesIn(test::all_vocabularies()),
+                         test::vocabulary_test_name);
 
 }  // namespace
 }  // namespace tensorpc

@@ -31,7 +31,7 @@ struct Known {
 class TokenizerVocab : public ::testing::Test {
  protected:
   // Loads ../shared/vocab/ggml-vocab-<name>.gguf, or skips (LOAD_OR_RETURN).
-  void load(const std::string& name) { test::open_tokenizer(test::shared_vocab_path(name), tok_); }
+  void load(const std::string& name) { test::open_tokenizer(test::vocabulary_path(name), tok_); }
 
   void expect_known(const std::vector<Known>& cases) {
     for (const Known& k : cases) {

@@ -1,6 +1,6 @@
 // The real vocabularies the tokenizer tests read: the GGUF files of
 // ../shared/vocab (GPT-2, Qwen 2, Phi-3; see its README), which may be absent,
-// and those of the bundled models.
+// and those of the bundled models (kjv-bpe, kjv-tiny).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/gguf/gguf.h"
 #include "model/text/tokenizer.h"
@@ -15,8 +16,20 @@
 
 namespace tensorpc::test {
 
-inline std::string shared_vocab_path(const std::string& name) {
-  return std::string(TENSORPC_SOURCE_DIR) + "/../shared/vocab/ggml-vocab-" + name + ".gguf";
+// The file of vocabulary `name`: models/<name>.gguf for a bundled model,
+// else ../shared/vocab/ggml-vocab-<name>.gguf ("gpt-2", "qwen2", "phi-3").
+inline std::string vocabulary_path(const std::string& name) {
+  const std::string root = TENSORPC_SOURCE_DIR;
+  return name.starts_with("kjv-") ? root + "/models/" + name + ".gguf"
+                                  : root + "/../shared/vocab/ggml-vocab-" + name + ".gguf";
+}
+
+// Every vocabulary above, for INSTANTIATE_TEST_SUITE_P, and its test names.
+inline std::vector<std::string> all_vocabularies() { return {"gpt-2", "qwen2", "phi-3", "kjv-bpe", "kjv-tiny"}; }
+inline std::string vocabulary_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  std::erase(name, '-');
+  return name;
 }
 
 // Reads the tokenizer of the GGUF file at `path` into `tok`, or skips the
