@@ -42,14 +42,28 @@ std::string request_id(std::string_view prefix) {
   return std::string(prefix) + buf;
 }
 
-// The prompt of a request as tokens, or the 400 that refuses it.
+// A text the slot's context cannot hold whatever its tokens: more bytes than
+// the context's tokens could stand for. Refused before tokenizing, which
+// would cost time and memory in proportion to the text.
+Status check_prompt_bytes(size_t bytes, const Tokenizer& tok, int64_t slot_context) {
+  const size_t per_token = tok.max_token_bytes();
+  const auto tokens = static_cast<size_t>(slot_context);
+  if (per_token == 0 || tokens > SIZE_MAX / per_token || bytes <= tokens * per_token) return Status();
+  return out_of_memory("the prompt has " + std::to_string(bytes) + " bytes; the context of " +
+                       std::to_string(slot_context) + " tokens (prompt and reply together) holds at most " +
+                       std::to_string(tokens * per_token) + " bytes of text with this vocabulary");
+}
+
+// The prompt of a request as tokens, or why it is refused (a 400).
 StatusOr<std::vector<int32_t>> prompt_tokens(Endpoint endpoint, CompletionRequest& r, const ServedModel& model,
                                              std::string* refusal_param) {
   const Tokenizer& tok = model.engine->model().tokenizer();
+  const int64_t slot_context = model.engine->slot_context();
   if (endpoint == Endpoint::chat) {
     *refusal_param = "messages";
     TENSORPC_ASSIGN_OR_RETURN(std::string rendered,
                               model.chat_template->render(r.messages, /*add_generation_prompt=*/true));
+    TENSORPC_RETURN_IF_ERROR(check_prompt_bytes(rendered.size(), tok, slot_context));
     std::vector<int32_t> tokens = tok.encode(rendered, /*add_special=*/false, /*parse_special=*/true);
     if (tok.add_bos() && tok.bos() >= 0 && (tokens.empty() || tokens.front() != tok.bos())) {
       tokens.insert(tokens.begin(), tok.bos());
@@ -58,6 +72,7 @@ StatusOr<std::vector<int32_t>> prompt_tokens(Endpoint endpoint, CompletionReques
   }
   *refusal_param = "prompt";
   if (r.prompt_is_tokens) return std::move(r.prompt_tokens);
+  TENSORPC_RETURN_IF_ERROR(check_prompt_bytes(r.prompt.size(), tok, slot_context));
   return tok.encode(r.prompt, /*add_special=*/true, /*parse_special=*/false);
 }
 
@@ -253,7 +268,11 @@ void HttpRoutes::completion(Endpoint endpoint, const std::string& body, std::sha
   Engine& engine = *model_.engine;
   std::string param;
   auto tokens = prompt_tokens(endpoint, r, model_, &param);
-  if (!tokens.ok()) return out->reply(error_reply(invalid_request("invalid_value", param, tokens.status().message())));
+  if (!tokens.ok()) {
+    const bool too_long = tokens.status().code() == StatusCode::out_of_memory;  // check_prompt_bytes
+    return out->reply(error_reply(
+        invalid_request(too_long ? "context_length_exceeded" : "invalid_value", param, tokens.status().message())));
+  }
   Request work;
   work.prompt = std::move(tokens).value();
   if (static_cast<int64_t>(work.prompt.size()) >= engine.slot_context()) {

@@ -14,7 +14,8 @@ queue of one, one over HTTPS. Raw sockets play the clients, one line per case:
     least); the same over HTTPS, with connections that never start TLS;
   - bodies: a 128 MiB chunked body is refused (413) without serve's peak memory
     growing with it; Content-Length 10^12 gets 413 at once; a body slower than
-    16 KiB/s is cut off;
+    16 KiB/s is cut off; a prompt with more bytes than a slot's context could
+    hold is refused (400) before it is tokenized;
   - limits: headers incomplete after --header-timeout and connections idle for
     --keep-alive-timeout are closed; headers over 64 KiB get 431; beyond
     --max-connections a connection gets 503 at once; without the key, 401
@@ -359,6 +360,22 @@ class Cases:
         expect_openai_error(r, 413, "Content-Length 10^12")
         check(closed is not None, "the connection stays open after the 413 of Content-Length 10^12")
         return f"413 after {seconds:.3f} s"
+
+    def prompt_too_long_by_bytes(self):
+        """A prompt within --max-body whose bytes alone exceed what a slot's tokens could stand for."""
+        serve = self.serves.get("serve")
+        prompt = "In the beginning " * (3 * MIB // 17 + 1)
+        before = peak_rss(serve.proc.pid)
+        seconds, r = self.client("serve").request("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 1})
+        grown = peak_rss(serve.proc.pid) - before
+        expect_openai_error(r, 400, f"a {len(prompt) // MIB} MiB prompt", ["bytes", "context"])
+        check(r.json()["error"].get("code") == "context_length_exceeded",
+              f"a {len(prompt) // MIB} MiB prompt: code {r.json()['error'].get('code')!r}, "
+              "expected 'context_length_exceeded'")
+        # The body (3 MiB) and its parsed JSON are held; tokenizing it would take far more.
+        check(grown < 32 * MIB, f"serve's peak RSS grew {grown / MIB:.1f} MiB over a refused {len(prompt) // MIB} "
+                                "MiB prompt: it was tokenized")
+        return f"400 after {seconds:.3f} s; peak RSS +{grown / MIB:.1f} MiB"
 
     def huge_headers(self):
         base = self.serves.get("serve").base
@@ -803,6 +820,8 @@ def main():
              cases.idle_keep_alive)
         case("a 128 MiB chunked body: 413, serve's peak RSS up by less than 64 MiB", cases.chunked_body)
         case("Content-Length 10^12 and no body: 413 within 1 s, closed", cases.huge_content_length)
+        case("a 3 MiB prompt, more bytes than a slot's context can hold: 400 before tokenizing",
+             cases.prompt_too_long_by_bytes)
         case("headers over 64 KiB: 431 saying so, closed; 48 KiB served", cases.huge_headers)
         case("5 pipelined requests in one write: 5 answers in order", cases.pipelined, "serve")
         case("HEAD: GET's status and Content-Length, no body", cases.head)
