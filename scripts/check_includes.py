@@ -25,6 +25,8 @@ ALLOWED = {
     "core": {"core"},
     "backend": {"core", "backend"},
     "cpu": {"core", "backend", "cpu"},
+    # The Vulkan device: beside cpu, knowing nothing of it.
+    "vulkan": {"core", "backend", "vulkan"},
     "rpc/wire": {"core", "backend", "rpc/wire"},
     "rpc/transport": {"core", "backend", "rpc/wire", "rpc/transport"},
     "rpc/client": {"core", "backend", "rpc/wire", "rpc/transport", "rpc/client"},
@@ -53,6 +55,7 @@ PUBLIC = {
     "device.h": "backend", "graph_allocator.h": "backend", "scheduler.h": "backend",
     "execution_plan.h": "backend",
     "cpu_device.h": "cpu",
+    "vulkan_device.h": "vulkan",
     "key.h": "rpc/transport", "tls.h": "rpc/transport", "endpoint.h": "rpc/transport",
     "rpc_client.h": "rpc/client", "server.h": "rpc/server",
     "model.h": "api", "version.h": "core",

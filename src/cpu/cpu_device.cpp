@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "backend/first_error.h"
 #include "core/format.h"
 #include "cpu/barrier.h"
 #include "cpu/barrier_plan.h"
@@ -140,20 +141,14 @@ class CpuStream final : public Stream {
     return remember(t.buffer->get(t, dst, offset, size));
   }
   Status synchronize() override {
-    Status s = std::move(pending_);
-    pending_ = Status();
-    return s;
+    return pending_.take();
   }
 
  private:
-  // The contract: an async error also surfaces at the next synchronize.
-  Status remember(Status s) {
-    if (!s.ok() && pending_.ok()) pending_ = s;
-    return s;
-  }
+  Status remember(Status s) { return pending_.remember(std::move(s)); }
 
   CpuDevice& device_;
-  Status pending_;
+  FirstError pending_;
 };
 
 }  // namespace

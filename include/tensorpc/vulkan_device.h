@@ -1,0 +1,53 @@
+// The Vulkan device: a GPU (or lavapipe, Vulkan on the CPU) as a Device.
+//
+// Buffers are device-local memory, reached from the host by mapping it where
+// the device offers host-visible device-local memory and through a staging
+// buffer otherwise. A stream is a queue with a command buffer: a graph
+// becomes one recorded command buffer of compute dispatches, with a pipeline
+// barrier only before a node that touches bytes an earlier node of the
+// graph wrote (or writes bytes one read). supports(node) is true only for the
+// op, type and layout combinations the shaders implement (src/vulkan/vk_ops.cpp);
+// a scheduler runs the rest elsewhere.
+//
+// Available only in builds with TENSORPC_VULKAN (TENSORPC_HAVE_VULKAN is then
+// defined for programs that link tensorpc_vulkan).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensorpc/device.h"
+#include "tensorpc/status.h"
+
+namespace tensorpc {
+
+// One physical device the Vulkan loader reports.
+struct VulkanDeviceInfo {
+  int index = 0;               // the N of `vulkan:N`
+  std::string name;            // the device's name
+  std::string driver;          // the driver's name and version
+  MemoryInfo memory;           // as VulkanDevice::memory() would report it
+  bool memory_budget = false;  // memory from VK_EXT_memory_budget (else see memory())
+};
+
+// Every physical device, in the loader's order; an error naming what is
+// missing when there is no Vulkan driver.
+StatusOr<std::vector<VulkanDeviceInfo>> vulkan_devices();
+
+struct VulkanDeviceOptions {
+  int index = 0;  // which physical device (vulkan_devices()[index])
+  // Move every byte between host and device through a staging buffer even
+  // where device memory can be mapped: the path a discrete GPU takes, for
+  // tests on devices whose memory is host-visible.
+  bool force_staging = false;
+};
+
+// Opens physical device options.index as a Device named `vulkan:N`. Its
+// memory(): free and total bytes of its device-local heaps from
+// VK_EXT_memory_budget where the driver has it; without it, the heaps' size
+// and that size less the bytes this device allocated (other users of the
+// GPU unseen), never a guess.
+StatusOr<std::unique_ptr<Device>> open_vulkan_device(VulkanDeviceOptions options = {});
+
+}  // namespace tensorpc

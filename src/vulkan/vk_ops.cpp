@@ -1,0 +1,183 @@
+// The ops the Vulkan device computes: for each, the types and layouts its
+// shader takes (supports) and the dispatch that computes a node (plan_dispatch).
+//
+// Every shader reads its tensors through ne and element strides
+// (shaders/common.glsl), so views, permutes and broadcasts need nothing
+// special; what a node needs is that each of its tensors has a type the
+// shader reads, strides that are whole elements, and a span one binding covers.
+#include "vulkan/vk_ops.h"
+
+#include <algorithm>
+
+namespace tensorpc::vulkan {
+namespace {
+
+constexpr uint32_t kF32 = 0, kF16 = 1;
+constexpr uint64_t kMaxElements = uint64_t{1} << 31;
+
+// The shader type of t (kF32, kF16, or i32 read as int), or -1.
+int shader_type(const Tensor& t, const OpLimits& limits) {
+  if (t.type == DType::f32 || t.type == DType::i32) return static_cast<int>(kF32);
+  if (t.type == DType::f16 && limits.f16) return static_cast<int>(kF16);
+  return -1;
+}
+
+uint64_t element_size(const Tensor& t) { return t.type == DType::f16 ? 2 : 4; }
+
+// Whether a shader can address every element of t through one binding.
+bool addressable(const Tensor& t, const OpLimits& limits) {
+  if (shader_type(t, limits) < 0) return false;
+  if (static_cast<uint64_t>(t.nelements()) >= kMaxElements) return false;
+  const uint64_t size = element_size(t);
+  for (int i = 0; i < kMaxDims; ++i) {
+    if (t.ne[i] <= 0 && t.nelements() != 0) return false;
+    if (t.nb[i] % size != 0 || t.nb[i] / size > UINT32_MAX) return false;
+  }
+  return t.nbytes() + limits.storage_alignment <= limits.max_storage_range;
+}
+
+bool is(const Tensor* t, DType type) { return t != nullptr && t->type == type; }
+
+// Dispatch shapes: a flat job of n invocations in groups of `group`, or one
+// group per row; both spread over x and y (x holds at most max_groups[0]).
+std::array<uint32_t, 3> spread(uint64_t groups, const OpLimits& limits) {
+  const uint64_t x = std::max<uint64_t>(1, std::min<uint64_t>(groups, limits.max_groups[0]));
+  return {static_cast<uint32_t>(x), static_cast<uint32_t>((groups + x - 1) / x), 1};
+}
+
+bool spreadable(uint64_t groups, const OpLimits& limits) { return spread(groups, limits)[1] <= limits.max_groups[1]; }
+
+uint64_t flat_groups(const Tensor& node) { return (static_cast<uint64_t>(node.nelements()) + 255) / 256; }
+
+// mul_mat's groups: one an output (N == 1) or a 16 x 16 tile, dims 2 and 3 along z.
+std::array<uint32_t, 3> mul_mat_groups(const Tensor& node) {
+  const auto m = static_cast<uint64_t>(node.ne[0]), n = static_cast<uint64_t>(node.ne[1]);
+  const auto batches = static_cast<uint32_t>(node.ne[2] * node.ne[3]);
+  if (n == 1) return {static_cast<uint32_t>(m), 1, batches};
+  return {static_cast<uint32_t>((m + 15) / 16), static_cast<uint32_t>((n + 15) / 16), batches};
+}
+
+bool op_supported(const Tensor& node, const OpLimits& limits) {
+  const Tensor* a = node.src[0];
+  const Tensor* b = node.src[1];
+  switch (node.op) {
+    case Op::add:
+    case Op::sub:
+    case Op::mul:
+    case Op::div:
+    case Op::swiglu:
+      return is(&node, DType::f32) && is(a, DType::f32) && is(b, DType::f32) && spreadable(flat_groups(node), limits);
+    case Op::scale:
+    case Op::silu:
+    case Op::gelu:
+    case Op::tanh: return is(&node, DType::f32) && is(a, DType::f32) && spreadable(flat_groups(node), limits);
+    case Op::rms_norm:
+    case Op::norm: return is(&node, DType::f32) && is(a, DType::f32) && spreadable(node.nrows(), limits);
+    case Op::soft_max:
+      return is(&node, DType::f32) && is(a, DType::f32) && (b == nullptr || is(b, DType::f32)) &&
+             spreadable(node.nrows(), limits);
+    case Op::get_rows:
+      return is(&node, DType::f32) && (is(a, DType::f32) || is(a, DType::f16)) && is(b, DType::i32) &&
+             spreadable(flat_groups(node), limits);
+    case Op::cpy:
+      return (is(&node, DType::f32) || is(&node, DType::f16)) && (is(a, DType::f32) || is(a, DType::f16)) &&
+             spreadable(flat_groups(node), limits);
+    case Op::mul_mat: {
+      if (!is(&node, DType::f32) || !(is(a, DType::f32) || is(a, DType::f16)) || !is(b, DType::f32)) return false;
+      const auto g = mul_mat_groups(node);
+      return node.ne[2] * node.ne[3] <= limits.max_groups[2] && g[0] <= limits.max_groups[0] &&
+             g[1] <= limits.max_groups[1];
+    }
+    default: return false;
+  }
+}
+
+Binding bind(const Tensor& t, const OpLimits& limits) {
+  const uint64_t base = t.offset / limits.storage_alignment * limits.storage_alignment;
+  const uint64_t range = (t.offset - base + t.nbytes() + 3) / 4 * 4;
+  return {&t, base, std::max<uint64_t>(range, 4)};
+}
+
+void describe_tensor(PushArgs& args, int slot, const Binding& binding) {
+  const Tensor& t = *binding.tensor;
+  const uint64_t size = element_size(t);
+  for (int i = 0; i < kMaxDims; ++i) {
+    args.ne[slot][i] = static_cast<uint32_t>(t.ne[i]);
+    args.nb[slot][i] = static_cast<uint32_t>(t.nb[i] / size);
+  }
+  args.off[slot] = static_cast<uint32_t>((t.offset - binding.base) / size);
+}
+
+uint32_t f32_bits(float v) {
+  uint32_t u;
+  __builtin_memcpy(&u, &v, 4);
+  return u;
+}
+
+// Which shader computes op, and its specialization constants.
+void choose_shader(const Tensor& node, Dispatch& d) {
+  const auto type_of = [](const Tensor* t) { return t->type == DType::f16 ? kF16 : kF32; };
+  switch (node.op) {
+    case Op::add: d.shader = "elementwise", d.spec[0] = 0; break;
+    case Op::sub: d.shader = "elementwise", d.spec[0] = 1; break;
+    case Op::mul: d.shader = "elementwise", d.spec[0] = 2; break;
+    case Op::div: d.shader = "elementwise", d.spec[0] = 3; break;
+    case Op::scale: d.shader = "elementwise", d.spec[0] = 4; break;
+    case Op::silu: d.shader = "elementwise", d.spec[0] = 5; break;
+    case Op::gelu: d.shader = "elementwise", d.spec[0] = 6; break;
+    case Op::tanh: d.shader = "elementwise", d.spec[0] = 7; break;
+    case Op::swiglu: d.shader = "elementwise", d.spec[0] = 8; break;
+    case Op::rms_norm: d.shader = "norm", d.spec[0] = 0; break;
+    case Op::norm: d.shader = "norm", d.spec[0] = 1; break;
+    case Op::soft_max: d.shader = "soft_max"; break;
+    case Op::cpy: d.shader = "copy", d.spec = {type_of(node.src[0]), type_of(&node), 0}; break;
+    case Op::get_rows: d.shader = "copy", d.spec = {type_of(node.src[0]), kF32, 1}; break;
+    case Op::mul_mat: d.shader = "mul_mat", d.spec = {type_of(node.src[0]), node.ne[1] == 1 ? 1u : 0u, 0}; break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+bool computes(const Tensor& node) { return node.op != Op::none && !is_view_op(node.op); }
+
+bool supports(const Tensor& node, const OpLimits& limits) {
+  if (static_cast<uint32_t>(node.op) >= kOpCount) return false;
+  if (!computes(node)) return true;
+  if (!addressable(node, limits)) return false;
+  for (const Tensor* s : node.src) {
+    if (s != nullptr && !addressable(*s, limits)) return false;
+  }
+  return op_supported(node, limits);
+}
+
+Dispatch plan_dispatch(const Tensor& node, const OpLimits& limits) {
+  Dispatch d;
+  choose_shader(node, d);
+  d.bindings[0] = bind(node, limits);
+  for (int i = 0; i < 2; ++i) {
+    // An op without the source binds the node there: every binding is valid.
+    d.bindings[1 + i] = node.src[i] != nullptr ? bind(*node.src[i], limits) : d.bindings[0];
+  }
+  for (int i = 0; i < 3; ++i) describe_tensor(d.args, i, d.bindings[i]);
+  switch (node.op) {
+    case Op::scale:
+    case Op::rms_norm:
+    case Op::norm: d.args.p[0] = f32_bits(node.param<float>(0)); break;
+    case Op::soft_max:
+      d.args.p[0] = f32_bits(node.param<float>(0));
+      d.args.p[1] = node.src[1] != nullptr ? 1 : 0;
+      break;
+    default: break;
+  }
+  if (node.op == Op::mul_mat) {
+    d.groups = mul_mat_groups(node);
+  } else if (node.op == Op::rms_norm || node.op == Op::norm || node.op == Op::soft_max) {
+    d.groups = spread(static_cast<uint64_t>(node.nrows()), limits);
+  } else {
+    d.groups = spread(flat_groups(node), limits);
+  }
+  return d;
+}
+
+}  // namespace tensorpc::vulkan

@@ -1,0 +1,165 @@
+// The Vulkan device's ops against the CPU device: odd shapes, views,
+// broadcasts, one token and many, each within a tolerance for its types.
+#include "vulkan_test_util.h"
+
+namespace tensorpc::test {
+namespace {
+
+constexpr Tolerance kF32{1e-4, 1e-5};
+constexpr Tolerance kF16{2e-3, 1e-4};
+
+using BinaryBuilder = Tensor* (Context::*)(Tensor*, Tensor*);
+
+TEST(VulkanOps, BinaryOpsBroadcastBOverRowsAndDims23) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  const Shape a_shape = {37, 5, 3, 2};
+  const std::vector<Shape> b_shapes = {{37, 5, 3, 2}, {37, 1, 1, 1}, {1, 5, 3, 2}, {37, 5, 1, 2}, {37, 1, 3, 1}};
+  for (BinaryBuilder op : {&Context::add, &Context::sub, &Context::mul}) {
+    for (const Shape& bs : b_shapes) {
+      SCOPED_TRACE("b " + shape_str(bs));
+      EXPECT_TRUE(same_as_cpu(
+          *dev,
+          [&](Context& ctx) -> std::vector<Tensor*> {
+            return {(ctx.*op)(input(ctx, DType::f32, a_shape), input(ctx, DType::f32, bs))};
+          },
+          kF32));
+    }
+  }
+}
+
+TEST(VulkanOps, DivScaleAndActivationsOnATransposedView) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  EXPECT_TRUE(same_as_cpu(
+      *dev,
+      [](Context& ctx) -> std::vector<Tensor*> {
+        Tensor* x = ctx.transpose(input(ctx, DType::f32, {13, 29}));  // [29, 13], strided rows
+        Tensor* b = input(ctx, DType::f32, {29, 1});
+        return {ctx.div(x, ctx.add(ctx.mul(b, b), ctx.scale(ctx.silu(b), 0.0f))),
+                ctx.scale(x, -2.5f),
+                ctx.silu(x),
+                ctx.gelu(x),
+                ctx.tanh(ctx.scale(x, 3.0f)),
+                ctx.swiglu(x, ctx.cont(x))};
+      },
+      kF32));
+}
+
+TEST(VulkanOps, RmsNormAndNormOnOddRows) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  for (int64_t n : {1, 7, 129, 1000}) {
+    SCOPED_TRACE("row " + std::to_string(n));
+    EXPECT_TRUE(same_as_cpu(
+        *dev,
+        [&](Context& ctx) -> std::vector<Tensor*> {
+          Tensor* x = input(ctx, DType::f32, {n, 3, 2});
+          return {ctx.rms_norm(x, 1e-6f), ctx.norm(x, 1e-5f), ctx.rms_norm(ctx.permute(x, 0, 2, 1, 3), 1e-6f)};
+        },
+        kF32));
+  }
+}
+
+TEST(VulkanOps, SoftMaxWithScaleAndMaskBroadcastOverDims23) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  for (int64_t n : {1, 5, 200}) {
+    EXPECT_TRUE(same_as_cpu(
+        *dev,
+        [&](Context& ctx) -> std::vector<Tensor*> {
+          Tensor* x = input(ctx, DType::f32, {n, 4, 3});
+          Tensor* mask = input(ctx, DType::f32, {n, 6});
+          return {ctx.soft_max(x, nullptr, 0.5f), ctx.soft_max(x, mask, 0.125f)};
+        },
+        kF32));
+  }
+}
+
+TEST(VulkanOps, GetRowsFromF32AndF16) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  for (DType type : {DType::f32, DType::f16}) {
+    EXPECT_TRUE(same_as_cpu(
+        *dev,
+        [&](Context& ctx) -> std::vector<Tensor*> {
+          Tensor* table = input(ctx, DType::f32, {19, 11, 3});
+          Tensor* typed = type == DType::f32 ? table : ctx.cast(table, type);
+          return {ctx.get_rows(typed, input(ctx, DType::i32, {6, 3})),
+                  ctx.get_rows(typed, input(ctx, DType::i32, {1, 1}))};
+        },
+        kF32, /*index_range=*/11));
+  }
+}
+
+TEST(VulkanOps, CpyCastsBetweenF32AndF16ThroughViews) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  EXPECT_TRUE(same_as_cpu(
+      *dev,
+      [](Context& ctx) -> std::vector<Tensor*> {
+        Tensor* x = input(ctx, DType::f32, {9, 7, 5});
+        Tensor* half = ctx.cast(ctx.permute(x, 2, 0, 1, 3), DType::f16);
+        Tensor* back = ctx.cast(ctx.transpose(half), DType::f32);
+        return {back, ctx.cont(ctx.permute(x, 1, 2, 0, 3)), ctx.cast(ctx.view(x, {4, 7}, {4, 9 * 4}, 8), DType::f32)};
+      },
+      kF16));
+}
+
+TEST(VulkanOps, MulMatF32AndF16OneTokenAndMany) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  for (DType type : {DType::f32, DType::f16}) {
+    for (int64_t n : {1, 3, 17, 40}) {
+      SCOPED_TRACE(std::string(name_of(type)) + " N " + std::to_string(n));
+      EXPECT_TRUE(same_as_cpu(*dev,
+                              [&](Context& ctx) -> std::vector<Tensor*> {
+                                Tensor* w = input(ctx, DType::f32, {67, 23});
+                                Tensor* typed = type == DType::f32 ? w : ctx.cast(w, type);
+                                return {ctx.mul_mat(typed, input(ctx, DType::f32, {67, n}))};
+                              },
+                              {1e-4, 1e-4}));
+    }
+  }
+}
+
+TEST(VulkanOps, MulMatBroadcastsAOverDims2And3) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  for (int64_t n : {1, 9}) {
+    EXPECT_TRUE(same_as_cpu(*dev,
+                            [&](Context& ctx) -> std::vector<Tensor*> {
+                              Tensor* a = input(ctx, DType::f32, {32, 10, 2, 1});
+                              Tensor* b = input(ctx, DType::f32, {32, n, 4, 3});
+                              return {ctx.mul_mat(a, b),
+                                      ctx.mul_mat(ctx.cast(a, DType::f16),
+                                                  ctx.permute(input(ctx, DType::f32, {32, 4, n, 3}), 0, 2, 1, 3))};
+                            },
+                            {1e-4, 1e-4}));
+  }
+}
+
+TEST(VulkanOps, AGraphRunTwiceGivesTheSameValues) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  EXPECT_TRUE(same_as_cpu(
+      *dev,
+      [](Context& ctx) -> std::vector<Tensor*> {
+        Tensor* x = input(ctx, DType::f32, {64, 5});
+        Tensor* w = input(ctx, DType::f32, {64, 48});
+        Tensor* h = ctx.mul_mat(w, ctx.rms_norm(x, 1e-6f));
+        return {ctx.soft_max(ctx.add(h, ctx.silu(h)), nullptr, 0.3f)};
+      },
+      {1e-4, 1e-5}, 1, /*runs=*/2));
+}
+
+TEST(VulkanOps, SupportsIsFalseForWhatItDoesNotCompute) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  Context ctx;
+  Tensor* x = ctx.new_tensor(DType::f32, {64, 4});
+  Tensor* q = ctx.new_tensor(DType::q8_0, {64, 4});
+  Tensor* pos = ctx.new_tensor(DType::i32, {4});
+  EXPECT_TRUE(dev->supports(*x));
+  EXPECT_TRUE(dev->supports(*ctx.transpose(x)));
+  EXPECT_TRUE(dev->supports(*ctx.add(x, x)));
+  EXPECT_FALSE(dev->supports(*ctx.mul_mat(q, x)));
+  EXPECT_FALSE(dev->supports(*ctx.get_rows(q, pos)));
+  EXPECT_FALSE(dev->supports(*ctx.rope(ctx.reshape(x, {16, 4, 4}), pos, 16, 0)));
+  EXPECT_FALSE(dev->supports(*ctx.top_k(x, 3)));
+  EXPECT_FALSE(dev->supports(*ctx.argmax(x)));
+  EXPECT_FALSE(dev->supports(*ctx.cast(x, DType::bf16)));
+}
+
+}  // namespace
+}  // namespace tensorpc::test
