@@ -8,6 +8,10 @@
 #include "vulkan/vk_ops.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "tensorpc/context.h"
 
 namespace tensorpc::vulkan {
 namespace {
@@ -82,6 +86,12 @@ bool op_supported(const Tensor& node, const OpLimits& limits) {
     case Op::cpy:
       return (is(&node, DType::f32) || is(&node, DType::f16)) && (is(a, DType::f32) || is(a, DType::f16)) &&
              spreadable(flat_groups(node), limits);
+    case Op::rope: {
+      const Tensor* factors = node.src[2];
+      return is(&node, DType::f32) && is(a, DType::f32) && is(b, DType::i32) &&
+             (factors == nullptr || (is(factors, DType::f32) && factors->nb[0] == 4)) &&
+             spreadable(flat_groups(node), limits);
+    }
     case Op::mul_mat: {
       if (!is(&node, DType::f32) || !(is(a, DType::f32) || is(a, DType::f16)) || !is(b, DType::f32)) return false;
       const auto g = mul_mat_groups(node);
@@ -110,8 +120,28 @@ void describe_tensor(PushArgs& args, int slot, const Binding& binding) {
 
 uint32_t f32_bits(float v) {
   uint32_t u;
-  __builtin_memcpy(&u, &v, 4);
+  std::memcpy(&u, &v, 4);
   return u;
+}
+
+// rope's params, where shaders/rope.comp reads them: in p, and in the slots
+// of the positions' descriptor (tensor 2, 1-D) that its dims 1 and 2 leave.
+void rope_args(const Tensor& node, PushArgs& args) {
+  int32_t n_dims = std::clamp<int32_t>(node.param<int32_t>(kRopeParamNDims), 0, static_cast<int32_t>(node.ne[0]));
+  n_dims &= ~1;
+  const bool yarn = (node.param<int32_t>(kRopeParamMode) & kRopeYarnBit) != 0;
+  const float freq_scale = node.param<float>(kRopeParamFreqScale);
+  const float ext_factor = yarn ? node.param<float>(kRopeParamExtFactor) : 0.0f;
+  double magnitude = yarn ? node.param<float>(kRopeParamAttnFactor) : 1.0;
+  if (ext_factor != 0.0f) magnitude *= 1.0 + 0.1 * std::log(1.0 / freq_scale);
+  args.ne[2][1] = static_cast<uint32_t>(n_dims);
+  args.ne[2][2] = node.src[2] != nullptr ? static_cast<uint32_t>(node.src[2]->ne[0]) : 0;
+  args.nb[2][1] = f32_bits(yarn ? node.param<float>(kRopeParamCorrLow) : 0.0f);
+  args.nb[2][2] = f32_bits(yarn ? node.param<float>(kRopeParamCorrHigh) : 0.0f);
+  args.p[0] = f32_bits(node.param<float>(kRopeParamFreqBase));
+  args.p[1] = f32_bits(freq_scale);
+  args.p[2] = f32_bits(ext_factor);
+  args.p[3] = f32_bits(static_cast<float>(magnitude));
 }
 
 // Which shader computes op, and its specialization constants.
@@ -132,6 +162,10 @@ void choose_shader(const Tensor& node, Dispatch& d) {
     case Op::soft_max: d.shader = "soft_max"; break;
     case Op::cpy: d.shader = "copy", d.spec = {type_of(node.src[0]), type_of(&node), 0}; break;
     case Op::get_rows: d.shader = "copy", d.spec = {type_of(node.src[0]), kF32, 1}; break;
+    case Op::rope:
+      d.shader = "rope";
+      d.spec = {(node.param<int32_t>(kRopeParamMode) & kRopeNeox) != 0 ? 1u : 0u, node.src[2] != nullptr ? 1u : 0u, 0};
+      break;
     case Op::mul_mat: d.shader = "mul_mat", d.spec = {type_of(node.src[0]), node.ne[1] == 1 ? 1u : 0u, 0}; break;
     default: break;
   }
@@ -155,11 +189,14 @@ Dispatch plan_dispatch(const Tensor& node, const OpLimits& limits) {
   Dispatch d;
   choose_shader(node, d);
   d.bindings[0] = bind(node, limits);
-  for (int i = 0; i < 2; ++i) {
+  for (uint32_t i = 1; i < kBindings; ++i) {
     // An op without the source binds the node there: every binding is valid.
-    d.bindings[1 + i] = node.src[i] != nullptr ? bind(*node.src[i], limits) : d.bindings[0];
+    const Tensor* s = node.src[i - 1];
+    d.bindings[i] = s != nullptr ? bind(*s, limits) : d.bindings[0];
   }
   for (int i = 0; i < 3; ++i) describe_tensor(d.args, i, d.bindings[i]);
+  if (const Tensor* s = node.src[2]; s != nullptr)
+    d.args.off[3] = static_cast<uint32_t>((s->offset - d.bindings[3].base) / element_size(*s));
   switch (node.op) {
     case Op::scale:
     case Op::rms_norm:
@@ -168,6 +205,7 @@ Dispatch plan_dispatch(const Tensor& node, const OpLimits& limits) {
       d.args.p[0] = f32_bits(node.param<float>(0));
       d.args.p[1] = node.src[1] != nullptr ? 1 : 0;
       break;
+    case Op::rope: rope_args(node, d.args); break;
     default: break;
   }
   if (node.op == Op::mul_mat) {

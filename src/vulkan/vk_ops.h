@@ -19,8 +19,13 @@ struct OpLimits {
   bool f16 = false;  // f16 in storage buffers
 };
 
+// Every shader binds four storage buffers: the node and its src[0..2]; an op
+// without a source binds the node in its place.
+inline constexpr uint32_t kBindings = 4;
+
 // The shaders' push constants (shaders/common.glsl): tensor 0 is the node,
-// 1 and 2 its sources; offsets and strides in elements of each one's type.
+// 1 and 2 its sources; offsets and strides in elements of each one's type
+// (off[3] is src[2]'s offset, for the ops that read it).
 struct PushArgs {
   uint32_t ne[3][4];
   uint32_t nb[3][4];
@@ -39,7 +44,7 @@ struct Binding {
 struct Dispatch {
   const char* shader = nullptr;    // the module's name (spirv.h)
   std::array<uint32_t, 3> spec{};  // specialization constants 0..2
-  std::array<Binding, 3> bindings{};
+  std::array<Binding, kBindings> bindings{};
   PushArgs args{};
   std::array<uint32_t, 3> groups{1, 1, 1};
 };

@@ -12,7 +12,7 @@ namespace tensorpc::vulkan {
 
 StatusOr<std::unique_ptr<Pipelines>> Pipelines::create(VkDevice device) {
   std::unique_ptr<Pipelines> p(new Pipelines(device));
-  std::array<VkDescriptorSetLayoutBinding, 3> bindings{};
+  std::array<VkDescriptorSetLayoutBinding, kBindings> bindings{};
   for (uint32_t i = 0; i < bindings.size(); ++i) {
     bindings[i].binding = i;
     bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;

@@ -1,6 +1,6 @@
 // The compute pipelines of one device: a pipeline a shader and set of
 // specialization constants, made on first use and kept. Every shader has the
-// same layout: three storage buffers (the node, src[0], src[1]) and the
+// same layout: four storage buffers (the node, src[0..2]) and the
 // 128 bytes of PushArgs.
 #pragma once
 

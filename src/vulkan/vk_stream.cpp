@@ -97,7 +97,7 @@ class VulkanStream final : public Stream {
     if (descriptors_) vkDestroyDescriptorPool(device_.handle(), descriptors_, nullptr);
     descriptors_ = VK_NULL_HANDLE;
     descriptor_capacity_ = std::max<uint32_t>(nodes, 16);
-    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 3 * descriptor_capacity_};
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBindings * descriptor_capacity_};
     auto info = vk_struct<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
     info.maxSets = descriptor_capacity_;
     info.poolSizeCount = 1;
@@ -178,9 +178,9 @@ class VulkanStream final : public Stream {
     alloc.pSetLayouts = &layout;
     VkDescriptorSet set = VK_NULL_HANDLE;
     TENSORPC_VK_RETURN_IF_ERROR(vkAllocateDescriptorSets(device_.handle(), &alloc, &set), "vkAllocateDescriptorSets");
-    std::array<VkDescriptorBufferInfo, 3> infos{};
-    std::array<VkWriteDescriptorSet, 3> writes{};
-    for (uint32_t i = 0; i < 3; ++i) {
+    std::array<VkDescriptorBufferInfo, kBindings> infos{};
+    std::array<VkWriteDescriptorSet, kBindings> writes{};
+    for (uint32_t i = 0; i < kBindings; ++i) {
       infos[i] = {buffer_of(*d.bindings[i].tensor), d.bindings[i].base, d.bindings[i].range};
       writes[i] = vk_struct<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
       writes[i].dstSet = set;
@@ -189,7 +189,7 @@ class VulkanStream final : public Stream {
       writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
       writes[i].pBufferInfo = &infos[i];
     }
-    vkUpdateDescriptorSets(device_.handle(), 3, writes.data(), 0, nullptr);
+    vkUpdateDescriptorSets(device_.handle(), kBindings, writes.data(), 0, nullptr);
     vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipelines.layout(), 0, 1, &set, 0, nullptr);
     vkCmdPushConstants(cmd_, pipelines.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(PushArgs), &d.args);

@@ -1,7 +1,8 @@
 // What every shader of the Vulkan device shares: the push constants that
 // describe its tensors, and the element index of a position in one of them.
 //
-// Tensor 0 is the node, 1 its src[0], 2 its src[1]. Offsets and strides are in
+// Tensor 0 is the node, 1 its src[0], 2 its src[1] (bindings 0..2; binding 3
+// is src[2], whose offset alone is off.w). Offsets and strides are in
 // elements of the tensor's own type, counted from the start of the range its
 // binding covers (vk_ops.cpp fills them in).
 #extension GL_EXT_shader_16bit_storage : require
