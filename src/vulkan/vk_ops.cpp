@@ -72,6 +72,7 @@ bool op_supported(const Tensor& node, const OpLimits& limits) {
     case Op::swiglu:
       return is(&node, DType::f32) && is(a, DType::f32) && is(b, DType::f32) && spreadable(flat_groups(node), limits);
     case Op::scale:
+    case Op::diag_mask_inf:
     case Op::silu:
     case Op::gelu:
     case Op::tanh: return is(&node, DType::f32) && is(a, DType::f32) && spreadable(flat_groups(node), limits);
@@ -83,6 +84,13 @@ bool op_supported(const Tensor& node, const OpLimits& limits) {
     case Op::get_rows:
       return is(&node, DType::f32) && (is(a, DType::f32) || is(a, DType::f16)) && is(b, DType::i32) &&
              spreadable(flat_groups(node), limits);
+    case Op::set_rows:
+      return (is(&node, DType::f32) || is(&node, DType::f16)) && is(a, DType::f32) && is(b, DType::i32) &&
+             spreadable(flat_groups(*a), limits);
+    case Op::concat:
+      return (is(&node, DType::f32) || is(&node, DType::i32)) && a->type == node.type && b->type == node.type &&
+             spreadable(flat_groups(node), limits);
+    case Op::argmax: return is(&node, DType::i32) && is(a, DType::f32) && spreadable(a->nrows(), limits);
     case Op::cpy:
       return (is(&node, DType::f32) || is(&node, DType::f16)) && (is(a, DType::f32) || is(a, DType::f16)) &&
              spreadable(flat_groups(node), limits);
@@ -162,6 +170,10 @@ void choose_shader(const Tensor& node, Dispatch& d) {
     case Op::soft_max: d.shader = "soft_max"; break;
     case Op::cpy: d.shader = "copy", d.spec = {type_of(node.src[0]), type_of(&node), 0}; break;
     case Op::get_rows: d.shader = "copy", d.spec = {type_of(node.src[0]), kF32, 1}; break;
+    case Op::set_rows: d.shader = "copy", d.spec = {kF32, type_of(&node), 2}; break;
+    case Op::concat: d.shader = "copy", d.spec = {kF32, kF32, 3}; break;
+    case Op::diag_mask_inf: d.shader = "elementwise", d.spec[0] = 9; break;
+    case Op::argmax: d.shader = "argmax"; break;
     case Op::rope:
       d.shader = "rope";
       d.spec = {(node.param<int32_t>(kRopeParamMode) & kRopeNeox) != 0 ? 1u : 0u, node.src[2] != nullptr ? 1u : 0u, 0};
@@ -206,12 +218,18 @@ Dispatch plan_dispatch(const Tensor& node, const OpLimits& limits) {
       d.args.p[1] = node.src[1] != nullptr ? 1 : 0;
       break;
     case Op::rope: rope_args(node, d.args); break;
+    case Op::concat:
+    case Op::diag_mask_inf: d.args.p[0] = static_cast<uint32_t>(node.param<int32_t>(0)); break;
     default: break;
   }
   if (node.op == Op::mul_mat) {
     d.groups = mul_mat_groups(node);
   } else if (node.op == Op::rms_norm || node.op == Op::norm || node.op == Op::soft_max) {
     d.groups = spread(static_cast<uint64_t>(node.nrows()), limits);
+  } else if (node.op == Op::argmax) {
+    d.groups = spread(static_cast<uint64_t>(node.src[0]->nrows()), limits);
+  } else if (node.op == Op::set_rows) {
+    d.groups = spread(flat_groups(*node.src[0]), limits);
   } else {
     d.groups = spread(flat_groups(node), limits);
   }

@@ -186,6 +186,75 @@ TEST(VulkanOps, RopeWithFrequencyFactorsAndYarn) {
   }
 }
 
+TEST(VulkanOps, SetRowsWritesF32AndF16CachesAndSkipsRowsOutsideThem) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  for (DType type : {DType::f32, DType::f16}) {
+    SCOPED_TRACE(name_of(type));
+    // Indices 0, 5, 10, 4, 9, 3 into 7 rows: 10 and 9 are skipped.
+    EXPECT_TRUE(same_as_cpu(
+        *dev,
+        [&](Context& ctx) -> std::vector<Tensor*> {
+          Tensor* rows = input(ctx, DType::i32, {6});
+          Tensor* cache = input(ctx, type, {19, 7});
+          Tensor* transposed_cache = ctx.transpose(input(ctx, type, {7, 19}));  // a row lands as a column
+          Tensor* one = input(ctx, DType::i32, {1});
+          return {ctx.set_rows(cache, input(ctx, DType::f32, {19, 6}), rows),
+                  ctx.set_rows(transposed_cache, ctx.transpose(input(ctx, DType::f32, {6, 19})), rows),
+                  ctx.set_rows(input(ctx, type, {19, 7}), input(ctx, DType::f32, {19, 1}), one)};
+        },
+        type == DType::f16 ? kF16 : kF32, /*index_range=*/11));
+  }
+}
+
+TEST(VulkanOps, DiagMaskInfKeepsColumnsUpToNPastPlusRow) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  for (int n_past : {0, 3, 40}) {
+    SCOPED_TRACE("n_past " + std::to_string(n_past));
+    EXPECT_TRUE(same_as_cpu(
+        *dev,
+        [&](Context& ctx) -> std::vector<Tensor*> {
+          Tensor* x = input(ctx, DType::f32, {13, 5, 3});
+          return {ctx.diag_mask_inf(x, n_past), ctx.diag_mask_inf(ctx.permute(x, 0, 2, 1, 3), n_past)};
+        },
+        kF32));
+  }
+}
+
+TEST(VulkanOps, ConcatF32AndI32AlongEachDim) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  for (DType type : {DType::f32, DType::i32}) {
+    for (int dim = 0; dim < 4; ++dim) {
+      SCOPED_TRACE(std::string(name_of(type)) + " dim " + std::to_string(dim));
+      std::array<int64_t, 4> a_shape = {5, 3, 2, 2}, b_shape = a_shape;
+      b_shape[static_cast<size_t>(dim)] = 3;
+      EXPECT_TRUE(same_as_cpu(
+          *dev,
+          [&](Context& ctx) -> std::vector<Tensor*> {
+            Tensor* a = input(ctx, type, a_shape);
+            // b through a view: its dims 0 and 1 swapped back.
+            std::array<int64_t, 4> swapped = {b_shape[1], b_shape[0], b_shape[2], b_shape[3]};
+            Tensor* b = ctx.transpose(input(ctx, type, swapped));
+            return {ctx.concat(a, b, dim)};
+          },
+          kF32, /*index_range=*/1000));
+    }
+  }
+}
+
+TEST(VulkanOps, ArgmaxTakesTheFirstOfEqualMaximaOnLongAndStridedRows) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  for (int64_t n : {1, 7, 1000}) {
+    SCOPED_TRACE("row " + std::to_string(n));
+    EXPECT_TRUE(same_as_cpu(*dev,
+                            [&](Context& ctx) -> std::vector<Tensor*> {
+                              Tensor* x = input(ctx, DType::f32, {n, 4, 3});
+                              return {ctx.argmax(x), ctx.argmax(ctx.scale(x, 0.0f)),
+                                      ctx.argmax(ctx.diag_mask_inf(x, 1)), ctx.argmax(ctx.transpose(x))};
+                            },
+                            {0, 0}));
+  }
+}
+
 TEST(VulkanOps, AGraphRunTwiceGivesTheSameValues) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
   EXPECT_TRUE(same_as_cpu(
@@ -212,7 +281,8 @@ TEST(VulkanOps, SupportsIsFalseForWhatItDoesNotCompute) {
   EXPECT_FALSE(dev->supports(*ctx.get_rows(q, pos)));
   EXPECT_TRUE(dev->supports(*ctx.rope(ctx.reshape(x, {16, 4, 4}), pos, 16, 0)));
   EXPECT_FALSE(dev->supports(*ctx.top_k(x, 3)));
-  EXPECT_FALSE(dev->supports(*ctx.argmax(x)));
+  EXPECT_TRUE(dev->supports(*ctx.argmax(x)));
+  EXPECT_FALSE(dev->supports(*ctx.set_rows(q, x, pos)));
   EXPECT_FALSE(dev->supports(*ctx.cast(x, DType::bf16)));
 }
 

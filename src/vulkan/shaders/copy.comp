@@ -1,39 +1,72 @@
 // Data movement with a type on each side (TYPE 0 f32, 1 f16), one invocation
-// an element of the node:
-//   GET_ROWS 0: cpy. Flat element k of the node (ne[0] fastest) takes flat
+// an element:
+//   MODE 0: cpy. Flat element k of the node (ne[0] fastest) takes flat
 //     element k of src[0], whatever their shapes and strides.
-//   GET_ROWS 1: get_rows. Row (j, b, c) of the node is row ids[j, b % ids.ne1,
+//   MODE 1: get_rows. Row (j, b, c) of the node is row ids[j, b % ids.ne1,
 //     c % ids.ne2] of a's matrix (b % a.ne2, c % a.ne3); an index outside a
 //     gives zeros.
+//   MODE 2: set_rows. Row r of src[0] [K, n] (f32), one invocation an element
+//     of it, goes to row ids[r] of the node [K, R]; an index outside [0, R)
+//     writes nothing.
+//   MODE 3: concat (f32 or i32, copied as bits) along dim p.x: the node's
+//     element takes src[0]'s where its coordinate along dim is below
+//     src[0]'s size there, src[1]'s (that coordinate less it) otherwise.
 #version 450
 #include "common.glsl"
 
 layout(constant_id = 0) const uint SRC_TYPE = 0;
 layout(constant_id = 1) const uint DST_TYPE = 0;
-layout(constant_id = 2) const uint GET_ROWS = 0;
+layout(constant_id = 2) const uint MODE = 0;
 layout(local_size_x = 256) in;
+
+const uint CPY = 0, GET_ROWS = 1, SET_ROWS = 2, CONCAT = 3;
 
 layout(binding = 0) writeonly buffer D32 { float d32[]; };
 layout(binding = 0) writeonly buffer D16 { float16_t d16[]; };
+layout(binding = 0) writeonly buffer DBits { uint dbits[]; };
 layout(binding = 1) readonly buffer A32 { float a32[]; };
 layout(binding = 1) readonly buffer A16 { float16_t a16[]; };
+layout(binding = 1) readonly buffer ABits { uint abits[]; };
 layout(binding = 2) readonly buffer Ids { int ids[]; };
+layout(binding = 2) readonly buffer BBits { uint bbits[]; };
 
 float load_src(uint j) { return SRC_TYPE == 1 ? float(a16[j]) : a32[j]; }
 
+void store_dst(uint j, float v) {
+  if (DST_TYPE == 1) d16[j] = float16_t(v);
+  else d32[j] = v;
+}
+
 void main() {
   const uint k = flat_invocation();
+  if (MODE == SET_ROWS) {
+    if (k >= n_elements(1)) return;
+    const uvec4 s = unravel(1, k);
+    const int row = ids[at(2, s.y, 0, 0, 0)];
+    if (row >= 0 && uint(row) < args.ne[0].y) store_dst(at(0, s.x, uint(row), 0, 0), load_src(at(1, s.x, s.y, 0, 0)));
+    return;
+  }
   if (k >= n_elements(0)) return;
   const uvec4 i = unravel(0, k);
+  const uint j = at(0, i.x, i.y, i.z, i.w);
+  if (MODE == CONCAT) {
+    const uint dim = args.p.x;
+    uvec4 s = i;
+    if (s[dim] < args.ne[1][dim]) {
+      dbits[j] = abits[at(1, s.x, s.y, s.z, s.w)];
+    } else {
+      s[dim] -= args.ne[1][dim];
+      dbits[j] = bbits[at(2, s.x, s.y, s.z, s.w)];
+    }
+    return;
+  }
   float v = 0.0;
-  if (GET_ROWS == 0) {
+  if (MODE == CPY) {
     const uvec4 s = unravel(1, k);
     v = load_src(at(1, s.x, s.y, s.z, s.w));
   } else {
     const int row = ids[at(2, i.y, i.z % args.ne[2].y, i.w % args.ne[2].z, 0)];
     if (row >= 0 && uint(row) < args.ne[1].y) v = load_src(at(1, i.x, uint(row), i.z % args.ne[1].z, i.w % args.ne[1].w));
   }
-  const uint j = at(0, i.x, i.y, i.z, i.w);
-  if (DST_TYPE == 1) d16[j] = float16_t(v);
-  else d32[j] = v;
+  store_dst(j, v);
 }

@@ -1,12 +1,13 @@
 // Element-wise ops, one per value of OP: the binary ones (b broadcast over a,
-// each dim of b 1 or a's), scale, and the activations. Every tensor f32.
+// each dim of b 1 or a's), scale, the activations, and diag_mask_inf (-inf
+// where i0 > n_past + i1, n_past p.x). Every tensor f32.
 #version 450
 #include "common.glsl"
 
 layout(constant_id = 0) const uint OP = 0;
 layout(local_size_x = 256) in;
 
-const uint ADD = 0, SUB = 1, MUL = 2, DIV = 3, SCALE = 4, SILU = 5, GELU = 6, TANH = 7, SWIGLU = 8;
+const uint ADD = 0, SUB = 1, MUL = 2, DIV = 3, SCALE = 4, SILU = 5, GELU = 6, TANH = 7, SWIGLU = 8, DIAG_MASK_INF = 9;
 
 layout(binding = 0) writeonly buffer D { float d[]; };
 layout(binding = 1) readonly buffer A { float a[]; };
@@ -50,6 +51,7 @@ void main() {
   else if (OP == SILU) r = silu(x);
   else if (OP == GELU) r = gelu(x);
   else if (OP == TANH) r = tanh_f32(x);
-  else r = silu(x) * y;
+  else if (OP == SWIGLU) r = silu(x) * y;
+  else r = i.x <= args.p.x + i.y ? x : uintBitsToFloat(0xff800000u);
   d[at(0, i.x, i.y, i.z, i.w)] = r;
 }
