@@ -16,23 +16,40 @@
 namespace tensorpc::vulkan {
 namespace {
 
-constexpr uint32_t kF32 = 0, kF16 = 1;
+// The types of shaders/quant.glsl.
+constexpr uint32_t kF32 = 0, kF16 = 1, kQ8_0 = 2, kQ4_0 = 3, kQ4_K = 4, kQ6_K = 5;
 constexpr uint64_t kMaxElements = uint64_t{1} << 31;
 
-// The shader type of t (kF32, kF16, or i32 read as int), or -1.
+// The shader type of t (i32 read as f32's 4 bytes), or -1. f16 and the block
+// types, read as 16-bit words, need 16-bit storage.
 int shader_type(const Tensor& t, const OpLimits& limits) {
   if (t.type == DType::f32 || t.type == DType::i32) return static_cast<int>(kF32);
-  if (t.type == DType::f16 && limits.f16) return static_cast<int>(kF16);
-  return -1;
+  if (!limits.f16) return -1;
+  switch (t.type) {
+    case DType::f16: return static_cast<int>(kF16);
+    case DType::q8_0: return static_cast<int>(kQ8_0);
+    case DType::q4_0: return static_cast<int>(kQ4_0);
+    case DType::q4_K: return static_cast<int>(kQ4_K);
+    case DType::q6_K: return static_cast<int>(kQ6_K);
+    default: return -1;
+  }
 }
 
-uint64_t element_size(const Tensor& t) { return t.type == DType::f16 ? 2 : 4; }
+bool is_block_type(const Tensor* t) {
+  return t != nullptr &&
+         (t->type == DType::q8_0 || t->type == DType::q4_0 || t->type == DType::q4_K || t->type == DType::q6_K);
+}
+
+// The unit of t's offset and strides in a shader: an element, or for a block
+// type a 16-bit word.
+uint64_t element_size(const Tensor& t) { return t.type == DType::f16 || is_block_type(&t) ? 2 : 4; }
 
 // Whether a shader can address every element of t through one binding.
 bool addressable(const Tensor& t, const OpLimits& limits) {
   if (shader_type(t, limits) < 0) return false;
   if (static_cast<uint64_t>(t.nelements()) >= kMaxElements) return false;
   const uint64_t size = element_size(t);
+  if (t.offset % size != 0) return false;
   for (int i = 0; i < kMaxDims; ++i) {
     if (t.ne[i] <= 0 && t.nelements() != 0) return false;
     if (t.nb[i] % size != 0 || t.nb[i] / size > UINT32_MAX) return false;
@@ -82,8 +99,8 @@ bool op_supported(const Tensor& node, const OpLimits& limits) {
       return is(&node, DType::f32) && is(a, DType::f32) && (b == nullptr || is(b, DType::f32)) &&
              spreadable(node.nrows(), limits);
     case Op::get_rows:
-      return is(&node, DType::f32) && (is(a, DType::f32) || is(a, DType::f16)) && is(b, DType::i32) &&
-             spreadable(flat_groups(node), limits);
+      return is(&node, DType::f32) && (is(a, DType::f32) || is(a, DType::f16) || is_block_type(a)) &&
+             is(b, DType::i32) && spreadable(flat_groups(node), limits);
     case Op::set_rows:
       return (is(&node, DType::f32) || is(&node, DType::f16)) && is(a, DType::f32) && is(b, DType::i32) &&
              spreadable(flat_groups(*a), limits);
@@ -101,7 +118,8 @@ bool op_supported(const Tensor& node, const OpLimits& limits) {
              spreadable(flat_groups(node), limits);
     }
     case Op::mul_mat: {
-      if (!is(&node, DType::f32) || !(is(a, DType::f32) || is(a, DType::f16)) || !is(b, DType::f32)) return false;
+      if (!is(&node, DType::f32) || !(is(a, DType::f32) || is(a, DType::f16) || is_block_type(a)) || !is(b, DType::f32))
+        return false;
       const auto g = mul_mat_groups(node);
       return node.ne[2] * node.ne[3] <= limits.max_groups[2] && g[0] <= limits.max_groups[0] &&
              g[1] <= limits.max_groups[1];
@@ -153,8 +171,8 @@ void rope_args(const Tensor& node, PushArgs& args) {
 }
 
 // Which shader computes op, and its specialization constants.
-void choose_shader(const Tensor& node, Dispatch& d) {
-  const auto type_of = [](const Tensor* t) { return t->type == DType::f16 ? kF16 : kF32; };
+void choose_shader(const Tensor& node, const OpLimits& limits, Dispatch& d) {
+  const auto type_of = [&](const Tensor* t) { return static_cast<uint32_t>(shader_type(*t, limits)); };
   switch (node.op) {
     case Op::add: d.shader = "elementwise", d.spec[0] = 0; break;
     case Op::sub: d.shader = "elementwise", d.spec[0] = 1; break;
@@ -199,7 +217,7 @@ bool supports(const Tensor& node, const OpLimits& limits) {
 
 Dispatch plan_dispatch(const Tensor& node, const OpLimits& limits) {
   Dispatch d;
-  choose_shader(node, d);
+  choose_shader(node, limits, d);
   d.bindings[0] = bind(node, limits);
   for (uint32_t i = 1; i < kBindings; ++i) {
     // An op without the source binds the node there: every binding is valid.

@@ -59,11 +59,12 @@ inline std::vector<std::vector<float>> run_graph(Device& dev, const GraphBuilder
   return values;
 }
 
-// Checks that `build` gives on the Vulkan device what it gives on the CPU.
-inline ::testing::AssertionResult same_as_cpu(Device& vulkan, const GraphBuilder& build, Tolerance tol,
-                                              int32_t index_range = 1, int runs = 1) {
+// Checks that `build` gives on the Vulkan device what `reference` (the same
+// leaves, in the same order) gives on the CPU.
+inline ::testing::AssertionResult matches_cpu(Device& vulkan, const GraphBuilder& build, const GraphBuilder& reference,
+                                              Tolerance tol, int32_t index_range = 1, int runs = 1) {
   CpuDevice cpu(CpuDeviceOptions{.threads = 1});
-  const auto want = run_graph(cpu, build, index_range);
+  const auto want = run_graph(cpu, reference, index_range);
   const auto got = run_graph(vulkan, build, index_range, runs);
   for (size_t i = 0; i < want.size(); ++i) {
     const std::vector<double> w(want[i].begin(), want[i].end());
@@ -71,6 +72,12 @@ inline ::testing::AssertionResult same_as_cpu(Device& vulkan, const GraphBuilder
     if (!r) return r << " (output " << i << ")";
   }
   return ::testing::AssertionSuccess();
+}
+
+// Checks that `build` gives on the Vulkan device what it gives on the CPU.
+inline ::testing::AssertionResult same_as_cpu(Device& vulkan, const GraphBuilder& build, Tolerance tol,
+                                              int32_t index_range = 1, int runs = 1) {
+  return matches_cpu(vulkan, build, build, tol, index_range, runs);
 }
 
 }  // namespace tensorpc::test

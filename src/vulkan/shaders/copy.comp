@@ -1,5 +1,6 @@
-// Data movement with a type on each side (TYPE 0 f32, 1 f16), one invocation
-// an element:
+// Data movement with a type on each side (quant.glsl's: the source f32, f16
+// or, for get_rows, a block type; the node f32 or f16), one invocation an
+// element:
 //   MODE 0: cpy. Flat element k of the node (ne[0] fastest) takes flat
 //     element k of src[0], whatever their shapes and strides.
 //   MODE 1: get_rows. Row (j, b, c) of the node is row ids[j, b % ids.ne1,
@@ -13,6 +14,7 @@
 //     src[0]'s size there, src[1]'s (that coordinate less it) otherwise.
 #version 450
 #include "common.glsl"
+#include "quant.glsl"
 
 layout(constant_id = 0) const uint SRC_TYPE = 0;
 layout(constant_id = 1) const uint DST_TYPE = 0;
@@ -24,13 +26,11 @@ const uint CPY = 0, GET_ROWS = 1, SET_ROWS = 2, CONCAT = 3;
 layout(binding = 0) writeonly buffer D32 { float d32[]; };
 layout(binding = 0) writeonly buffer D16 { float16_t d16[]; };
 layout(binding = 0) writeonly buffer DBits { uint dbits[]; };
-layout(binding = 1) readonly buffer A32 { float a32[]; };
-layout(binding = 1) readonly buffer A16 { float16_t a16[]; };
 layout(binding = 1) readonly buffer ABits { uint abits[]; };
 layout(binding = 2) readonly buffer Ids { int ids[]; };
 layout(binding = 2) readonly buffer BBits { uint bbits[]; };
 
-float load_src(uint j) { return SRC_TYPE == 1 ? float(a16[j]) : a32[j]; }
+float load_src(uint j) { return SRC_TYPE == TYPE_F16 ? float(weight_f16[j]) : weight_f32[j]; }
 
 void store_dst(uint j, float v) {
   if (DST_TYPE == 1) d16[j] = float16_t(v);
@@ -66,7 +66,7 @@ void main() {
     v = load_src(at(1, s.x, s.y, s.z, s.w));
   } else {
     const int row = ids[at(2, i.y, i.z % args.ne[2].y, i.w % args.ne[2].z, 0)];
-    if (row >= 0 && uint(row) < args.ne[1].y) v = load_src(at(1, i.x, uint(row), i.z % args.ne[1].z, i.w % args.ne[1].w));
+    if (row >= 0 && uint(row) < args.ne[1].y) v = load_weight(SRC_TYPE, 1, i.x, uint(row), i.z % args.ne[1].z, i.w % args.ne[1].w);
   }
   store_dst(j, v);
 }
