@@ -19,6 +19,8 @@ namespace {
 // The types of shaders/quant.glsl.
 constexpr uint32_t kF32 = 0, kF16 = 1, kQ8_0 = 2, kQ4_0 = 3, kQ4_K = 4, kQ6_K = 5;
 constexpr uint64_t kMaxElements = uint64_t{1} << 31;
+// The largest k of top_k: its candidates are sorted in shared memory (shaders/top_k.comp).
+constexpr int64_t kTopKMaxK = 1024;
 
 // The shader type of t (i32 read as f32's 4 bytes), or -1. f16 and the block
 // types, read as 16-bit words, need 16-bit storage.
@@ -108,6 +110,8 @@ bool op_supported(const Tensor& node, const OpLimits& limits) {
       return (is(&node, DType::f32) || is(&node, DType::i32)) && a->type == node.type && b->type == node.type &&
              spreadable(flat_groups(node), limits);
     case Op::argmax: return is(&node, DType::i32) && is(a, DType::f32) && spreadable(a->nrows(), limits);
+    case Op::top_k:
+      return is(&node, DType::f32) && is(a, DType::f32) && node.ne[0] <= kTopKMaxK && spreadable(a->nrows(), limits);
     case Op::cpy:
       return (is(&node, DType::f32) || is(&node, DType::f16)) && (is(a, DType::f32) || is(a, DType::f16)) &&
              spreadable(flat_groups(node), limits);
@@ -192,6 +196,7 @@ void choose_shader(const Tensor& node, const OpLimits& limits, Dispatch& d) {
     case Op::concat: d.shader = "copy", d.spec = {kF32, kF32, 3}; break;
     case Op::diag_mask_inf: d.shader = "elementwise", d.spec[0] = 9; break;
     case Op::argmax: d.shader = "argmax"; break;
+    case Op::top_k: d.shader = "top_k"; break;
     case Op::rope:
       d.shader = "rope";
       d.spec = {(node.param<int32_t>(kRopeParamMode) & kRopeNeox) != 0 ? 1u : 0u, node.src[2] != nullptr ? 1u : 0u, 0};
@@ -237,6 +242,7 @@ Dispatch plan_dispatch(const Tensor& node, const OpLimits& limits) {
       break;
     case Op::rope: rope_args(node, d.args); break;
     case Op::concat:
+    case Op::top_k:
     case Op::diag_mask_inf: d.args.p[0] = static_cast<uint32_t>(node.param<int32_t>(0)); break;
     default: break;
   }
@@ -244,7 +250,7 @@ Dispatch plan_dispatch(const Tensor& node, const OpLimits& limits) {
     d.groups = mul_mat_groups(node);
   } else if (node.op == Op::rms_norm || node.op == Op::norm || node.op == Op::soft_max) {
     d.groups = spread(static_cast<uint64_t>(node.nrows()), limits);
-  } else if (node.op == Op::argmax) {
+  } else if (node.op == Op::argmax || node.op == Op::top_k) {
     d.groups = spread(static_cast<uint64_t>(node.src[0]->nrows()), limits);
   } else if (node.op == Op::set_rows) {
     d.groups = spread(flat_groups(*node.src[0]), limits);

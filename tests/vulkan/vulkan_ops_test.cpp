@@ -315,6 +315,36 @@ TEST(VulkanOps, GetRowsFromBlockTypes) {
   }
 }
 
+TEST(VulkanOps, TopKOnShortAndLongRowsUpToTheLargestK) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  for (int64_t n : {1, 7, 300, 5000}) {
+    for (int64_t k : {int64_t{1}, std::min<int64_t>(n, 5), std::min<int64_t>(n, 1024)}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " k " + std::to_string(k));
+      EXPECT_TRUE(same_as_cpu(*dev,
+                              [&](Context& ctx) -> std::vector<Tensor*> {
+                                Tensor* x = input(ctx, DType::f32, {n, 3, 2});
+                                const int kk = static_cast<int>(k);
+                                return {ctx.top_k(x, kk), ctx.top_k(ctx.permute(x, 0, 2, 1, 3), kk)};
+                              },
+                              {0, 0}));
+    }
+  }
+}
+
+TEST(VulkanOps, TopKBreaksTiesByLowerIndexAndRanksNanBelowMinusInf) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  EXPECT_TRUE(
+      same_as_cpu(*dev,
+                  [](Context& ctx) -> std::vector<Tensor*> {
+                    Tensor* x = input(ctx, DType::f32, {600, 4});
+                    Tensor* zeros = ctx.scale(x, 0.0f);        // +0 and -0: equal
+                    Tensor* masked = ctx.diag_mask_inf(x, 2);  // rows of 3 to 6 numbers, the rest -inf
+                    Tensor* nan = ctx.div(zeros, zeros);
+                    return {ctx.top_k(zeros, 300), ctx.top_k(masked, 40), ctx.top_k(ctx.concat(nan, masked, 0), 600)};
+                  },
+                  {0, 0}));
+}
+
 TEST(VulkanOps, AGraphRunTwiceGivesTheSameValues) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
   EXPECT_TRUE(same_as_cpu(
@@ -344,7 +374,8 @@ TEST(VulkanOps, SupportsIsFalseForWhatItDoesNotCompute) {
   EXPECT_FALSE(dev->supports(*ctx.get_rows(q5, pos)));
   EXPECT_FALSE(dev->supports(*ctx.cast(q, DType::f32)));
   EXPECT_TRUE(dev->supports(*ctx.rope(ctx.reshape(x, {16, 4, 4}), pos, 16, 0)));
-  EXPECT_FALSE(dev->supports(*ctx.top_k(x, 3)));
+  EXPECT_TRUE(dev->supports(*ctx.top_k(x, 3)));
+  EXPECT_FALSE(dev->supports(*ctx.top_k(ctx.new_tensor(DType::f32, {2000}), 1025)));
   EXPECT_TRUE(dev->supports(*ctx.argmax(x)));
   EXPECT_FALSE(dev->supports(*ctx.set_rows(q, x, pos)));
   EXPECT_FALSE(dev->supports(*ctx.cast(x, DType::bf16)));
