@@ -10,41 +10,43 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 #include "tensorpc/context.h"
 
 namespace tensorpc::vulkan {
 namespace {
 
-// The types of shaders/quant.glsl.
-constexpr uint32_t kF32 = 0, kF16 = 1, kQ8_0 = 2, kQ4_0 = 3, kQ4_K = 4, kQ6_K = 5;
+// The types of shaders/quant.glsl, by their number there: i32 is read as
+// f32's 4 bytes; f16, bf16 and the block types, as 16-bit words, need
+// 16-bit storage.
+constexpr DType kShaderTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0,   DType::q4_0,
+                                  DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q2_K,
+                                  DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K,   DType::iq4_xs};
+constexpr uint32_t kF32 = 0, kF16 = 1;
 constexpr uint64_t kMaxElements = uint64_t{1} << 31;
 // The largest k of top_k: its candidates are sorted in shared memory (shaders/top_k.comp).
 constexpr int64_t kTopKMaxK = 1024;
 
-// The shader type of t (i32 read as f32's 4 bytes), or -1. f16 and the block
-// types, read as 16-bit words, need 16-bit storage.
+// The shader type of t, or -1.
 int shader_type(const Tensor& t, const OpLimits& limits) {
   if (t.type == DType::f32 || t.type == DType::i32) return static_cast<int>(kF32);
   if (!limits.f16) return -1;
-  switch (t.type) {
-    case DType::f16: return static_cast<int>(kF16);
-    case DType::q8_0: return static_cast<int>(kQ8_0);
-    case DType::q4_0: return static_cast<int>(kQ4_0);
-    case DType::q4_K: return static_cast<int>(kQ4_K);
-    case DType::q6_K: return static_cast<int>(kQ6_K);
-    default: return -1;
+  for (size_t i = 1; i < std::size(kShaderTypes); ++i) {
+    if (kShaderTypes[i] == t.type) return static_cast<int>(i);
   }
+  return -1;
 }
 
-bool is_block_type(const Tensor* t) {
-  return t != nullptr &&
-         (t->type == DType::q8_0 || t->type == DType::q4_0 || t->type == DType::q4_K || t->type == DType::q6_K);
+// Whether t is a weight only mul_mat and get_rows read: bf16 or a block type.
+bool is_weight_type(const Tensor* t) {
+  return t != nullptr && (t->type == DType::bf16 || is_quantized(t->type)) &&
+         shader_type(*t, OpLimits{.f16 = true}) >= 0;
 }
 
 // The unit of t's offset and strides in a shader: an element, or for a block
 // type a 16-bit word.
-uint64_t element_size(const Tensor& t) { return t.type == DType::f16 || is_block_type(&t) ? 2 : 4; }
+uint64_t element_size(const Tensor& t) { return t.type == DType::f16 || is_weight_type(&t) ? 2 : 4; }
 
 // Whether a shader can address every element of t through one binding.
 bool addressable(const Tensor& t, const OpLimits& limits) {
@@ -101,7 +103,7 @@ bool op_supported(const Tensor& node, const OpLimits& limits) {
       return is(&node, DType::f32) && is(a, DType::f32) && (b == nullptr || is(b, DType::f32)) &&
              spreadable(node.nrows(), limits);
     case Op::get_rows:
-      return is(&node, DType::f32) && (is(a, DType::f32) || is(a, DType::f16) || is_block_type(a)) &&
+      return is(&node, DType::f32) && (is(a, DType::f32) || is(a, DType::f16) || is_weight_type(a)) &&
              is(b, DType::i32) && spreadable(flat_groups(node), limits);
     case Op::set_rows:
       return (is(&node, DType::f32) || is(&node, DType::f16)) && is(a, DType::f32) && is(b, DType::i32) &&
@@ -122,7 +124,8 @@ bool op_supported(const Tensor& node, const OpLimits& limits) {
              spreadable(flat_groups(node), limits);
     }
     case Op::mul_mat: {
-      if (!is(&node, DType::f32) || !(is(a, DType::f32) || is(a, DType::f16) || is_block_type(a)) || !is(b, DType::f32))
+      if (!is(&node, DType::f32) || !(is(a, DType::f32) || is(a, DType::f16) || is_weight_type(a)) ||
+          !is(b, DType::f32))
         return false;
       const auto g = mul_mat_groups(node);
       return node.ne[2] * node.ne[3] <= limits.max_groups[2] && g[0] <= limits.max_groups[0] &&

@@ -1,31 +1,40 @@
 // The weight types a shader reads from binding 1, and the value of one
-// element of a block (the byte layouts are GGUF's, include/tensorpc/dtype.h
-// and src/core/quant.h):
-//   TYPE_F32, TYPE_F16: plain elements.
-//   TYPE_Q8_0: 32 values: f16 d, int8 q[32]; value d q.
-//   TYPE_Q4_0: 32 values: f16 d, 16 bytes, value j in byte j's low nibble and
-//     value j + 16 in its high one; value d (nibble - 8).
-//   TYPE_Q4_K: 256 values: f16 d, f16 dmin, 12 bytes of 6-bit scales and mins
-//     for 8 sub-blocks of 32, 128 bytes of nibbles; value d scale q - dmin min.
-//   TYPE_Q6_K: 256 values: 128 bytes of low nibbles, 64 of high bit pairs,
-//     int8 scales for 16 sub-blocks of 16, f16 d; value d scale (q - 32).
+// element of a block (the byte layouts are GGUF's, as src/core/quant.h
+// describes them):
+//   TYPE_F32, TYPE_F16, TYPE_BF16: plain elements.
+//   32 values a block, value d q (+ m where the type has it):
+//     TYPE_Q8_0: f16 d, int8 q[32].
+//     TYPE_Q4_0, TYPE_Q4_1: f16 d (, f16 m), 16 bytes: value j in byte j's
+//       low nibble, value j + 16 in its high one; q4_0's q is nibble - 8.
+//     TYPE_Q5_0, TYPE_Q5_1: f16 d (, f16 m), 32 fifth bits (bit j of a
+//       little-endian u32 for value j), nibbles as q4_0; q5_0's q is q - 16.
+//     TYPE_IQ4_NL: f16 d, nibbles as q4_0, each an index into kIQ4NL.
+//   256 values a block, sub-blocks with scales (value d scale q - dmin min):
+//     TYPE_Q2_K, TYPE_Q3_K, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K, TYPE_IQ4_XS.
 // A quantized tensor is read as 16-bit words (every block is a whole number of
 // them): its offset and strides are in words, and its ne0 stride is a block's.
-const uint TYPE_F32 = 0, TYPE_F16 = 1, TYPE_Q8_0 = 2, TYPE_Q4_0 = 3, TYPE_Q4_K = 4, TYPE_Q6_K = 5;
+// In the order of vk_ops.cpp's kShaderTypes; the 256-value block types last.
+const uint TYPE_F32 = 0, TYPE_F16 = 1, TYPE_BF16 = 2, TYPE_Q8_0 = 3, TYPE_Q4_0 = 4, TYPE_Q4_1 = 5, TYPE_Q5_0 = 6;
+const uint TYPE_Q5_1 = 7, TYPE_IQ4_NL = 8, TYPE_Q2_K = 9, TYPE_Q3_K = 10, TYPE_Q4_K = 11, TYPE_Q5_K = 12;
+const uint TYPE_Q6_K = 13, TYPE_IQ4_XS = 14;
+
+const int kIQ4NL[16] = int[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
 
 layout(binding = 1) readonly buffer WeightF32 { float weight_f32[]; };
 layout(binding = 1) readonly buffer WeightF16 { float16_t weight_f16[]; };
 layout(binding = 1) readonly buffer WeightWords { uint16_t weight_words[]; };
 
 // Values in a block of type.
-uint block_values(uint type) { return type == TYPE_Q4_K || type == TYPE_Q6_K ? 256 : 32; }
+uint block_values(uint type) { return type >= TYPE_Q2_K ? 256 : 32; }
 
 // Byte b of the block starting at word w.
 uint block_byte(uint w, uint b) { return (uint(weight_words[w + b / 2]) >> (8 * (b & 1))) & 0xffu; }
 
 float block_half(uint w, uint b) { return unpackHalf2x16(uint(weight_words[w + b / 2])).x; }
 
-// Sub-block j's 6-bit scale (min 0) or min (min 1) of the q4_K block at w.
+int signed_byte(uint w, uint b) { return int(block_byte(w, b) << 24) >> 24; }
+
+// Sub-block j's 6-bit scale (min 0) or min (min 1) of the q4_K or q5_K block at w.
 uint q4_k_scale(uint w, uint j, uint min) {
   const uint s = 4;  // scales start at byte 4
   if (j < 4) return block_byte(w, s + j + 4 * min) & 63;
@@ -33,32 +42,70 @@ uint q4_k_scale(uint w, uint j, uint min) {
   return (block_byte(w, s + j + 4) >> 4) | ((block_byte(w, s + j) >> 6) << 4);
 }
 
-// Value i of the block of type starting at word w.
-float block_value(uint type, uint w, uint i) {
-  if (type == TYPE_Q8_0) return block_half(w, 0) * float(int(block_byte(w, 2 + i) << 24) >> 24);
-  if (type == TYPE_Q4_0) {
-    const uint byte = block_byte(w, 2 + i % 16);
-    return block_half(w, 0) * (float(i < 16 ? byte & 0xf : byte >> 4) - 8.0);
+// The nibble of value i of a 32-value block whose 16 bytes start at byte b.
+uint nibble32(uint w, uint b, uint i) {
+  const uint byte = block_byte(w, b + i % 16);
+  return i < 16 ? byte & 0xf : byte >> 4;
+}
+
+// Bit i of the little-endian u32 at byte b.
+uint bit32(uint w, uint b, uint i) { return (block_byte(w, b + i / 8) >> (i % 8)) & 1; }
+
+// Value i of a 32-value block of type starting at word w.
+float block32_value(uint type, uint w, uint i) {
+  const float d = block_half(w, 0);
+  if (type == TYPE_Q8_0) return d * float(signed_byte(w, 2 + i));
+  if (type == TYPE_Q4_0) return d * float(int(nibble32(w, 2, i)) - 8);
+  if (type == TYPE_Q4_1) return d * float(nibble32(w, 4, i)) + block_half(w, 2);
+  if (type == TYPE_Q5_0) return d * float(int(nibble32(w, 6, i) | (bit32(w, 2, i) << 4)) - 16);
+  if (type == TYPE_Q5_1) return d * float(nibble32(w, 8, i) | (bit32(w, 4, i) << 4)) + block_half(w, 2);
+  return d * float(kIQ4NL[nibble32(w, 2, i)]);  // TYPE_IQ4_NL
+}
+
+// Value i of a 256-value block of type starting at word w.
+float block256_value(uint type, uint w, uint i) {
+  if (type == TYPE_Q2_K || type == TYPE_Q3_K) {
+    // 2-bit planes: value 32 s + l of each half of 128 is bits 2s..2s+1 of a byte.
+    const uint planes = type == TYPE_Q2_K ? 16 : 32;
+    const uint low = (block_byte(w, planes + 32 * (i / 128) + i % 32) >> (2 * ((i % 128) / 32))) & 3;
+    const uint j = i / 16;
+    if (type == TYPE_Q2_K) {
+      const uint sm = block_byte(w, j);
+      return block_half(w, 80) * float((sm & 0xf) * low) - block_half(w, 82) * float(sm >> 4);
+    }
+    const int q = int(low + 4 * ((block_byte(w, i % 32) >> (i / 32)) & 1)) - 4;
+    const uint low_scale = j < 8 ? block_byte(w, 96 + j) & 0xf : block_byte(w, 96 + j - 8) >> 4;
+    const uint high_scale = (block_byte(w, 96 + 8 + j % 4) >> (2 * (j / 4))) & 3;
+    return block_half(w, 108) * float((int(low_scale | (high_scale << 4)) - 32) * q);
   }
-  if (type == TYPE_Q4_K) {
-    const uint byte = block_byte(w, 16 + 32 * (i / 64) + i % 32);
-    const uint q = (i / 32) % 2 == 0 ? byte & 0xf : byte >> 4;
+  if (type == TYPE_Q4_K || type == TYPE_Q5_K) {
+    const uint qs = type == TYPE_Q4_K ? 16 : 48;
+    const uint byte = block_byte(w, qs + 32 * (i / 64) + i % 32);
+    uint q = (i / 32) % 2 == 0 ? byte & 0xf : byte >> 4;
+    if (type == TYPE_Q5_K) q |= ((block_byte(w, 16 + i % 32) >> (i / 32)) & 1) << 4;
     const uint sub = i / 32;
     return block_half(w, 0) * float(q4_k_scale(w, sub, 0) * q) - block_half(w, 2) * float(q4_k_scale(w, sub, 1));
+  }
+  if (type == TYPE_IQ4_XS) {
+    const uint s = i / 32, j = i % 32;
+    const uint scale = ((block_byte(w, 4 + s / 2) >> (4 * (s % 2))) & 0xf) | (((uint(weight_words[w + 1]) >> (2 * s)) & 3) << 4);
+    const uint byte = block_byte(w, 8 + 16 * s + j % 16);
+    return block_half(w, 0) * float((int(scale) - 32) * kIQ4NL[j < 16 ? byte & 0xf : byte >> 4]);
   }
   // TYPE_Q6_K
   const uint half_block = i / 128, s = (i % 128) / 32, l = i % 32;
   const uint low_byte = block_byte(w, 64 * half_block + l + 32 * (s & 1));
   const uint low = s < 2 ? low_byte & 0xf : low_byte >> 4;
   const uint high = (block_byte(w, 128 + 32 * half_block + l) >> (2 * s)) & 3;
-  const int scale = int(block_byte(w, 192 + i / 16) << 24) >> 24;
-  return block_half(w, 208) * float(scale) * float(int(low | (high << 4)) - 32);
+  return block_half(w, 208) * float(signed_byte(w, 192 + i / 16)) * float(int(low | (high << 4)) - 32);
 }
 
 // Element (i0, i1, i2, i3) of the weight (tensor t, of type).
 float load_weight(uint type, uint t, uint i0, uint i1, uint i2, uint i3) {
   if (type == TYPE_F32) return weight_f32[at(t, i0, i1, i2, i3)];
   if (type == TYPE_F16) return float(weight_f16[at(t, i0, i1, i2, i3)]);
+  if (type == TYPE_BF16) return uintBitsToFloat(uint(weight_words[at(t, i0, i1, i2, i3)]) << 16);
   const uint n = block_values(type);
-  return block_value(type, at(t, i0 / n, i1, i2, i3), i0 % n);
+  const uint w = at(t, i0 / n, i1, i2, i3);
+  return n == 32 ? block32_value(type, w, i0 % n) : block256_value(type, w, i0 % n);
 }
