@@ -1,15 +1,17 @@
 // The llama forward pass against the plain reference written with straight
 // loops in double precision (reference_decoder.h): prefill, then decode with
 // the KV cache. arch_test.cpp does the same for every architecture.
+#include "model/arch/llama.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include "model/arch/llama.h"
 #include "model/arch/reference_checks.h"
 #include "model/arch/reference_decoder.h"
+#include "model/arch/tiny_llama.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/graph_allocator.h"
 
@@ -23,14 +25,7 @@ using RefLayer = reference::ReferenceLayer;
 class LlamaForward : public ::testing::Test {
  protected:
   void SetUp() override {
-    hp.n_vocab = 48;
-    hp.n_ctx_train = 64;
-    hp.n_embd = 64;
-    hp.n_layer = 2;
-    hp.n_head = 4;
-    hp.n_head_kv = 2;
-    hp.n_ff = 96;
-    hp.n_rot = 16;
+    hp = test::tiny_llama_hparams();
     ASSERT_TRUE(hp.validate().ok());
     ref.c.n_vocab = hp.n_vocab;
     ref.c.n_embd = hp.n_embd;
@@ -42,34 +37,27 @@ class LlamaForward : public ::testing::Test {
     ref.c.norm_eps = hp.norm_eps;
     ref.c.freq_base = hp.rope_freq_base;
 
-    // Every weight: a tensor in one CPU buffer, and its values in the reference.
+    // Every weight: a tensor in one CPU buffer, and its values in the
+    // reference, in the order tiny_llama_weights makes them.
+    ref.layers.resize(2);
+    std::vector<Mat*> targets = {&ref.embd};
+    for (RefLayer& R : ref.layers) {
+      for (Mat* m : {&R.attn_norm, &R.wq, &R.wk, &R.wv, &R.wo, &R.ffn_norm, &R.gate, &R.up, &R.down}) {
+        targets.push_back(m);
+      }
+    }
+    targets.push_back(&ref.out_norm);
+    targets.push_back(&ref.out);
     std::vector<std::pair<Tensor*, Mat*>> all;
-    auto weight = [&](std::initializer_list<int64_t> ne, Mat* m, bool norm = false) {
+    w = test::tiny_llama_weights(hp, [&](std::initializer_list<int64_t> ne, bool norm) {
       Tensor* t = wctx.new_tensor(DType::f32, ne);
+      Mat* m = targets[all.size()];
       m->resize(static_cast<size_t>(t->nelements()));
       std::normal_distribution<double> d(norm ? 1.0 : 0.0, norm ? 0.1 : 0.15);
       for (double& v : *m) v = d(rng);
       all.push_back({t, m});
       return t;
-    };
-    ref.layers.resize(2);
-    w.tok_embd = weight({hp.n_embd, hp.n_vocab}, &ref.embd);
-    for (int l = 0; l < 2; ++l) {
-      RefLayer& R = ref.layers[l];
-      LlamaLayerWeights L;
-      L.attn_norm = weight({hp.n_embd}, &R.attn_norm, true);
-      L.wq = weight({hp.n_embd, hp.n_embd}, &R.wq);
-      L.wk = weight({hp.n_embd, hp.kv_dim()}, &R.wk);
-      L.wv = weight({hp.n_embd, hp.kv_dim()}, &R.wv);
-      L.wo = weight({hp.n_embd, hp.n_embd}, &R.wo);
-      L.ffn_norm = weight({hp.n_embd}, &R.ffn_norm, true);
-      L.ffn_gate = weight({hp.n_embd, hp.n_ff}, &R.gate);
-      L.ffn_up = weight({hp.n_embd, hp.n_ff}, &R.up);
-      L.ffn_down = weight({hp.n_ff, hp.n_embd}, &R.down);
-      w.layers.push_back(L);
-    }
-    w.output_norm = weight({hp.n_embd}, &ref.out_norm, true);
-    w.output = weight({hp.n_embd, hp.n_vocab}, &ref.out);
+    });
     ASSERT_TRUE(w.validate(hp).ok());
 
     cache.n_ctx = 64;
@@ -100,20 +88,7 @@ class LlamaForward : public ::testing::Test {
 
   // Runs one step of `tokens` starting at position `pos`; returns logits [n_out][n_vocab].
   std::vector<float> step(const std::vector<int32_t>& tokens, int pos, bool all_logits) {
-    Context ctx;
-    const auto n = static_cast<int64_t>(tokens.size());
-    const int64_t n_kv = kv_window(pos + n, cache.n_ctx, 16);
-    LlamaStep s = build_llama_step(ctx, hp, w, cache, n, n_kv, all_logits);
-    Graph g = Graph::build({s.logits});
-    GraphAllocator alloc(dev);
-    EXPECT_TRUE(alloc.allocate(g).ok());
-    std::vector<int32_t> positions(tokens.size());
-    for (size_t i = 0; i < positions.size(); ++i) positions[i] = pos + static_cast<int32_t>(i);
-    EXPECT_TRUE(s.tokens->buffer->set(*s.tokens, tokens.data(), 0, 4 * tokens.size()).ok());
-    EXPECT_TRUE(s.positions->buffer->set(*s.positions, positions.data(), 0, 4 * positions.size()).ok());
-    EXPECT_TRUE(write_from_f32(*s.mask, causal_mask(positions, n_kv)).ok());
-    EXPECT_TRUE(dev.create_stream().value()->compute(g).ok());
-    return read_as_f32(*s.logits).value();
+    return test::run_llama_step(dev, hp, w, cache, tokens, pos, all_logits);
   }
 
   std::mt19937 rng{7};
@@ -158,14 +133,8 @@ TEST_F(LlamaForward, LastTokenLogitsEqualThoseOfTheFullPrefill) {
 }
 
 TEST(LlamaHparams, RejectsInconsistentShapes) {
-  LlamaHparams hp;
-  hp.n_vocab = 10;
-  hp.n_embd = 64;
-  hp.n_layer = 1;
-  hp.n_head = 4;
+  LlamaHparams hp = test::tiny_llama_hparams();  // 4 heads of 16 dims
   hp.n_head_kv = 3;
-  hp.n_ff = 8;
-  hp.n_rot = 16;
   EXPECT_NE(hp.validate().message().find("kv heads"), std::string::npos) << hp.validate().message();
   hp.n_head_kv = 2;
   EXPECT_TRUE(hp.validate().ok());
