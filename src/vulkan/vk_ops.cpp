@@ -106,8 +106,8 @@ bool op_supported(const Tensor& node, const OpLimits& limits) {
       return is(&node, DType::f32) && (is(a, DType::f32) || is(a, DType::f16) || is_weight_type(a)) &&
              is(b, DType::i32) && spreadable(flat_groups(node), limits);
     case Op::set_rows:
-      return (is(&node, DType::f32) || is(&node, DType::f16)) && is(a, DType::f32) && is(b, DType::i32) &&
-             spreadable(flat_groups(*a), limits);
+      return (is(&node, DType::f32) || is(&node, DType::f16) || is(&node, DType::q8_0) || is(&node, DType::q4_0)) &&
+             is(a, DType::f32) && is(b, DType::i32) && spreadable(flat_groups(*a), limits);
     case Op::concat:
       return (is(&node, DType::f32) || is(&node, DType::i32)) && a->type == node.type && b->type == node.type &&
              spreadable(flat_groups(node), limits);

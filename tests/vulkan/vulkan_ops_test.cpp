@@ -186,23 +186,30 @@ TEST(VulkanOps, RopeWithFrequencyFactorsAndYarn) {
   }
 }
 
-TEST(VulkanOps, SetRowsWritesF32AndF16CachesAndSkipsRowsOutsideThem) {
+TEST(VulkanOps, SetRowsWritesF32F16Q8_0AndQ4_0CachesAndSkipsRowsOutsideThem) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
-  for (DType type : {DType::f32, DType::f16}) {
+  for (DType type : {DType::f32, DType::f16, DType::q8_0, DType::q4_0}) {
     SCOPED_TRACE(name_of(type));
-    // Indices 0, 5, 10, 4, 9, 3 into 7 rows: 10 and 9 are skipped.
+    const bool quantized = is_quantized(type);
+    // Indices 0, 5, 10, 4, 9, 3 into 7 rows: 10 and 9 are skipped. Rows of 96:
+    // three blocks of a block type, which is quantized as the CPU device does.
     EXPECT_TRUE(same_as_cpu(
         *dev,
         [&](Context& ctx) -> std::vector<Tensor*> {
           Tensor* rows = input(ctx, DType::i32, {6});
-          Tensor* cache = input(ctx, type, {19, 7});
-          Tensor* transposed_cache = ctx.transpose(input(ctx, type, {7, 19}));  // a row lands as a column
           Tensor* one = input(ctx, DType::i32, {1});
-          return {ctx.set_rows(cache, input(ctx, DType::f32, {19, 6}), rows),
-                  ctx.set_rows(transposed_cache, ctx.transpose(input(ctx, DType::f32, {6, 19})), rows),
-                  ctx.set_rows(input(ctx, type, {19, 7}), input(ctx, DType::f32, {19, 1}), one)};
+          std::vector<Tensor*> out = {ctx.set_rows(input(ctx, type, {96, 7}), input(ctx, DType::f32, {96, 6}), rows),
+                                      ctx.set_rows(input(ctx, type, {96, 7}), input(ctx, DType::f32, {96, 1}), one)};
+          if (quantized) {  // blocks of zeros: d 0
+            out.push_back(
+                ctx.set_rows(input(ctx, type, {64, 7}), ctx.scale(input(ctx, DType::f32, {64, 6}), 0.0f), rows));
+          } else {  // a row lands as a column
+            Tensor* transposed_cache = ctx.transpose(input(ctx, type, {7, 19}));
+            out.push_back(ctx.set_rows(transposed_cache, ctx.transpose(input(ctx, DType::f32, {6, 19})), rows));
+          }
+          return out;
         },
-        type == DType::f16 ? kF16 : kF32, /*index_range=*/11));
+        type == DType::f16 ? kF16 : (quantized ? Tolerance{0, 0} : kF32), /*index_range=*/11));
   }
 }
 
@@ -377,7 +384,9 @@ TEST(VulkanOps, SupportsIsFalseForWhatItDoesNotCompute) {
   EXPECT_TRUE(dev->supports(*ctx.top_k(x, 3)));
   EXPECT_FALSE(dev->supports(*ctx.top_k(ctx.new_tensor(DType::f32, {2000}), 1025)));
   EXPECT_TRUE(dev->supports(*ctx.argmax(x)));
-  EXPECT_FALSE(dev->supports(*ctx.set_rows(q, x, pos)));
+  EXPECT_TRUE(dev->supports(*ctx.set_rows(q, x, pos)));
+  EXPECT_FALSE(
+      dev->supports(*ctx.set_rows(ctx.new_tensor(DType::q4_K, {256, 4}), ctx.new_tensor(DType::f32, {256, 4}), pos)));
   EXPECT_FALSE(dev->supports(*ctx.cast(x, DType::bf16)));
 }
 

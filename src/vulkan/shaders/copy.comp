@@ -8,7 +8,8 @@
 //     gives zeros.
 //   MODE 2: set_rows. Row r of src[0] [K, n] (f32), one invocation an element
 //     of it, goes to row ids[r] of the node [K, R]; an index outside [0, R)
-//     writes nothing.
+//     writes nothing. Into q8_0 or q4_0 (DST_TYPE), one invocation a block
+//     of 32 values, quantized as the CPU device does (src/core/quant.cpp).
 //   MODE 3: concat (f32 or i32, copied as bits) along dim p.x: the node's
 //     element takes src[0]'s where its coordinate along dim is below
 //     src[0]'s size there, src[1]'s (that coordinate less it) otherwise.
@@ -26,6 +27,7 @@ const uint CPY = 0, GET_ROWS = 1, SET_ROWS = 2, CONCAT = 3;
 layout(binding = 0) writeonly buffer D32 { float d32[]; };
 layout(binding = 0) writeonly buffer D16 { float16_t d16[]; };
 layout(binding = 0) writeonly buffer DBits { uint dbits[]; };
+layout(binding = 0) writeonly buffer DWords { uint16_t dwords[]; };
 layout(binding = 1) readonly buffer ABits { uint abits[]; };
 layout(binding = 2) readonly buffer Ids { int ids[]; };
 layout(binding = 2) readonly buffer BBits { uint bbits[]; };
@@ -37,8 +39,55 @@ void store_dst(uint j, float v) {
   else d32[j] = v;
 }
 
+// int(v) for v clamped to [lo, hi], nan_value for NaN.
+int clamped_int(float v, float lo, float hi, int nan_value) { return isnan(v) ? nan_value : int(clamp(v, lo, hi)); }
+
+// std::round: halves away from zero.
+float round_away(float v) { return sign(v) * floor(abs(v) + 0.5); }
+
+// Block b of src[0]'s row r into the q8_0 or q4_0 block at word w of the node.
+void quantize_block(uint b, uint r, uint w) {
+  float x[32];
+  float amax = 0.0, signed_max = 0.0;
+  for (uint i = 0; i < 32; ++i) {
+    x[i] = load_src(at(1, 32 * b + i, r, 0, 0));
+    if (abs(x[i]) > amax) {
+      amax = abs(x[i]);
+      signed_max = x[i];
+    }
+  }
+  const float d = DST_TYPE == TYPE_Q8_0 ? amax / 127.0 : signed_max / -8.0;
+  const float id = d != 0.0 ? 1.0 / d : 0.0;
+  dwords[w] = uint16_t(packHalf2x16(vec2(d, 0.0)) & 0xffffu);
+  if (DST_TYPE == TYPE_Q8_0) {
+    for (uint i = 0; i < 16; ++i) {
+      const int q0 = clamped_int(round_away(x[2 * i] * id), -127, 127, 0);
+      const int q1 = clamped_int(round_away(x[2 * i + 1] * id), -127, 127, 0);
+      dwords[w + 1 + i] = uint16_t((uint(q0) & 0xffu) | ((uint(q1) & 0xffu) << 8));
+    }
+  } else {
+    for (uint i = 0; i < 8; ++i) {
+      uint word = 0;
+      for (uint h = 0; h < 2; ++h) {
+        const uint j = 2 * i + h;
+        const int lo = clamped_int(x[j] * id + 8.5, 0, 15, 8), hi = clamped_int(x[j + 16] * id + 8.5, 0, 15, 8);
+        word |= uint(lo | (hi << 4)) << (8 * h);
+      }
+      dwords[w + 1 + i] = uint16_t(word);
+    }
+  }
+}
+
 void main() {
   const uint k = flat_invocation();
+  if (MODE == SET_ROWS && (DST_TYPE == TYPE_Q8_0 || DST_TYPE == TYPE_Q4_0)) {
+    const uint blocks = args.ne[1].x / 32;
+    if (k >= blocks * args.ne[1].y) return;
+    const uint b = k % blocks, r = k / blocks;
+    const int row = ids[at(2, r, 0, 0, 0)];
+    if (row >= 0 && uint(row) < args.ne[0].y) quantize_block(b, r, at(0, b, uint(row), 0, 0));
+    return;
+  }
   if (MODE == SET_ROWS) {
     if (k >= n_elements(1)) return;
     const uvec4 s = unravel(1, k);
