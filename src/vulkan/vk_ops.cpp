@@ -63,6 +63,9 @@ bool addressable(const Tensor& t, const OpLimits& limits) {
 
 bool is(const Tensor* t, DType type) { return t != nullptr && t->type == type; }
 
+// f32, f16 or bf16: what cpy converts between, and set_rows writes.
+bool is_float(const Tensor* t) { return is(t, DType::f32) || is(t, DType::f16) || is(t, DType::bf16); }
+
 // Dispatch shapes: a flat job of n invocations in groups of `group`, or one
 // group per row; both spread over x and y (x holds at most max_groups[0]).
 std::array<uint32_t, 3> spread(uint64_t groups, const OpLimits& limits) {
@@ -106,17 +109,15 @@ bool op_supported(const Tensor& node, const OpLimits& limits) {
       return is(&node, DType::f32) && (is(a, DType::f32) || is(a, DType::f16) || is_weight_type(a)) &&
              is(b, DType::i32) && spreadable(flat_groups(node), limits);
     case Op::set_rows:
-      return (is(&node, DType::f32) || is(&node, DType::f16) || is(&node, DType::q8_0) || is(&node, DType::q4_0)) &&
-             is(a, DType::f32) && is(b, DType::i32) && spreadable(flat_groups(*a), limits);
+      return (is_float(&node) || is(&node, DType::q8_0) || is(&node, DType::q4_0)) && is(a, DType::f32) &&
+             is(b, DType::i32) && spreadable(flat_groups(*a), limits);
     case Op::concat:
       return (is(&node, DType::f32) || is(&node, DType::i32)) && a->type == node.type && b->type == node.type &&
              spreadable(flat_groups(node), limits);
     case Op::argmax: return is(&node, DType::i32) && is(a, DType::f32) && spreadable(a->nrows(), limits);
     case Op::top_k:
       return is(&node, DType::f32) && is(a, DType::f32) && node.ne[0] <= kTopKMaxK && spreadable(a->nrows(), limits);
-    case Op::cpy:
-      return (is(&node, DType::f32) || is(&node, DType::f16)) && (is(a, DType::f32) || is(a, DType::f16)) &&
-             spreadable(flat_groups(node), limits);
+    case Op::cpy: return is_float(&node) && is_float(a) && spreadable(flat_groups(node), limits);
     case Op::rope: {
       const Tensor* factors = node.src[2];
       return is(&node, DType::f32) && is(a, DType::f32) && is(b, DType::i32) &&

@@ -87,17 +87,21 @@ TEST(VulkanOps, GetRowsFromF32AndF16) {
   }
 }
 
-TEST(VulkanOps, CpyCastsBetweenF32AndF16ThroughViews) {
+TEST(VulkanOps, CpyCastsBetweenF32F16AndBf16ThroughViews) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
-  EXPECT_TRUE(same_as_cpu(
-      *dev,
-      [](Context& ctx) -> std::vector<Tensor*> {
-        Tensor* x = input(ctx, DType::f32, {9, 7, 5});
-        Tensor* half = ctx.cast(ctx.permute(x, 2, 0, 1, 3), DType::f16);
-        Tensor* back = ctx.cast(ctx.transpose(half), DType::f32);
-        return {back, ctx.cont(ctx.permute(x, 1, 2, 0, 3)), ctx.cast(ctx.view(x, {4, 7}, {4, 9 * 4}, 8), DType::f32)};
-      },
-      kF16));
+  for (DType type : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(name_of(type));
+    EXPECT_TRUE(same_as_cpu(
+        *dev,
+        [&](Context& ctx) -> std::vector<Tensor*> {
+          Tensor* x = input(ctx, DType::f32, {9, 7, 5});
+          Tensor* half = ctx.cast(ctx.permute(x, 2, 0, 1, 3), type);
+          Tensor* back = ctx.cast(ctx.transpose(half), DType::f32);
+          return {back, ctx.cont(ctx.permute(x, 1, 2, 0, 3)), ctx.cast(ctx.view(x, {4, 7}, {4, 9 * 4}, 8), DType::f32),
+                  ctx.cast(ctx.cast(x, DType::f16), DType::bf16)};
+        },
+        type == DType::f16 ? kF16 : Tolerance{0, 0}));
+  }
 }
 
 TEST(VulkanOps, MulMatF32AndF16OneTokenAndMany) {
@@ -186,13 +190,14 @@ TEST(VulkanOps, RopeWithFrequencyFactorsAndYarn) {
   }
 }
 
-TEST(VulkanOps, SetRowsWritesF32F16Q8_0AndQ4_0CachesAndSkipsRowsOutsideThem) {
+TEST(VulkanOps, SetRowsWritesEveryCacheTypeAndSkipsRowsOutsideIt) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
-  for (DType type : {DType::f32, DType::f16, DType::q8_0, DType::q4_0}) {
+  for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0}) {
     SCOPED_TRACE(name_of(type));
     const bool quantized = is_quantized(type);
     // Indices 0, 5, 10, 4, 9, 3 into 7 rows: 10 and 9 are skipped. Rows of 96:
-    // three blocks of a block type, which is quantized as the CPU device does.
+    // three blocks of a block type. bf16 and the block types are rounded as
+    // the CPU device rounds them, bit for bit.
     EXPECT_TRUE(same_as_cpu(
         *dev,
         [&](Context& ctx) -> std::vector<Tensor*> {
@@ -209,7 +214,7 @@ TEST(VulkanOps, SetRowsWritesF32F16Q8_0AndQ4_0CachesAndSkipsRowsOutsideThem) {
           }
           return out;
         },
-        type == DType::f16 ? kF16 : (quantized ? Tolerance{0, 0} : kF32), /*index_range=*/11));
+        type == DType::f16 ? kF16 : Tolerance{0, 0}, /*index_range=*/11));
   }
 }
 
@@ -387,7 +392,7 @@ TEST(VulkanOps, SupportsIsFalseForWhatItDoesNotCompute) {
   EXPECT_TRUE(dev->supports(*ctx.set_rows(q, x, pos)));
   EXPECT_FALSE(
       dev->supports(*ctx.set_rows(ctx.new_tensor(DType::q4_K, {256, 4}), ctx.new_tensor(DType::f32, {256, 4}), pos)));
-  EXPECT_FALSE(dev->supports(*ctx.cast(x, DType::bf16)));
+  EXPECT_FALSE(dev->supports(*ctx.cast(x, DType::q8_0)));
 }
 
 }  // namespace

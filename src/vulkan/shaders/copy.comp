@@ -1,6 +1,6 @@
-// Data movement with a type on each side (quant.glsl's: the source f32, f16
-// or, for get_rows, a block type; the node f32 or f16), one invocation an
-// element:
+// Data movement with a type on each side (quant.glsl's: the source f32, f16,
+// bf16 or, for get_rows, a block type; the node f32, f16 or bf16), one
+// invocation an element:
 //   MODE 0: cpy. Flat element k of the node (ne[0] fastest) takes flat
 //     element k of src[0], whatever their shapes and strides.
 //   MODE 1: get_rows. Row (j, b, c) of the node is row ids[j, b % ids.ne1,
@@ -32,10 +32,21 @@ layout(binding = 1) readonly buffer ABits { uint abits[]; };
 layout(binding = 2) readonly buffer Ids { int ids[]; };
 layout(binding = 2) readonly buffer BBits { uint bbits[]; };
 
-float load_src(uint j) { return SRC_TYPE == TYPE_F16 ? float(weight_f16[j]) : weight_f32[j]; }
+float load_src(uint j) {
+  if (SRC_TYPE == TYPE_BF16) return uintBitsToFloat(uint(weight_words[j]) << 16);
+  return SRC_TYPE == TYPE_F16 ? float(weight_f16[j]) : weight_f32[j];
+}
+
+// v as bf16, as the CPU device rounds it: to nearest even, NaN kept a NaN.
+uint bf16_bits(float v) {
+  const uint bits = floatBitsToUint(v);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return (bits >> 16) | 0x40u;
+  return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+}
 
 void store_dst(uint j, float v) {
-  if (DST_TYPE == 1) d16[j] = float16_t(v);
+  if (DST_TYPE == TYPE_BF16) dwords[j] = uint16_t(bf16_bits(v));
+  else if (DST_TYPE == TYPE_F16) d16[j] = float16_t(v);
   else d32[j] = v;
 }
 
