@@ -165,6 +165,19 @@ TEST(VulkanOps, RopeNormalAndNeoxWholeAndPartialHeadsOneTokenAndMany) {
   }
 }
 
+// At positions up to 32k the device's float angle (position times a float
+// rate, brought into [-pi, pi]) moves the results from the CPU device's
+// (double) by under 1e-4 on lavapipe.
+TEST(VulkanOps, RopeAtPositionsUpTo32kStaysWithinTheFloatAngleError) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  EXPECT_TRUE(same_as_cpu(
+      *dev,
+      [](Context& ctx) -> std::vector<Tensor*> {
+        return {ctx.rope(input(ctx, DType::f32, {8, 1, 6600}), input(ctx, DType::i32, {6600}), 8, kRopeNeox)};
+      },
+      {0, 3e-4}, /*index_range=*/32768));
+}
+
 TEST(VulkanOps, RopeWithFrequencyFactorsAndYarn) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
   for (int mode : {kRopeNormal, kRopeNeox}) {
