@@ -8,6 +8,12 @@ include(CMakePackageConfigHelpers)
 
 set(TENSORPC_LIBRARIES tensorpc_api tensorpc_model tensorpc_server tensorpc_client tensorpc_transport tensorpc_wire
   tensorpc_cpu tensorpc_backend tensorpc_core)
+# The Vulkan device links the Vulkan loader; the package finds it as the build did.
+set(TENSORPC_PC_REQUIRES "libpcre2-8 openssl")
+if(TENSORPC_VULKAN)
+  list(INSERT TENSORPC_LIBRARIES 7 tensorpc_vulkan)
+  string(APPEND TENSORPC_PC_REQUIRES " vulkan")
+endif()
 
 install(TARGETS tensorpc ${TENSORPC_LIBRARIES}
   EXPORT tensorpcTargets

@@ -11,6 +11,9 @@
 #include "rpc/remote_test_util.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/devices.h"
+#ifdef TENSORPC_HAVE_VULKAN
+#include "vulkan/vulkan_test_util.h"
+#endif
 
 namespace tensorpc::tools {
 namespace {
@@ -113,6 +116,25 @@ TEST(DevicesCommand, ListsTheLocalCpuAndEveryServerDeviceAndNamesAnUnreachableSe
   EXPECT_EQ(list_devices_command({one.endpoint()}, out2.f, err2.f), 0);
   EXPECT_EQ(err2.text(), "");
 }
+
+#ifdef TENSORPC_HAVE_VULKAN
+TEST(DevicesCommand, ListsEachLocalVulkanDeviceWithItsDriverOrSaysWhyThereIsNone) {
+  test::Capture out, err;
+  EXPECT_EQ(list_devices_command({}, out.f, err.f), 0);
+  const std::string table = out.text();
+  auto devices = vulkan_devices();
+  if (!devices.ok()) {
+    EXPECT_NE(table.find("no local Vulkan device: " + devices.status().message()), std::string::npos) << table;
+    TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);  // fails where CI=true
+  }
+  for (const VulkanDeviceInfo& d : devices.value()) {
+    const std::string row = "vulkan:" + std::to_string(d.index) + "  gpu";
+    EXPECT_NE(table.find(row), std::string::npos) << table;
+    EXPECT_NE(table.find(d.name + ", driver " + d.driver), std::string::npos) << table;
+  }
+  EXPECT_EQ(table.find("no local Vulkan device"), std::string::npos) << table;
+}
+#endif
 
 }  // namespace
 }  // namespace tensorpc::tools

@@ -1,6 +1,7 @@
-// `tensorpc devices` (devices.h): the local CPU from a CpuDevice, each
+// `tensorpc devices` (devices.h): the local CPU from a CpuDevice, the local
+// Vulkan devices from the Vulkan loader (or why there are none), each
 // server's devices from one LIST_DEVICES round trip (name, kind, free and
-// total memory as the server reports them).
+// total memory and description as the server reports them).
 #include "tensorpc/devices.h"
 
 #include <CLI/CLI.hpp>
@@ -12,16 +13,41 @@
 #include "rpc/client/remote_device.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/key.h"
+#ifdef TENSORPC_HAVE_VULKAN
+#include "tensorpc/vulkan_device.h"
+#endif
 
 namespace tensorpc::tools {
 namespace {
 
 struct Row {
   std::string name, kind, free, total, endpoint;
+  std::string description{};  // empty for the local CPU
 };
 
 const char* kind_name(uint32_t kind) {
   return kind <= static_cast<uint32_t>(DeviceKind::remote) ? to_string(static_cast<DeviceKind>(kind)) : "?";
+}
+
+// A row per local Vulkan device; empty, with `why` set, when there is none.
+std::vector<Row> local_vulkan_rows(std::string& why) {
+#ifdef TENSORPC_HAVE_VULKAN
+  std::vector<Row> rows;
+  auto devices = vulkan_devices();
+  if (!devices.ok()) {
+    why = devices.status().message();
+    return rows;
+  }
+  for (const VulkanDeviceInfo& d : devices.value()) {
+    rows.push_back({"vulkan:" + std::to_string(d.index), kind_name(static_cast<uint32_t>(DeviceKind::gpu)),
+                    format_bytes(d.memory.free), format_bytes(d.memory.total), "local",
+                    d.name + ", driver " + d.driver});
+  }
+  return rows;
+#else
+  why = "this build has no Vulkan device (configured without libvulkan-dev and glslc, or with -DTENSORPC_VULKAN=OFF)";
+  return {};
+#endif
 }
 
 }  // namespace
@@ -74,13 +100,15 @@ StatusOr<RemoteOptions> remote_options(const ClientFlags& flags) {
 
 int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* out, std::FILE* err,
                          const RemoteOptions& options) {
-  std::vector<Row> rows = {{"NAME", "KIND", "FREE", "TOTAL", "ENDPOINT"}};
+  std::vector<Row> rows = {{"NAME", "KIND", "FREE", "TOTAL", "ENDPOINT", "DESCRIPTION"}};
   {
     CpuDevice cpu(CpuDeviceOptions{.threads = 1});  // one thread: only its memory is read
     const MemoryInfo mem = cpu.memory().value();  // a CPU device always knows
     rows.push_back(
         {"cpu", kind_name(static_cast<uint32_t>(cpu.kind())), format_bytes(mem.free), format_bytes(mem.total), "local"});
   }
+  std::string no_vulkan;
+  for (Row& row : local_vulkan_rows(no_vulkan)) rows.push_back(std::move(row));
   int exit_code = 0;
   for (const std::string& endpoint : split_endpoints(endpoints)) {
     auto devices = rpc::list_devices(endpoint, options);
@@ -91,27 +119,32 @@ int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* o
       continue;
     }
     for (const rpc::DeviceInfo& d : devices.value()) {
-      rows.push_back({endpoint + "/" + d.name, kind_name(d.kind), format_bytes(d.free), format_bytes(d.total), endpoint});
+      rows.push_back({endpoint + "/" + d.name, kind_name(d.kind), format_bytes(d.free), format_bytes(d.total), endpoint,
+                      d.description});
     }
   }
-  size_t width[4] = {0, 0, 0, 0};
+  size_t width[5] = {0, 0, 0, 0, 0};
   for (const Row& r : rows) {
     width[0] = std::max(width[0], r.name.size());
     width[1] = std::max(width[1], r.kind.size());
     width[2] = std::max(width[2], r.free.size());
     width[3] = std::max(width[3], r.total.size());
+    width[4] = std::max(width[4], r.endpoint.size());
   }
   for (const Row& r : rows) {
-    std::fprintf(out, "%-*s  %-*s  %*s  %*s  %s\n", static_cast<int>(width[0]), r.name.c_str(),
+    std::fprintf(out, "%-*s  %-*s  %*s  %*s  %-*s  %s\n", static_cast<int>(width[0]), r.name.c_str(),
                  static_cast<int>(width[1]), r.kind.c_str(), static_cast<int>(width[2]), r.free.c_str(),
-                 static_cast<int>(width[3]), r.total.c_str(), r.endpoint.c_str());
+                 static_cast<int>(width[3]), r.total.c_str(), static_cast<int>(width[4]), r.endpoint.c_str(),
+                 r.description.c_str());
   }
+  if (!no_vulkan.empty()) std::fprintf(out, "no local Vulkan device: %s\n", no_vulkan.c_str());
   std::fflush(out);
   return exit_code;
 }
 
 void add_devices_command(CLI::App& app, int* exit_code) {
-  CLI::App* cmd = app.add_subcommand("devices", "list the local CPU and every device of the given servers");
+  CLI::App* cmd = app.add_subcommand(
+      "devices", "list the local CPU, the local Vulkan devices and every device of the given servers");
   auto endpoints = std::make_shared<std::vector<std::string>>();
   auto flags = std::make_shared<ClientFlags>();
   cmd->add_option("--rpc", *endpoints, "servers to ask, host:port[,host:port…] (repeatable)");

@@ -36,7 +36,9 @@ void add_client_flags(CLI::App& cmd, ClientFlags& flags);
 // TLS files that do not go together, is an error naming the flag.
 StatusOr<RemoteOptions> remote_options(const ClientFlags& flags);
 
-// Prints the table to `out` and one line per unreachable server to `err`
+// Prints the table to `out` (the local CPU, each local Vulkan device with its
+// driver — or, below the table, why there is none — then each server's
+// devices) and one line per unreachable server to `err`
 // (the servers that answer are still listed), connecting with `options`'
 // key. Returns the exit code: 0, or 1 when a server could not be listed.
 int list_devices_command(const std::vector<std::string>& endpoints, std::FILE* out, std::FILE* err,
