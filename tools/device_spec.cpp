@@ -9,6 +9,9 @@
 
 #include "cli_checks.h"
 #include "tensorpc/cpu_device.h"
+#ifdef TENSORPC_HAVE_VULKAN
+#include "tensorpc/vulkan_device.h"
+#endif
 
 namespace tensorpc::tools {
 
@@ -35,9 +38,42 @@ bool parse_byte_count(std::string_view text, uint64_t& out) {
   return true;
 }
 
+namespace {
+
+#ifdef TENSORPC_HAVE_VULKAN
+constexpr const char* kKinds = "cpu, vulkan";
+#else
+constexpr const char* kKinds = "cpu";
+#endif
+
+// The Vulkan devices `spec` names, opened.
+Status open_vulkan(const DeviceSpec& spec, std::map<int, int>& openings,
+                   std::vector<std::shared_ptr<Device>>& devices) {
+#ifdef TENSORPC_HAVE_VULKAN
+  std::vector<int> indices = {spec.index};
+  if (spec.index == kEveryVulkanDevice) {
+    TENSORPC_ASSIGN_OR_RETURN(auto every, vulkan_devices());
+    indices.clear();
+    for (const VulkanDeviceInfo& d : every) indices.push_back(d.index);
+  }
+  for (int index : indices) {
+    const int opening = ++openings[index];
+    VulkanDeviceOptions o{.index = index, .memory_limit = spec.memory_limit};
+    if (opening > 1) o.name = "vulkan:" + std::to_string(index) + "#" + std::to_string(opening);
+    TENSORPC_ASSIGN_OR_RETURN(auto device, open_vulkan_device(std::move(o)));
+    devices.push_back(std::move(device));
+  }
+  return Status();
+#else
+  (void)spec, (void)openings, (void)devices;
+  return unsupported("this build has no Vulkan device (configured without libvulkan-dev and glslc)");
+#endif
+}
+
+}  // namespace
+
 StatusOr<DeviceSpec> parse_device_spec(std::string_view text) {
   const std::string quoted = "device spec '" + std::string(text) + "'";
-  const std::string expected = ": expected cpu, cpu:THREADS or cpu:THREADS:LIMIT (e.g. cpu:4:8GiB)";
   std::vector<std::string_view> parts;
   for (size_t start = 0;;) {
     const size_t colon = text.find(':', start);
@@ -45,18 +81,30 @@ StatusOr<DeviceSpec> parse_device_spec(std::string_view text) {
     if (colon == std::string_view::npos) break;
     start = colon + 1;
   }
+  const bool vulkan = parts[0] == "vulkan";
+  const std::string expected = vulkan ? ": expected vulkan, vulkan:INDEX or vulkan:INDEX:LIMIT (e.g. vulkan:0:8GiB)"
+                                      : ": expected cpu, cpu:THREADS or cpu:THREADS:LIMIT (e.g. cpu:4:8GiB)";
   if (parts.size() > 3) return invalid_argument(quoted + " has too many parts" + expected);
-  if (parts[0] != "cpu") {
-    return invalid_argument(quoted + ": unknown device kind '" + std::string(parts[0]) + "' (this build serves: cpu)" +
-                            expected);
+  if (parts[0] != "cpu" && !vulkan) {
+    return invalid_argument(quoted + ": unknown device kind '" + std::string(parts[0]) +
+                            "' (this build serves: " + kKinds + ")" + expected);
   }
-  DeviceSpec spec;
+#ifndef TENSORPC_HAVE_VULKAN
+  if (vulkan) {
+    return invalid_argument(quoted +
+                            ": this build has no Vulkan device (configured without libvulkan-dev and "
+                            "glslc, or with -DTENSORPC_VULKAN=OFF)");
+  }
+#endif
+  DeviceSpec spec{.kind = vulkan ? DeviceKind::gpu : DeviceKind::cpu};
+  const char* what = vulkan ? "index " : "threads ";
   if (parts.size() >= 2 && !parts[1].empty()) {
-    const std::optional<int64_t> threads = parse_whole_number(parts[1], 1, kMaxDeviceThreads);
-    if (!threads) {
-      return invalid_argument(quoted + ": threads " + not_a_whole_number(parts[1], "1", kMaxDeviceThreads) + expected);
+    const std::optional<int64_t> n = parse_whole_number(parts[1], vulkan ? 0 : 1, kMaxDeviceThreads);
+    if (!n) {
+      return invalid_argument(quoted + ": " + what +
+                              not_a_whole_number(parts[1], vulkan ? "0" : "1", kMaxDeviceThreads) + expected);
     }
-    spec.threads = static_cast<int>(*threads);
+    (vulkan ? spec.index : spec.threads) = static_cast<int>(*n);
   }
   if (parts.size() == 3) {
     if (!parse_byte_count(parts[2], spec.memory_limit) || spec.memory_limit == 0) {
@@ -64,17 +112,27 @@ StatusOr<DeviceSpec> parse_device_spec(std::string_view text) {
                               "' is not a positive byte count (e.g. 512MiB, 4GiB, 8G)" + expected);
     }
   } else if (parts.size() == 2 && parts[1].empty()) {
-    return invalid_argument(quoted + ": empty threads" + expected);
+    return invalid_argument(quoted + ": empty " + (vulkan ? "index" : "threads") + expected);
   }
   return spec;
 }
 
-std::vector<std::shared_ptr<Device>> make_devices(const std::vector<DeviceSpec>& specs, bool pin_threads) {
+StatusOr<std::vector<std::shared_ptr<Device>>> make_devices(const std::vector<DeviceSpec>& specs, bool pin_threads) {
   // Pinned devices of as many threads share them: they would take turns on
   // the same cores anyway.
   std::map<int, std::shared_ptr<cpu::ThreadPool>> pinned;
+  std::map<int, int> openings;  // of each Vulkan device
   std::vector<std::shared_ptr<Device>> devices;
   for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].kind == DeviceKind::gpu) {
+      Status s = open_vulkan(specs[i], openings, devices);
+      if (!s.ok()) {
+        const std::string spec =
+            specs[i].index == kEveryVulkanDevice ? "vulkan" : "vulkan:" + std::to_string(specs[i].index);
+        return s.with_context("--device " + spec);
+      }
+      continue;
+    }
     CpuDeviceOptions o{.name = "cpu" + std::to_string(i),
                        .threads = specs[i].threads,
                        .memory_limit = specs[i].memory_limit,

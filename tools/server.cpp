@@ -56,8 +56,9 @@ int main(int argc, char** argv) {
   app.add_option("-H,--host", options.host, "address to listen on")->capture_default_str();
   app.add_option("-p,--port", options.port, "TCP port (0: the OS picks one)")->capture_default_str();
   app.add_option("--device", device_texts,
-                 "a device to serve, repeatable, in order cpu0, cpu1, …: cpu, cpu:THREADS or cpu:THREADS:LIMIT "
-                 "(e.g. cpu:4:8GiB); default: one cpu with every core")
+                 "a device to serve, repeatable, in order: cpu, cpu:THREADS or cpu:THREADS:LIMIT (e.g. cpu:4:8GiB), "
+                 "named cpuI by its place; vulkan (every Vulkan device), vulkan:INDEX or vulkan:INDEX:LIMIT (e.g. "
+                 "vulkan:0:8GiB; the same INDEX twice opens that GPU twice); default: one cpu with every core")
       ->check([](const std::string& s) {
         auto spec = tensorpc::tools::parse_device_spec(s);
         return spec.ok() ? std::string() : spec.status().message();
@@ -165,7 +166,12 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // Made here rather than by Server::start so they can be listed below.
-  options.devices = tensorpc::tools::make_devices(specs, pin_threads);
+  auto devices = tensorpc::tools::make_devices(specs, pin_threads);
+  if (!devices.ok()) {
+    std::fprintf(stderr, "tensorpc-server: %s\n", devices.status().message().c_str());
+    return 1;
+  }
+  options.devices = std::move(devices).value();
   auto server = tensorpc::Server::start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "tensorpc-server: %s\n", server.status().to_string().c_str());

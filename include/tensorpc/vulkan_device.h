@@ -41,9 +41,17 @@ struct VulkanDeviceOptions {
   // where device memory can be mapped: the path a discrete GPU takes, for
   // tests on devices whose memory is host-visible.
   bool force_staging = false;
+  // The device's name; empty: `vulkan:N`. A server that opens one physical
+  // device twice names the second opening apart.
+  std::string name{};
+  // Bytes this device may hold in buffers (its memory account, as a CPU
+  // device's limit); 0: only the GPU's own. memory() reports at most it.
+  uint64_t memory_limit = 0;
 };
 
-// Opens physical device options.index as a Device named `vulkan:N`. Its
+// Opens physical device options.index as a Device named `vulkan:N` (or
+// options.name). Opening one physical device twice gives two devices, each
+// with its own queue and buffers, as two GPUs would be. Its
 // memory(): free and total bytes of its device-local heaps from
 // VK_EXT_memory_budget where the driver has it; without it, the heaps' size
 // and that size less the bytes this device allocated (other users of the

@@ -53,8 +53,9 @@ StatusOr<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const VulkanDeviceOpt
 }
 
 Status VulkanDevice::init(const VulkanDeviceOptions& options) {
-  name_ = "vulkan:" + std::to_string(options.index);
+  name_ = options.name.empty() ? "vulkan:" + std::to_string(options.index) : options.name;
   force_staging_ = options.force_staging;
+  memory_limit_ = options.memory_limit;
   TENSORPC_ASSIGN_OR_RETURN(instance_, Instance::create());
   TENSORPC_ASSIGN_OR_RETURN(auto physical, instance_->physical_devices());
   if (options.index < 0 || static_cast<size_t>(options.index) >= physical.size()) {
@@ -116,7 +117,15 @@ std::string VulkanDevice::description() const {
   return facts_.name + " (" + facts_.type + "), driver " + facts_.driver;
 }
 
-StatusOr<MemoryInfo> VulkanDevice::memory() const { return device_local_memory(physical_, facts_, allocated_.load()); }
+StatusOr<MemoryInfo> VulkanDevice::memory() const {
+  const uint64_t allocated = allocated_.load();
+  MemoryInfo info = device_local_memory(physical_, facts_, allocated);
+  if (memory_limit_ != 0) {
+    info.total = std::min(info.total, memory_limit_);
+    info.free = std::min(info.free, memory_limit_ > allocated ? memory_limit_ - allocated : 0);
+  }
+  return info;
+}
 
 uint64_t VulkanDevice::alignment() const { return std::max<uint64_t>(limits_.storage_alignment, 32); }
 
@@ -169,10 +178,20 @@ StatusOr<std::unique_ptr<Buffer>> VulkanDevice::allocate(uint64_t size) {
     return out_of_memory(name_ + ": " + format_bytes(size) + " is more than one allocation may take (" +
                          format_bytes(max_allocation()) + ")");
   }
-  TENSORPC_ASSIGN_OR_RETURN(MemoryBlock block, allocate_block(rounded, /*host=*/false));
-  allocated_ += rounded;
-  const bool mapped = block.mapped() != nullptr && !force_staging_;
-  return std::unique_ptr<Buffer>(std::make_unique<VulkanBuffer>(*this, std::move(block), size, mapped));
+  // Counted before it is made, so that two allocations at once cannot both pass the limit.
+  const uint64_t before = allocated_.fetch_add(rounded);
+  if (memory_limit_ != 0 && before + rounded > memory_limit_) {
+    allocated_ -= rounded;
+    return out_of_memory(name_ + ": " + format_bytes(size) + " more would pass its memory limit of " +
+                         format_bytes(memory_limit_) + " (" + format_bytes(before) + " in use)");
+  }
+  auto block = allocate_block(rounded, /*host=*/false);
+  if (!block.ok()) {
+    allocated_ -= rounded;
+    return block.status();
+  }
+  const bool mapped = block.value().mapped() != nullptr && !force_staging_;
+  return std::unique_ptr<Buffer>(std::make_unique<VulkanBuffer>(*this, std::move(block).value(), size, mapped));
 }
 
 StatusOr<std::unique_ptr<Stream>> VulkanDevice::create_stream() { return make_stream(*this); }

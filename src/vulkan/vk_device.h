@@ -87,6 +87,7 @@ class VulkanDevice final : public Device {
   OpLimits limits_;
   std::string name_;
   bool force_staging_ = false;
+  uint64_t memory_limit_ = 0;  // 0: none
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   std::mutex queue_mutex_;

@@ -37,6 +37,30 @@ TEST(DeviceSpec, GoodSpecs) {
   }
 }
 
+TEST(DeviceSpec, VulkanSpecsNameADeviceOrEveryOneWithAnOptionalLimit) {
+  struct Case {
+    const char* text;
+    int index;
+    uint64_t limit;
+  };
+  for (const Case& c : {Case{"vulkan", kEveryVulkanDevice, 0}, Case{"vulkan:0", 0, 0},
+                        Case{"vulkan:3:8GiB", 3, 8 * kGiB}, Case{"vulkan::1G", kEveryVulkanDevice, 1000000000}}) {
+    auto spec = parse_device_spec(c.text);
+#ifdef TENSORPC_HAVE_VULKAN
+    ASSERT_TRUE(spec.ok()) << c.text << ": " << spec.status().to_string();
+    EXPECT_EQ(spec.value().kind, DeviceKind::gpu) << c.text;
+    EXPECT_EQ(spec.value().index, c.index) << c.text;
+    EXPECT_EQ(spec.value().memory_limit, c.limit) << c.text;
+#else
+    ASSERT_FALSE(spec.ok()) << c.text;
+    EXPECT_NE(spec.status().message().find("this build has no Vulkan device"), std::string::npos);
+#endif
+  }
+  for (const char* text : {"vulkan:", "vulkan:x", "vulkan:-1", "vulkan:0:", "vulkan:0:0", "vulkan:0:1G:2", "Vulkan"}) {
+    EXPECT_FALSE(parse_device_spec(text).ok()) << "'" << text << "' was accepted";
+  }
+}
+
 TEST(DeviceSpec, BadSpecsAreErrorsNamingTheSpec) {
   for (const char* text : {"", "gpu", "gpu:1", "cpu:", "cpu:0", "cpu:-1", "cpu:x", "cpu:2x", "cpu:99999",
                            "cpu:2:", "cpu:2:0", "cpu:2:lots", "cpu:2:4XB", "cpu:2:4GiB:1", "CPU:2"}) {
@@ -62,7 +86,7 @@ TEST(ThreadCount, FromZeroToTheMostADeviceTakes) {
 }
 
 TEST(DeviceSpec, MakeDevicesNamesThemInOrderWithTheirLimits) {
-  auto devices = make_devices({{.threads = 1}, {.threads = 2, .memory_limit = kGiB}});
+  auto devices = make_devices({{.threads = 1}, {.threads = 2, .memory_limit = kGiB}}).value();
   ASSERT_EQ(devices.size(), 2u);
   EXPECT_EQ(devices[0]->name(), "cpu0");
   EXPECT_EQ(devices[1]->name(), "cpu1");
@@ -73,7 +97,7 @@ TEST(DeviceSpec, MakeDevicesNamesThemInOrderWithTheirLimits) {
 
 TEST(DeviceSpec, MakeDevicesPinsTheirThreadsWhenAsked) {
   for (bool pin : {false, true}) {
-    const auto devices = make_devices({DeviceSpec{.threads = 2}}, pin);
+    const auto devices = make_devices({DeviceSpec{.threads = 2}}, pin).value();
     ASSERT_EQ(devices.size(), 1u);
     EXPECT_EQ(devices[0]->description().find("pinned to cores") != std::string::npos, pin) << devices[0]->description();
   }
