@@ -41,8 +41,8 @@ ALLOWED = {
     # bench and the tests): above transport, whose TlsOptions it fills.
     "certs": {"core", "backend", "rpc/wire", "rpc/transport", "certs"},
     # The public model API (include/tensorpc/model.h): the model on devices
-    # of the local CPU and of servers, so above both model and client.
-    "api": {"core", "backend", "cpu", "rpc/wire", "rpc/transport", "rpc/client", "api"} | MODEL,
+    # of the local CPU, local GPUs and servers, so above model, vulkan and client.
+    "api": {"core", "backend", "cpu", "vulkan", "rpc/wire", "rpc/transport", "rpc/client", "api"} | MODEL,
     # The OpenAI-compatible API's JSON (requests, responses, stop strings) for
     # `tensorpc serve`: over the model layer and the public model API.
     "serve": {"core", "backend", "cpu", "rpc/wire", "rpc/transport", "rpc/client", "api", "serve"} | MODEL,

@@ -50,19 +50,9 @@ constexpr const char* kKinds = "cpu";
 Status open_vulkan(const DeviceSpec& spec, std::map<int, int>& openings,
                    std::vector<std::shared_ptr<Device>>& devices) {
 #ifdef TENSORPC_HAVE_VULKAN
-  std::vector<int> indices = {spec.index};
-  if (spec.index == kEveryVulkanDevice) {
-    TENSORPC_ASSIGN_OR_RETURN(auto every, vulkan_devices());
-    indices.clear();
-    for (const VulkanDeviceInfo& d : every) indices.push_back(d.index);
-  }
-  for (int index : indices) {
-    const int opening = ++openings[index];
-    VulkanDeviceOptions o{.index = index, .memory_limit = spec.memory_limit};
-    if (opening > 1) o.name = "vulkan:" + std::to_string(index) + "#" + std::to_string(opening);
-    TENSORPC_ASSIGN_OR_RETURN(auto device, open_vulkan_device(std::move(o)));
-    devices.push_back(std::move(device));
-  }
+  static_assert(kEveryVulkanDevice == tensorpc::kEveryVulkanDevice);
+  TENSORPC_ASSIGN_OR_RETURN(auto opened, open_vulkan_devices(spec.index, spec.memory_limit, openings));
+  for (auto& device : opened) devices.push_back(std::move(device));
   return Status();
 #else
   (void)spec, (void)openings, (void)devices;

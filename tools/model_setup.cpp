@@ -53,6 +53,7 @@ StatusOr<ModelOptions> model_options(const ModelSetup& setup) {
   o.servers = setup.endpoints;
   TENSORPC_ASSIGN_OR_RETURN(o.remote, remote_options(setup.client));
   o.use_local_cpu = setup.use_local;
+  o.local_devices = setup.local_devices;
   o.threads = setup.threads;
   o.split = setup.split;
   o.context_size = setup.n_ctx;
@@ -146,11 +147,25 @@ std::shared_ptr<ModelSetupFlags> ModelSetupFlags::add_to(CLI::App& cmd) {
   cmd.add_option("-t,--threads", f->threads_, "threads of the local CPU (0: every core)")
       ->check(check_thread_count)
       ->capture_default_str();
-  auto* local_only = cmd.add_flag("--local-only", f->local_only_, "use the local CPU only");
+  auto* device = cmd.add_option("--device", f->devices_,
+                                "the local devices to use, comma-separated, in order: cpu, vulkan (every Vulkan "
+                                "device) or vulkan:N; with GPUs and no cpu, the local CPU still runs what they "
+                                "do not compute")
+                     ->check([](const std::string& list) {
+                       for (const std::string& name : split_endpoints({list})) {
+                         if (name != "cpu" && name != "vulkan" && name.rfind("vulkan:", 0) != 0) {
+                           return "unknown local device '" + name + "': expected cpu, vulkan or vulkan:N";
+                         }
+                       }
+                       return split_endpoints({list}).empty() ? std::string("no device named") : std::string();
+                     })
+                     ->capture_default_str();
+  auto* local_only = cmd.add_flag("--local-only", f->local_only_, "use the local devices only");
   local_only->excludes(rpc);
-  cmd.add_flag("--no-local", f->no_local_, "use only the servers' devices, not the local CPU")
+  cmd.add_flag("--no-local", f->no_local_, "use only the servers' devices, not the local ones")
       ->needs(rpc)
-      ->excludes(local_only);
+      ->excludes(local_only)
+      ->excludes(device);
   return f;
 }
 
@@ -160,6 +175,7 @@ void ModelSetupFlags::apply(ModelSetup& setup) const {
   setup.client = client_;
   setup.threads = threads_;
   setup.use_local = !no_local_;
+  setup.local_devices = split_endpoints({devices_});  // comma-separated, as --rpc
 }
 
 }  // namespace tensorpc::tools

@@ -1,6 +1,6 @@
 // What the `tensorpc` commands that run a model share before their work
-// starts: the flags that say where a model runs (--rpc and the key and TLS
-// flags, --split, -t, --local-only, --no-local), and one call that opens the
+// starts: the flags that say where a model runs (--device, --rpc and the key
+// and TLS flags, --split, -t, --local-only, --no-local), and one call that opens the
 // model through the library's one path (tensorpc::Model), printing what it
 // does — the model, the upload's progress, what the servers' weights caches
 // spared, the placement — to stderr.
@@ -34,6 +34,7 @@ struct ModelSetup {
   int64_t n_ctx = 0;                   // KV-cache positions; 0: the model's, at most 2048
   int64_t n_seq = 1;                   // sequences sharing them (serve's slots), n_ctx / n_seq each
   bool use_local = true;               // false with --no-local: only the servers' devices
+  std::vector<std::string> local_devices{"cpu"};  // --device: cpu, vulkan, vulkan:N, in order
 };
 
 // The library's options for `setup`, without the printing: the servers' key
@@ -82,11 +83,12 @@ StatusOr<std::string> read_text_file(const std::string& path);
 class ModelSetupFlags {
  public:
   static std::shared_ptr<ModelSetupFlags> add_to(CLI::App& cmd);
-  // The parsed flags into `setup` (endpoints, ratios, threads, local use, key and TLS files).
+  // The parsed flags into `setup` (local devices, endpoints, ratios, threads, local use, key and TLS files).
   void apply(ModelSetup& setup) const;
 
  private:
   std::vector<std::string> rpc_;
+  std::string devices_ = "cpu";
   std::string split_;
   ClientFlags client_;
   int threads_ = 0;

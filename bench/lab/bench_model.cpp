@@ -81,7 +81,7 @@ StatusOr<std::unique_ptr<GenerationLayout>> GenerationLayout::prepare(const Llam
     p.local = std::make_unique<CpuDevice>(CpuDeviceOptions{.threads = o.threads, .pin_threads = o.pin_threads});
     list = {p.local.get()};
   } else {
-    TENSORPC_ASSIGN_OR_RETURN(auto devices, DeviceSet::connect(false, 0, endpoints));
+    TENSORPC_ASSIGN_OR_RETURN(auto devices, DeviceSet::connect({}, 0, endpoints));
     p.remote.emplace(std::move(devices));
     list = p.remote->devices();
   }
@@ -393,7 +393,7 @@ StatusOr<std::vector<Figure>> bench_model_load(const BenchModel& m, const ModelB
   // weights cache.
   auto load = [&]() -> StatusOr<Load> {
     TENSORPC_ASSIGN_OR_RETURN(auto model, LlamaModel::open(m.path, {.digest_dir = digest_dir.path}));
-    TENSORPC_ASSIGN_OR_RETURN(auto devices, DeviceSet::connect(false, 0, endpoints));
+    TENSORPC_ASSIGN_OR_RETURN(auto devices, DeviceSet::connect({}, 0, endpoints));
     PlacementOptions by_free_memory;
     by_free_memory.n_ctx = kContext;
     const uint64_t before = connection_stats(endpoints[0]).bytes_sent;

@@ -46,7 +46,12 @@ struct ModelOptions {
   std::string path;                  // the GGUF file
   std::vector<std::string> servers;  // "host:port" of tensorpc servers; all their devices are used, in order
   RemoteOptions remote;              // the servers' key and TLS CA; default: TENSORPC_KEY_FILE, TENSORPC_TLS_CA
-  bool use_local_cpu = true;         // the local CPU first in the device list; false needs servers
+  bool use_local_cpu = true;         // the local devices first in the device list; false: none, needs servers
+  // The local devices, in order: "cpu", "vulkan" (every Vulkan device) or
+  // "vulkan:N" (in a build with the Vulkan device). With GPUs and no "cpu",
+  // a local CPU joins last to run what the GPUs do not compute, holding no
+  // layers.
+  std::vector<std::string> local_devices{"cpu"};
   int threads = 0;                   // threads of the local CPU; 0: every core
   std::vector<double> split;         // layers per device in proportion, one ratio per device; empty: by free memory
   int64_t context_size = 0;          // positions of the KV cache; 0: the model's context, at most 2048

@@ -13,6 +13,7 @@
 // defined for programs that link tensorpc_vulkan).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,5 +58,15 @@ struct VulkanDeviceOptions {
 // and that size less the bytes this device allocated (other users of the
 // GPU unseen), never a guess.
 StatusOr<std::unique_ptr<Device>> open_vulkan_device(VulkanDeviceOptions options = {});
+
+inline constexpr int kEveryVulkanDevice = -1;
+
+// Device `index` (kEveryVulkanDevice: every one vulkan_devices() lists), for
+// a list of devices in which physical device N was opened `openings[N]`
+// times so far (counted here): the first opening is named `vulkan:N`, the
+// K-th `vulkan:N#K`. Each with `memory_limit` (0: none). An error names the
+// device and what is missing.
+StatusOr<std::vector<std::unique_ptr<Device>>> open_vulkan_devices(int index, uint64_t memory_limit,
+                                                                   std::map<int, int>& openings);
 
 }  // namespace tensorpc

@@ -64,6 +64,18 @@ StatusOr<std::unique_ptr<ModelPlacement>> place_counting(const LlamaModel& model
   const uint64_t sent_before = bytes_sent_to(devices.endpoints());
   PlacementOptions p;
   p.ratios = options.split;
+  if (devices.helper_cpu()) {
+    // The helper CPU last, with no layers; the others by the split or their free memory.
+    const std::vector<Device*> list = devices.devices();
+    if (p.ratios.empty()) {
+      for (size_t i = 0; i + 1 < list.size(); ++i) {
+        auto memory = list[i]->memory();
+        if (!memory.ok()) return memory.status().with_context("placement: free memory of " + list[i]->name());
+        p.ratios.push_back(static_cast<double>(memory.value().free));
+      }
+    }
+    p.ratios.push_back(0);
+  }
   p.n_ctx = options.context_size;
   p.progress = [&](uint64_t done, uint64_t total, const std::string& device) {
     if (is_remote[device]) count.server_weight_bytes += done - last_done;
@@ -126,6 +138,7 @@ StatusOr<Model> ModelInternals::open(std::unique_ptr<LlamaModel> model, const Mo
   where.threads = options.threads;
   where.n_ctx = options.context_size;
   where.use_local = options.use_local_cpu;
+  where.local_devices = options.local_devices;
   auto state = std::make_unique<Model::State>();
   TENSORPC_ASSIGN_OR_RETURN(state->placed,
                             place_model(std::move(model), where, [&](const LlamaModel& m, const DeviceSet& devices) {

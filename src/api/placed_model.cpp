@@ -7,9 +7,10 @@ StatusOr<PlacedModel> place_model(std::unique_ptr<LlamaModel> model, const Place
                                   const PlaceFunction& place) {
   PlacedModel p;
   p.model = std::move(model);
-  TENSORPC_ASSIGN_OR_RETURN(p.devices,
-                            DeviceSet::connect(options.use_local, options.threads, options.endpoints, options.remote));
-  const std::vector<Device*> list = p.devices.devices();
+  const std::vector<std::string> local = options.use_local ? options.local_devices : std::vector<std::string>{};
+  TENSORPC_ASSIGN_OR_RETURN(p.devices, DeviceSet::connect(local, options.threads, options.endpoints, options.remote));
+  std::vector<Device*> list = p.devices.devices();
+  if (p.devices.helper_cpu()) list.pop_back();  // holds no layers: not in the split
   if (!options.split.empty() && options.split.size() != list.size()) {
     std::string names;
     for (Device* d : list) {

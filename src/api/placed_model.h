@@ -34,7 +34,8 @@ struct PlaceOptions {
   std::vector<double> split;           // layers per device in proportion; empty: by free memory
   int threads = 0;                     // local CPU threads, 0: every core
   int64_t n_ctx = 0;                   // KV-cache positions; 0: the model's, at most 2048
-  bool use_local = true;               // the local CPU first in the device list
+  bool use_local = true;               // the local devices first in the device list
+  std::vector<std::string> local_devices{"cpu"};  // which, in order (DeviceSet::connect)
 };
 
 // Puts the model on the connected devices: ModelPlacement::create, or a

@@ -264,6 +264,25 @@ StatusOr<std::unique_ptr<Device>> open_vulkan_device(VulkanDeviceOptions options
   return std::unique_ptr<Device>(std::move(device));
 }
 
+StatusOr<std::vector<std::unique_ptr<Device>>> open_vulkan_devices(int index, uint64_t memory_limit,
+                                                                   std::map<int, int>& openings) {
+  std::vector<int> indices = {index};
+  if (index == kEveryVulkanDevice) {
+    TENSORPC_ASSIGN_OR_RETURN(auto every, vulkan_devices());
+    indices.clear();
+    for (const VulkanDeviceInfo& d : every) indices.push_back(d.index);
+  }
+  std::vector<std::unique_ptr<Device>> devices;
+  for (int i : indices) {
+    const int opening = ++openings[i];
+    VulkanDeviceOptions o{.index = i, .memory_limit = memory_limit};
+    if (opening > 1) o.name = "vulkan:" + std::to_string(i) + "#" + std::to_string(opening);
+    TENSORPC_ASSIGN_OR_RETURN(auto device, open_vulkan_device(std::move(o)));
+    devices.push_back(std::move(device));
+  }
+  return devices;
+}
+
 StatusOr<std::vector<VulkanDeviceInfo>> vulkan_devices() {
   TENSORPC_ASSIGN_OR_RETURN(auto instance, vulkan::Instance::create());
   TENSORPC_ASSIGN_OR_RETURN(auto physical, instance->physical_devices());

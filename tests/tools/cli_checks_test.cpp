@@ -93,6 +93,11 @@ TEST(CommandLine, OutOfRangeAndNotANumberFlagsAreShortErrorsQuotingTheValue) {
     EXPECT_LT(error.size(), 200u) << error;
   }
   EXPECT_TRUE(contains(parse_error({"run", "-m", "/nonexistent.gguf"}), "-p TEXT or -f FILE"));
+  EXPECT_TRUE(contains(parse_error({"run", "-m", "/nonexistent.gguf", "-p", "x", "--device", "cpu,gpu"}),
+                       "unknown local device 'gpu': expected cpu, vulkan or vulkan:N"));
+  EXPECT_TRUE(contains(parse_error({"run", "-m", "/nonexistent.gguf", "-p", "x", "--rpc", "127.0.0.1:1", "--device",
+                                    "vulkan", "--no-local"}),
+                       "excludes"));
   EXPECT_TRUE(contains(parse_error({"run", "-m", "/nonexistent.gguf", "-p", "x", "-f", "/tmp/x"}), "excludes"));
   EXPECT_TRUE(contains(parse_error({"demo", "-n", "0"}), "'0' is not a whole number from 1"));
   EXPECT_TRUE(contains(parse_error({"bench", "-r", "-1"}), "'-1' is not a whole number from 0 to 1000"));

@@ -49,6 +49,20 @@ Status upload_weights(const LlamaModel& model, Buffer& buffer, const std::vector
   return buffer.synchronize();
 }
 
+// Whether `device` computes the writes of one token into a layer's cache as
+// the graph builder makes them (keys as rows, values as a column of the
+// transposed cache).
+bool writes_cache(const Device& device, DType cache_type, int64_t kv_dim, int64_t n_ctx) {
+  Context ctx;
+  Tensor* k_cache = ctx.new_tensor(cache_type, {kv_dim, n_ctx});
+  Tensor* v_cache = ctx.new_tensor(cache_type, {n_ctx, kv_dim});
+  Tensor* cells = ctx.new_tensor(DType::i32, {1});
+  Tensor* k = ctx.new_tensor(DType::f32, {kv_dim, 1});
+  Tensor* v = ctx.new_tensor(DType::f32, {kv_dim, 1});
+  return device.supports(*ctx.set_rows(k_cache, k, cells)) &&
+         device.supports(*ctx.set_rows(ctx.transpose(v_cache), v, cells));
+}
+
 }  // namespace
 
 std::vector<int64_t> layers_per_device(int64_t n_layer, const std::vector<double>& weights) {
@@ -113,6 +127,22 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
         p->cache_ctx_.new_tensor(options.cache_type, {n_ctx, hp.kv_dim()}, "cache_v." + std::to_string(l)));
   }
 
+  // Each layer's cache lives on its device when that device writes the
+  // cache (the set_rows of the graph builder), else on the first CPU device
+  // that does: a GPU without that op keeps its layers' weights, and the
+  // scheduler runs the attention next to the cache.
+  std::vector<size_t> cache_device(nd);
+  for (size_t d = 0; d < nd; ++d) {
+    cache_device[d] = d;
+    if (writes_cache(*devices[d], options.cache_type, hp.kv_dim(), n_ctx)) continue;
+    for (size_t c = 0; c < nd; ++c) {
+      if (devices[c]->kind() == DeviceKind::cpu && writes_cache(*devices[c], options.cache_type, hp.kv_dim(), n_ctx)) {
+        cache_device[d] = c;
+        break;
+      }
+    }
+  }
+
   // What lives where.
   std::vector<std::vector<Tensor*>> weights(nd), caches(nd);
   // rope_freqs (a few hundred bytes) lives with the embedding; layers on
@@ -122,8 +152,8 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
   for (int64_t l = 0; l < hp.n_layer; ++l) {
     const size_t d = p->layer_device_[static_cast<size_t>(l)];
     for (Tensor* t : w.layers[static_cast<size_t>(l)].tensors()) weights[d].push_back(t);
-    caches[d].push_back(p->cache_.k[static_cast<size_t>(l)]);
-    caches[d].push_back(p->cache_.v[static_cast<size_t>(l)]);
+    caches[cache_device[d]].push_back(p->cache_.k[static_cast<size_t>(l)]);
+    caches[cache_device[d]].push_back(p->cache_.v[static_cast<size_t>(l)]);
   }
   const size_t last = p->layer_device_.back();
   weights[last].push_back(w.output_norm);

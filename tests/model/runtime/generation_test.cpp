@@ -50,7 +50,7 @@ GenerateOptions greedy(int n) {
 // table names every device and that the decode went through the servers.
 std::optional<GenerateResult> run_remote(const LlamaModel& model, const std::vector<std::string>& endpoints,
                                          const std::string& prompt, const GenerateOptions& g, int64_t n_ctx) {
-  auto devices = DeviceSet::connect(false, 0, endpoints);
+  auto devices = DeviceSet::connect({}, 0, endpoints);
   EXPECT_TRUE(devices.ok()) << devices.status().to_string();
   if (!devices.ok()) return std::nullopt;
   const std::vector<Device*> list = devices.value().devices();
@@ -156,7 +156,7 @@ TEST_P(RandomModelGeneration, AGeneratorUsedAgainStartsOverAndPlansNothingNew) {
   const std::string prompt = "in the beginning was the word";
   const GenerateOptions g = greedy(12);
   TwoServers servers;
-  auto devices = DeviceSet::connect(false, 0, servers.endpoints);
+  auto devices = DeviceSet::connect({}, 0, servers.endpoints);
   ASSERT_TRUE(devices.ok()) << devices.status().to_string();
   const std::vector<Device*> list = devices.value().devices();
   auto placement =
@@ -196,7 +196,7 @@ TEST_P(OnePlanServers, GiveTheLocalTokens) {
   g.generator.n_batch = 4;          // prefill plans of 4 tokens, then decode plans of 1
   g.generator.kv_granularity = 16;  // and new ones as decoding crosses KV windows
   TwoServers servers(/*stored_graphs=*/1);
-  auto devices = DeviceSet::connect(false, 0, servers.endpoints);
+  auto devices = DeviceSet::connect({}, 0, servers.endpoints);
   ASSERT_TRUE(devices.ok()) << devices.status().to_string();
   const std::vector<Device*> list = devices.value().devices();
   auto placement = ModelPlacement::create(*model, list, {.ratios = std::vector<double>(list.size(), 1.0), .n_ctx = 64});
@@ -255,7 +255,7 @@ INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureGeneration, ::testing::Value
 
 TEST(DeviceSet, AMissingServerIsAnErrorNamingItsEndpoint) {
   const std::string endpoint = "127.0.0.1:1";  // privileged, never a tensorpc-server in tests
-  auto devices = DeviceSet::connect(true, 1, {endpoint});
+  auto devices = DeviceSet::connect({"cpu"}, 1, {endpoint});
   ASSERT_FALSE(devices.ok());
   EXPECT_NE(devices.status().message().find(endpoint), std::string::npos) << devices.status().to_string();
 }
@@ -317,7 +317,7 @@ TEST(BundledChatModel, AConversationAcrossTwoServersEqualsLocal) {
     return std::make_pair(replies, evaluated);
   };
   TwoServers servers;
-  auto devices = DeviceSet::connect(false, 0, servers.endpoints);
+  auto devices = DeviceSet::connect({}, 0, servers.endpoints);
   ASSERT_TRUE(devices.ok()) << devices.status().to_string();
   const std::vector<Device*> list = devices.value().devices();
   auto remote_placement =

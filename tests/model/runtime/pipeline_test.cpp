@@ -53,7 +53,7 @@ class Pipeline : public ::testing::Test {
   // The model over one device of each endpoint, in order: layers 0-1 on the
   // first, 2-3 on the second, 4-5 and the output on the third.
   std::unique_ptr<ModelPlacement> place(const std::vector<std::string>& endpoints, int64_t n_ctx) {
-    auto devices = DeviceSet::connect(false, 0, endpoints);
+    auto devices = DeviceSet::connect({}, 0, endpoints);
     EXPECT_TRUE(devices.ok()) << devices.status().to_string();
     if (!devices.ok()) return nullptr;
     devices_ = std::make_unique<DeviceSet>(std::move(devices).value());

@@ -1,0 +1,59 @@
+// `tensorpc run` on Vulkan devices: the bundled model's greedy text with
+// `--device vulkan` (and with a server's GPU and CPU) is the local CPU's.
+// What the GPU does not compute runs on a CPU (the helper CPU locally; the
+// server's CPU device remotely), the KV cache included where the GPU cannot
+// write it.
+#include <string>
+#include <vector>
+
+#include "file_util.h"
+#include "tensorpc/run.h"
+#include "vulkan_test_util.h"
+
+namespace tensorpc::test {
+namespace {
+
+// `tensorpc run -m models/kjv-tiny.gguf -p PROMPT -n 24 --temp 0` on the
+// local devices `local` (none: only `endpoints`), with `split`; stdout, and
+// stderr in `err`.
+std::string greedy_text(const std::vector<std::string>& local, const std::vector<std::string>& endpoints,
+                        const std::vector<double>& split, std::string& err) {
+  tools::RunOptions o;
+  o.setup.model = std::string(TENSORPC_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+  o.setup.use_local = !local.empty();
+  o.setup.local_devices = local;
+  o.setup.endpoints = endpoints;
+  o.setup.split = split;
+  o.setup.threads = 2;
+  o.prompt = "And God said, Let there be";
+  o.sampler.temperature = 0;
+  o.n_predict = 24;
+  Capture out, errors;
+  EXPECT_EQ(tools::run_command(o, out.f, errors.f), 0) << errors.text();
+  err = errors.text();
+  return out.text();
+}
+
+TEST(VulkanRun, GreedyTextOnTheGpuIsTheCpusText) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(probe);
+  std::string cpu_err, gpu_err;
+  const std::string want = greedy_text({"cpu"}, {}, {}, cpu_err);
+  const std::string got = greedy_text({"vulkan"}, {}, {}, gpu_err);
+  EXPECT_GT(want.size(), std::string("And God said, Let there be").size() + 8) << want;
+  EXPECT_EQ(got, want) << gpu_err;
+  // The GPU holds the layers; the helper CPU, none of them, but the KV cache
+  // the GPU cannot write.
+  EXPECT_TRUE(contains(gpu_err, "vulkan:0                         0-")) << gpu_err;
+  EXPECT_TRUE(contains(gpu_err, "cpu                              -")) << gpu_err;
+}
+
+TEST(VulkanRun, GreedyTextOnTheGpuThenTheCpuIsTheCpusText) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(probe);
+  std::string cpu_err, mixed_err;
+  const std::string want = greedy_text({"cpu"}, {}, {}, cpu_err);
+  EXPECT_EQ(greedy_text({"vulkan", "cpu"}, {}, {1, 1}, mixed_err), want) << mixed_err;
+  EXPECT_TRUE(contains(mixed_err, "vulkan:0                         0-1")) << mixed_err;
+}
+
+}  // namespace
+}  // namespace tensorpc::test
