@@ -54,16 +54,19 @@ TEST(MultiDeviceServer, EveryDeviceScopedCommandChecksTheIndex) {
     EXPECT_EQ(s.code(), StatusCode::invalid_argument) << rpc::name_of(command);
     EXPECT_TRUE(contains(s.message(), "device index 2 out of range")) << s.to_string();
   };
-  rpc::WireWriter memory, alloc, compute, recompute;
+  rpc::WireWriter memory, alloc, compute, recompute, supports;
   rpc::encode(memory, rpc::DeviceMemoryRequest{2});
   rpc::encode(alloc, rpc::BufferAllocRequest{2, 64});
   rpc::encode(compute, rpc::GraphComputeRequest{2, 1});
   compute.u32(0);  // an empty graph
   rpc::encode(recompute, rpc::GraphRecomputeRequest{2, 1});
+  rpc::encode(supports, rpc::SupportsRequest{2});
+  supports.u32(0);  // an empty graph
   expect_out_of_range(rpc::Command::device_memory, memory);
   expect_out_of_range(rpc::Command::buffer_alloc, alloc);
   expect_out_of_range(rpc::Command::graph_compute, compute);
   expect_out_of_range(rpc::Command::graph_recompute, recompute);
+  expect_out_of_range(rpc::Command::supports, supports);
   EXPECT_NE(c.alloc(64, 1), 0u);  // the last valid index works
   server.stop();
 }

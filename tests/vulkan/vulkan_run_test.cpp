@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "device_spec.h"
 #include "file_util.h"
+#include "rpc/remote_test_util.h"
 #include "tensorpc/run.h"
 #include "vulkan_test_util.h"
 
@@ -53,6 +55,22 @@ TEST(VulkanRun, GreedyTextOnTheGpuThenTheCpuIsTheCpusText) {
   const std::string want = greedy_text({"cpu"}, {}, {}, cpu_err);
   EXPECT_EQ(greedy_text({"vulkan", "cpu"}, {}, {1, 1}, mixed_err), want) << mixed_err;
   EXPECT_TRUE(contains(mixed_err, "vulkan:0                         0-1")) << mixed_err;
+}
+
+// Over a server with --device vulkan --device cpu: the layers on both, the
+// nodes its GPU does not compute (it says which: SUPPORTS) and its KV cache
+// on its CPU device.
+TEST(VulkanRun, GreedyTextOverAServerWithAGpuAndACpuIsTheCpusText) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(probe);
+  auto devices = tools::make_devices({tools::parse_device_spec("vulkan").value(), tools::DeviceSpec{.threads = 2}});
+  ASSERT_TRUE(devices.ok()) << devices.status().to_string();
+  InProcessServer server(std::move(devices).value());
+  std::string cpu_err, remote_err, both_err;
+  const std::string want = greedy_text({"cpu"}, {}, {}, cpu_err);
+  EXPECT_EQ(greedy_text({}, {server.endpoint()}, {1, 1}, remote_err), want) << remote_err;
+  EXPECT_TRUE(contains(remote_err, server.endpoint() + "/vulkan:0         0-1")) << remote_err;
+  // And a local GPU before them.
+  EXPECT_EQ(greedy_text({"vulkan"}, {server.endpoint()}, {1, 1, 1}, both_err), want) << both_err;
 }
 
 }  // namespace

@@ -51,6 +51,31 @@ TEST(VulkanServer, ServesOneGpuTwiceBesideACpuUnderNamesApart) {
   EXPECT_GT(devices[0]->memory().value().total, 0u);
 }
 
+// SUPPORTS: a client's remote GPU device computes what the server's GPU
+// does, node by node, so that a scheduler runs the rest elsewhere.
+TEST(VulkanServer, ARemoteGpuSaysWhatItComputesAsTheLocalOneDoes) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(local);
+  InProcessServer server(gpu_twice_and_cpu());
+  auto remote = connect(server.endpoint());
+  Context ctx;
+  Tensor* x = input(ctx, DType::f32, {64, 5});
+  Tensor* w = input(ctx, DType::f32, {64, 48});
+  Tensor* q = input(ctx, DType::q8_0, {64, 48});
+  Tensor* cache = input(ctx, DType::f32, {64, 32});
+  Tensor* cells = input(ctx, DType::i32, {5});
+  const std::vector<Tensor*> nodes = {ctx.mul_mat(w, x), ctx.mul_mat(q, x), ctx.rms_norm(x, 1e-6f),
+                                      ctx.set_rows(cache, x, cells), ctx.soft_max(ctx.transpose(x), nullptr, 1.0f)};
+  int computed = 0;
+  for (const Tensor* node : nodes) {
+    EXPECT_EQ(remote[0]->supports(*node), local->supports(*node)) << describe(*node);
+    EXPECT_EQ(remote[1]->supports(*node), local->supports(*node)) << describe(*node);
+    EXPECT_TRUE(remote[2]->supports(*node)) << describe(*node);  // the CPU device computes them all
+    computed += local->supports(*node) ? 1 : 0;
+  }
+  EXPECT_GT(computed, 0);
+  EXPECT_LT(computed, static_cast<int>(nodes.size()));  // else this shows nothing
+}
+
 TEST(VulkanServer, EachGpuOpeningComputesAGraphAsTheCpuDoes) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(probe);
   InProcessServer server(gpu_twice_and_cpu());

@@ -8,6 +8,7 @@
 
 #include "core/format.h"
 #include "model/gguf/gguf_tensors.h"
+#include "tensorpc/scheduler.h"
 
 namespace tensorpc {
 namespace {
@@ -128,19 +129,25 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
   }
 
   // Each layer's cache lives on its device when that device writes the
-  // cache (the set_rows of the graph builder), else on the first CPU device
-  // that does: a GPU without that op keeps its layers' weights, and the
-  // scheduler runs the attention next to the cache.
+  // cache (the set_rows of the graph builder), else on the first device that
+  // does, of the same server (or this process) if one does, else a local
+  // CPU: a GPU without that op keeps its layers' weights, and the scheduler
+  // runs the attention next to the cache.
   std::vector<size_t> cache_device(nd);
+  std::vector<bool> writes(nd);
+  for (size_t d = 0; d < nd; ++d) writes[d] = writes_cache(*devices[d], options.cache_type, hp.kv_dim(), n_ctx);
   for (size_t d = 0; d < nd; ++d) {
     cache_device[d] = d;
-    if (writes_cache(*devices[d], options.cache_type, hp.kv_dim(), n_ctx)) continue;
-    for (size_t c = 0; c < nd; ++c) {
-      if (devices[c]->kind() == DeviceKind::cpu && writes_cache(*devices[c], options.cache_type, hp.kv_dim(), n_ctx)) {
-        cache_device[d] = c;
-        break;
+    if (writes[d]) continue;
+    const auto first = [&](const std::function<bool(size_t)>& fits) {
+      for (size_t c = 0; c < nd; ++c) {
+        if (writes[c] && fits(c)) return c;
       }
-    }
+      return d;
+    };
+    const ExecutorId here = ExecutorId::of(*devices[d]);
+    cache_device[d] = first([&](size_t c) { return ExecutorId::of(*devices[c]) == here; });
+    if (cache_device[d] == d) cache_device[d] = first([&](size_t c) { return devices[c]->kind() == DeviceKind::cpu; });
   }
 
   // What lives where.

@@ -5,7 +5,9 @@
 // in proportion to explicit ratios (`--split 1,1,2`) or, by default, to each
 // device's free memory. The token embedding lives with the first layer, the
 // output norm and projection with the last; each layer's KV cache lives on
-// that layer's device. create() checks every device has room before
+// that layer's device when the device computes the cache writes (a GPU may
+// not), else on a device of the same server (or this process) that does,
+// else on a CPU. create() checks every device has room before
 // allocating anything, then allocates one buffer per device and uploads the
 // weights from the file's mapping, 64 MiB at a time (Buffer::set_tensors: a
 // remote device asks its server's weights cache about 16 MiB of tensors per

@@ -5,10 +5,11 @@
 #include <map>
 #include <utility>
 
-#include "rpc/transport/connection.h"
 #include "rpc/client/remote_buffer.h"
 #include "rpc/client/remote_plan.h"
 #include "rpc/client/remote_stream.h"
+#include "rpc/transport/connection.h"
+#include "rpc/wire/graph_codec.h"
 
 namespace tensorpc::rpc {
 namespace {
@@ -119,9 +120,38 @@ bool RemoteDevice::supports(const Tensor& node) const {
       (node.op == Op::rope && (node.src[2] != nullptr || (node.param<int32_t>(kRopeParamMode) & kRopeYarnBit) != 0))) {
     needs = kRopeTanhMinor;
   }
-  if (needs == 0) return true;
+  // A server's CPU device computes every op its version knows; other kinds
+  // (a GPU) compute some, which a 1.11 server says (SUPPORTS).
+  auto i = info();
+  const bool ask = i.ok() && i.value().kind != static_cast<uint32_t>(DeviceKind::cpu);
+  if (needs == 0 && !ask) return true;
   auto connection = get_connection(endpoint(), credentials_of(options()), open_timeout());
-  return connection.ok() && connection.value()->server_hello().minor >= needs;
+  if (!connection.ok() || connection.value()->server_hello().minor < needs) return false;
+  return !ask || connection.value()->server_hello().minor < kSupportsMinor || ask_supports(node);
+}
+
+bool RemoteDevice::ask_supports(const Tensor& node) const {
+  WireWriter w;
+  encode(w, SupportsRequest{.device = index()});
+  const size_t prefix = w.size();
+  if (!encode_unplaced_node(w, node).ok()) return false;
+  std::string key(w.bytes().begin() + static_cast<std::ptrdiff_t>(prefix), w.bytes().end());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = supports_.find(key); it != supports_.end()) return it->second;
+  }
+  auto connection = get_connection(endpoint(), credentials_of(options()), open_timeout());
+  if (!connection.ok()) return false;
+  auto fields =
+      connection.value()->call({.command = Command::supports, .fields = w.bytes(), .timeout = reply_timeout()});
+  SupportsReply reply;
+  if (!fields.ok()) return false;  // not remembered: a later plan asks again
+  WireReader r(fields.value());
+  if (!decode(r, reply).ok() || reply.computes.empty()) return false;
+  const bool computes = reply.computes.back();  // the node is the graph's last
+  std::lock_guard<std::mutex> lock(mutex_);
+  supports_.emplace(std::move(key), computes);
+  return computes;
 }
 
 StatusOr<std::unique_ptr<Buffer>> RemoteDevice::allocate(uint64_t size) {

@@ -28,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "rpc/wire/messages.h"
 #include "tensorpc/device.h"
@@ -107,9 +108,15 @@ class RemoteDevice final : public Device {
   // The server's facts about this device, read once (LIST_DEVICES).
   StatusOr<DeviceInfo> info() const;
 
+  // SUPPORTS for `node` (a GPU of a 1.11 server), remembered per encoding.
+  bool ask_supports(const Tensor& node) const;
+
   const std::shared_ptr<RemoteDeviceLink> link_;  // endpoint (canonical text form when it parses), index, options
-  mutable std::mutex mutex_;                // guards info_
+  mutable std::mutex mutex_;                      // guards info_ and supports_
   mutable std::optional<DeviceInfo> info_;  // immutable once set
+  // The server's answers by the node's unplaced encoding: the same
+  // descriptors get the same answer, so each is asked once.
+  mutable std::unordered_map<std::string, bool> supports_;
 };
 
 // The server's devices (LIST_DEVICES), on the endpoint's shared connection

@@ -97,6 +97,7 @@ class Session {
   Status on_auth(WireReader& in, Reply& out);
   Status on_list_devices(WireReader& in, Reply& out);
   Status on_device_memory(WireReader& in, Reply& out);
+  Status on_supports(WireReader& in, Reply& out);
   Status on_buffer_alloc(WireReader& in, Reply& out);
   Status on_buffer_free(WireReader& in, Reply& out);
   Status on_buffer_clear(WireReader& in, Reply& out);

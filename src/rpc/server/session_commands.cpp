@@ -18,6 +18,7 @@ constexpr std::array<Session::CommandSpec, kCommandCount> Session::command_table
   at(Command::auth) = {&Session::on_auth, false};    // session_handshake.cpp
   at(Command::list_devices) = {&Session::on_list_devices, false};
   at(Command::device_memory) = {&Session::on_device_memory, false};
+  at(Command::supports) = {&Session::on_supports, false};
   at(Command::buffer_alloc) = {&Session::on_buffer_alloc, false};
   at(Command::buffer_free) = {&Session::on_buffer_free, false};
   at(Command::buffer_clear) = {&Session::on_buffer_clear, false};
@@ -75,6 +76,22 @@ Status Session::on_list_devices(WireReader& in, Reply& out) {
     reply.devices.push_back({dev->name(), dev->description(), static_cast<uint32_t>(dev->kind()), mem.free, mem.total,
                              dev->alignment(), dev->max_allocation()});
   }
+  encode(out.fields, reply);
+  return Status();
+}
+
+// The node's descriptors only: no handle of the session is named or used.
+Status Session::on_supports(WireReader& in, Reply& out) {
+  SupportsRequest req;
+  TENSORPC_RETURN_IF_ERROR(decode(in, req));
+  TENSORPC_RETURN_IF_ERROR(buffers_.check_device(req.device));
+  Device& device = *env_.devices[req.device];
+  TENSORPC_ASSIGN_OR_RETURN(DecodedGraph decoded, decode_unplaced_graph(in, device));
+  if (!in.done()) {
+    return protocol_error("SUPPORTS request: " + std::to_string(in.remaining()) + " unexpected bytes after the graph");
+  }
+  SupportsReply reply;
+  for (const Tensor* node : decoded.graph.nodes()) reply.computes.push_back(device.supports(*node));
   encode(out.fields, reply);
   return Status();
 }

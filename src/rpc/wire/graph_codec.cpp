@@ -68,7 +68,62 @@ bool bytes_overlap(const Tensor& a, const Tensor& b) {
   return a.offset < b.offset + b_span && b.offset < a.offset + a_span;
 }
 
+// The buffer of an unplaced graph's tensors: as large as any tensor, with
+// no bytes to read or write.
+class StandInBuffer final : public Buffer {
+ public:
+  explicit StandInBuffer(Device* device) : device_(device) {}
+  Device& device() const override { return *device_; }
+  uint64_t size() const override { return UINT64_MAX; }
+  Status set(const Tensor&, const void*, uint64_t, uint64_t) override { return unsupported("a stand-in"); }
+  Status get(const Tensor&, void*, uint64_t, uint64_t) const override { return unsupported("a stand-in"); }
+  Status clear(uint8_t) override { return unsupported("a stand-in"); }
+  Status copy(const Tensor&, const Tensor&) override { return unsupported("a stand-in"); }
+
+ private:
+  Device* device_;
+};
+
 }  // namespace
+
+Status encode_unplaced_node(WireWriter& w, const Tensor& node) {
+  // Copies of the node and its sources (as leaves), each in bytes of its own.
+  Context ctx;
+  StandInBuffer stand_in(nullptr);
+  uint64_t offset = 0;
+  const auto place = [&](const Tensor& original) {
+    Tensor* t = ctx.new_tensor(DType::f32, {1});
+    *t = original;
+    t->view_src = nullptr;
+    t->view_offset = 0;
+    t->buffer = &stand_in;
+    t->offset = offset;
+    t->data = nullptr;
+    offset += (address_span(*t) + 255) / 256 * 256 + 256;
+    return t;
+  };
+  Tensor* copy = place(node);
+  for (Tensor*& s : copy->src) {
+    if (s == nullptr) continue;
+    s = place(*s);
+    s->op = Op::none;
+    for (Tensor*& ss : s->src) ss = nullptr;
+  }
+  Graph g;
+  g.expand(copy);
+  return encode_graph(w, g, [](const Buffer*) -> uint64_t { return 1; });
+}
+
+StatusOr<DecodedGraph> decode_unplaced_graph(WireReader& r, Device& device) {
+  auto stand_in = std::make_unique<StandInBuffer>(&device);
+  Buffer* buffer = stand_in.get();
+  TENSORPC_ASSIGN_OR_RETURN(DecodedGraph decoded, decode_graph(r, [buffer](uint64_t handle) -> StatusOr<Buffer*> {
+                              if (handle != 1) return not_found("an unplaced graph names only handle 1");
+                              return buffer;
+                            }));
+  decoded.stand_in = std::move(stand_in);
+  return decoded;
+}
 
 Status encode_graph(WireWriter& w, const Graph& g, const HandleOf& handle_of) {
   WireList list;

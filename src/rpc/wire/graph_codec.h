@@ -33,10 +33,12 @@ Status encode_graph(WireWriter& w, const Graph& g, const HandleOf& handle_of);
 // or foreign handle is an error saying why.
 using ResolveHandle = std::function<StatusOr<Buffer*>(uint64_t handle)>;
 
-// A graph decoded on the server: owns its descriptors.
+// A graph decoded on the server: owns its descriptors (and, for an
+// unplaced graph, the stand-in buffer they point into).
 struct DecodedGraph {
   std::unique_ptr<Context> ctx;
   Graph graph;
+  std::unique_ptr<Buffer> stand_in{};
 };
 
 // Reads a graph and validates it completely: types, shapes against strides,
@@ -47,5 +49,14 @@ struct DecodedGraph {
 // graph's leaves and nodes keep the wire order; outputs() is empty (the
 // tensors carry their kFlagOutput flags).
 StatusOr<DecodedGraph> decode_graph(WireReader& r, const ResolveHandle& resolve);
+
+// SUPPORTS (1.11): `node` and its sources as leaves, unplaced — a graph
+// whose every tensor names handle 1, each at offsets of its own, so that
+// only the descriptors (types, shapes, strides, op, params) say anything.
+// The same node always gives the same bytes, whatever its buffers.
+Status encode_unplaced_node(WireWriter& w, const Tensor& node);
+// Reads such a graph for `device`, validated as decode_graph validates, its
+// tensors in a stand-in buffer of `device` that holds no bytes.
+StatusOr<DecodedGraph> decode_unplaced_graph(WireReader& r, Device& device);
 
 }  // namespace tensorpc::rpc

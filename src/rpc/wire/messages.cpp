@@ -229,6 +229,7 @@ const char* name_of(Command c) {
     case Command::auth: return "AUTH";
     case Command::set_tensor_hashes: return "SET_TENSOR_HASHES";
     case Command::keepalive: return "KEEPALIVE";
+    case Command::supports: return "SUPPORTS";
   }
   return "UNKNOWN_COMMAND";
 }

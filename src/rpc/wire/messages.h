@@ -41,6 +41,9 @@ inline constexpr uint32_t kRopeTanhMinor = 8;
 inline constexpr uint32_t kSkipAfterDroppedMinor = 9;
 // The sample op: from 1.10.
 inline constexpr uint32_t kSampleMinor = 10;
+// SUPPORTS, which says whether a device computes a node (a GPU computes only
+// some): from 1.11. An older server's devices compute every op it knows.
+inline constexpr uint32_t kSupportsMinor = 11;
 inline constexpr const char* kSkippedRun = "not run: an earlier run named a graph or plan this server no longer holds";
 inline constexpr uint32_t kVersionPatch = kProtocolVersionPatch;
 inline constexpr uint32_t kFrameMagic = 0x43505254;  // "TRPC"
@@ -70,14 +73,15 @@ enum class Command : uint16_t {
   auth = 20,               // 1.3
   set_tensor_hashes = 21,  // 1.5
   keepalive = 22,          // 1.9: server to client only, see kFeatureKeepAlive
+  supports = 23,           // 1.11
 };
-inline constexpr uint16_t kCommandCount = 23;
+inline constexpr uint16_t kCommandCount = 24;
 const char* name_of(Command c);
 // Commands that change nothing on the server: a client may send one before
 // it has read the replies of its runs by id, and ask it again after a resend.
 constexpr bool only_reads(Command c) {
   return c == Command::get_tensor || c == Command::synchronize || c == Command::ping || c == Command::list_devices ||
-         c == Command::device_memory;
+         c == Command::device_memory || c == Command::supports;
 }
 
 enum FrameFlag : uint16_t {
@@ -505,6 +509,29 @@ struct AuthReply {
   }
 };
 
+// ---- which nodes a device computes (1.11) -----------------------------------
+// Followed by an unplaced graph (encode_unplaced_node): a node and its sources.
+struct SupportsRequest {
+  static constexpr WireMessage wire{Command::supports, Direction::request, Extent::prefix};
+  uint32_t device = 0;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.u32("device", device);
+  }
+};
+// One bit per node of the graph, in its order (at most a graph's 65536
+// tensors, graph_codec.h): 1 when the device computes it.
+struct SupportsReply {
+  static constexpr WireMessage wire{Command::supports, Direction::reply};
+  std::vector<bool> computes;
+
+  template <typename V>
+  constexpr void visit_fields(V& v) {
+    v.bitmap("count", "computes", computes, {.max = 65536, .element = "node"});
+  }
+};
+
 // Every message, for code that treats them all alike: X(Type) for each.
 #define TENSORPC_RPC_MESSAGES(X) \
   X(HelloRequest)                \
@@ -534,7 +561,9 @@ struct AuthReply {
   X(AuthRequest)                 \
   X(AuthReply)                   \
   X(SetTensorHashesRequest)      \
-  X(SetTensorHashesReply)
+  X(SetTensorHashesReply)        \
+  X(SupportsRequest)             \
+  X(SupportsReply)
 
 // encode writes the message's fields; decode reads exactly them from a whole
 // payload (or, for a message whose wire.extent is prefix, its leading fixed
