@@ -180,6 +180,16 @@ TEST(PublicModelApi, OnOpenSeesTheModelBeforeAnyUploadAndCanStopTheOpen) {
   EXPECT_EQ(progress_calls, 0);
 }
 
+TEST(PublicModelApi, AnUnknownLocalDeviceIsAnErrorNamingIt) {
+  ModelOptions o = local_options();
+  o.local_devices = {"cpu", "gpu"};
+  auto model = Model::open(o);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), StatusCode::invalid_argument) << model.status().to_string();
+  EXPECT_NE(model.status().message().find("local device 'gpu': expected cpu, vulkan"), std::string::npos)
+      << model.status().to_string();
+}
+
 TEST(PublicModelApi, SamplingOptionsAreCheckedWithoutAModel) {
   EXPECT_TRUE(SamplingOptions{}.validate().ok());
   SamplingOptions bad;

@@ -9,6 +9,7 @@
 #include "device_spec.h"
 #include "file_util.h"
 #include "rpc/remote_test_util.h"
+#include "tensorpc/model.h"
 #include "tensorpc/run.h"
 #include "vulkan_test_util.h"
 
@@ -71,6 +72,18 @@ TEST(VulkanRun, GreedyTextOverAServerWithAGpuAndACpuIsTheCpusText) {
   EXPECT_TRUE(contains(remote_err, server.endpoint() + "/vulkan:0         0-1")) << remote_err;
   // And a local GPU before them.
   EXPECT_EQ(greedy_text({"vulkan"}, {server.endpoint()}, {1, 1, 1}, both_err), want) << both_err;
+}
+
+// The public ModelOptions: a GPU the machine lacks is an error naming it.
+TEST(VulkanRun, AMissingGpuIsAnErrorNamingIt) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(probe);
+  ModelOptions o;
+  o.path = std::string(TENSORPC_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+  o.local_devices = {"vulkan:999"};
+  auto model = Model::open(o);
+  ASSERT_FALSE(model.ok());
+  EXPECT_TRUE(contains(model.status().message(), "local device 'vulkan:999'")) << model.status().to_string();
+  EXPECT_TRUE(contains(model.status().message(), "Vulkan devices")) << model.status().to_string();
 }
 
 }  // namespace

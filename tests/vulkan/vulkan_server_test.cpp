@@ -2,8 +2,8 @@
 // device, as `--device vulkan:0 --device vulkan:0 --device cpu` makes them.
 // Graphs computed there match the CPU (VulkanServer), copies between the
 // server's devices run on it through every pair of kinds (VulkanServerCopy),
-// and a client that goes away leaves the GPU's memory as it found it
-// (VulkanServerMemory).
+// and a client that goes away, cleanly or in the middle of an upload, leaves
+// the GPU's memory as it found it (VulkanServerMemory).
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -164,21 +164,43 @@ TEST(VulkanServerCopy, CopiesBetweenTheGpuOpeningsAndTheCpuRunOnTheServer) {
   server.stop();
 }
 
-TEST(VulkanServerMemory, AClientThatGoesAwayLeavesTheGpuMemoryAsItFoundIt) {
-  TENSORPC_VULKAN_DEVICE_OR_SKIP(probe);
+// A client on a server of gpu_twice_and_cpu() allocates `bytes` on device
+// `d` and does `work` with the handle (RawClient, which sends what it is
+// told); then its socket closes without a word. The device's free memory
+// must come back to what it was before.
+void expect_freed_when_gone(size_t d, uint64_t bytes, const std::function<void(RawClient&, uint64_t)>& work) {
   const auto devices = gpu_twice_and_cpu();
   InProcessServer server(devices);
-  const uint64_t before = devices[0]->memory().value().free;
+  const uint64_t before = devices[d]->memory().value().free;
   {
     RawClient c(server.server().port());
     ASSERT_TRUE(c.hello().ok());
-    const uint64_t handle = c.alloc(64 * kMiB, 0);
+    const uint64_t handle = c.alloc(bytes, static_cast<uint32_t>(d));
     ASSERT_NE(handle, 0u);
+    work(c, handle);
+    EXPECT_LE(devices[d]->memory().value().free, before - bytes);
+  }
+  EXPECT_TRUE(eventually([&] { return devices[d]->memory().value().free == before; }))
+      << devices[d]->memory().value().free << " free, " << before << " before";
+}
+
+TEST(VulkanServerMemory, AClientThatGoesAwayLeavesTheGpuMemoryAsItFoundIt) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(probe);
+  expect_freed_when_gone(0, 64 * kMiB, [](RawClient& c, uint64_t handle) {
     ASSERT_TRUE(c.set_tensor(handle, 0, std::vector<uint8_t>(kMiB, 7)).ok());
-    EXPECT_LE(devices[0]->memory().value().free, before - 64 * kMiB);
-  }  // the socket closes without a word
-  EXPECT_TRUE(eventually([&] { return devices[0]->memory().value().free == before; }))
-      << devices[0]->memory().value().free << " free, " << before << " before";
+  });
+}
+
+TEST(VulkanServerMemory, AClientKilledMidUploadLeavesTheGpuMemoryAsItFoundIt) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(probe);
+  expect_freed_when_gone(1, 16 * kMiB, [](RawClient& c, uint64_t handle) {
+    // SET_TENSOR of 16 MiB, of which 1 MiB comes before the client is gone.
+    rpc::WireWriter w;
+    rpc::encode(w, rpc::SetTensorRequest{handle, 0, 16 * kMiB});
+    std::vector<uint8_t> partial = w.bytes();
+    partial.resize(partial.size() + kMiB, 7);
+    ASSERT_TRUE(c.send_header(rpc::Command::set_tensor, w.size() + 16 * kMiB, 0, partial.data(), partial.size()).ok());
+  });
 }
 
 TEST(VulkanServerMemory, ALimitIsTheDevicesMemoryAndAllocationsPastItFail) {
