@@ -63,8 +63,16 @@ TEST(VulkanServer, ARemoteGpuSaysWhatItComputesAsTheLocalOneDoes) {
   Tensor* q = input(ctx, DType::q8_0, {64, 48});
   Tensor* cache = input(ctx, DType::f32, {64, 32});
   Tensor* cells = input(ctx, DType::i32, {5});
-  const std::vector<Tensor*> nodes = {ctx.mul_mat(w, x), ctx.mul_mat(q, x), ctx.rms_norm(x, 1e-6f),
-                                      ctx.set_rows(cache, x, cells), ctx.soft_max(ctx.transpose(x), nullptr, 1.0f)};
+  Tensor* logits = input(ctx, DType::f32, {2048, 1});
+  // The last is not computed on the GPU: top_k past the 1,024 candidates it
+  // sorts in shared memory.
+  Tensor* candidates = ctx.top_k(logits, 1025);
+  const std::vector<Tensor*> nodes = {ctx.mul_mat(w, x),
+                                      ctx.mul_mat(q, x),
+                                      ctx.rms_norm(x, 1e-6f),
+                                      ctx.set_rows(cache, x, cells),
+                                      ctx.soft_max(ctx.transpose(x), nullptr, 1.0f),
+                                      candidates};
   int computed = 0;
   for (const Tensor* node : nodes) {
     EXPECT_EQ(remote[0]->supports(*node), local->supports(*node)) << describe(*node);
