@@ -10,6 +10,7 @@
 #include "file_util.h"
 #include "rpc/remote_test_util.h"
 #include "tensorpc/model.h"
+#include "tensorpc/perplexity.h"
 #include "tensorpc/run.h"
 #include "vulkan_test_util.h"
 
@@ -72,6 +73,33 @@ TEST(VulkanRun, GreedyTextOverAServerWithAGpuAndACpuIsTheCpusText) {
   EXPECT_TRUE(contains(remote_err, server.endpoint() + "/vulkan:0         0-1")) << remote_err;
   // And a local GPU before them.
   EXPECT_EQ(greedy_text({"vulkan"}, {server.endpoint()}, {1, 1, 1}, both_err), want) << both_err;
+}
+
+// `tensorpc perplexity -m MODEL --device DEVICE` over 2 chunks of the held-out
+// text: the figure it prints.
+double perplexity_on(const std::string& model, const std::string& device) {
+  tools::PerplexityCommandOptions o;
+  o.setup.model = std::string(TENSORPC_SOURCE_DIR) + "/models/" + model;
+  o.setup.local_devices = {device};
+  o.setup.threads = 2;
+  o.text_file = std::string(TENSORPC_SOURCE_DIR) + "/tests/data/kjv-heldout.txt";
+  o.chunks = 2;
+  Capture out, err;
+  EXPECT_EQ(tools::perplexity_command(o, out.f, err.f), 0) << err.text();
+  const std::string text = out.text();
+  const size_t at = text.find("perplexity: ");
+  EXPECT_NE(at, std::string::npos) << text;
+  return at == std::string::npos ? 0 : std::stod(text.substr(at + 12));
+}
+
+TEST(VulkanRun, PerplexityOnTheGpuIsWithinHalfAPercentOfTheCpus) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(probe);
+  for (const std::string model : {"kjv-tiny.gguf", "kjv-bpe.gguf"}) {
+    const double cpu = perplexity_on(model, "cpu");
+    const double gpu = perplexity_on(model, "vulkan");
+    EXPECT_GT(cpu, 1.0) << model;
+    EXPECT_NEAR(gpu, cpu, 0.005 * cpu) << model;
+  }
 }
 
 // The public ModelOptions: a GPU the machine lacks is an error naming it.
