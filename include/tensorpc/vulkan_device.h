@@ -59,6 +59,17 @@ struct VulkanDeviceOptions {
 // GPU unseen), never a guess.
 StatusOr<std::unique_ptr<Device>> open_vulkan_device(VulkanDeviceOptions options = {});
 
+// What a Vulkan stream did with the graphs it computed: recorded them into a
+// command buffer, or submitted again the one it had recorded for the same
+// dispatches (a decode step's graph, run again, records nothing).
+struct VulkanStreamCounters {
+  uint64_t recorded = 0;
+  uint64_t replayed = 0;
+};
+
+// The counters of `stream`; an error when it is not a Vulkan device's.
+StatusOr<VulkanStreamCounters> vulkan_stream_counters(const Stream& stream);
+
 inline constexpr int kEveryVulkanDevice = -1;
 
 // Device `index` (kEveryVulkanDevice: every one vulkan_devices() lists), for

@@ -8,7 +8,11 @@
 namespace tensorpc::vulkan {
 
 VulkanBuffer::VulkanBuffer(VulkanDevice& device, MemoryBlock block, uint64_t size, bool mapped_access)
-    : device_(device), block_(std::move(block)), size_(size), mapped_access_(mapped_access) {}
+    : device_(device),
+      block_(std::move(block)),
+      size_(size),
+      id_(device.next_buffer_id()),
+      mapped_access_(mapped_access) {}
 
 VulkanBuffer::~VulkanBuffer() { device_.release(block_.size()); }
 

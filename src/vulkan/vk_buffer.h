@@ -19,11 +19,15 @@ class VulkanBuffer final : public Buffer {
   Status copy(const Tensor& src, const Tensor& dst) override;
 
   VkBuffer handle() const { return block_.buffer(); }
+  // Names this buffer among every buffer of its device, before and after: a
+  // handle may be reused once freed, an id never is.
+  uint64_t id() const { return id_; }
 
  private:
   VulkanDevice& device_;
   MemoryBlock block_;
   uint64_t size_;
+  uint64_t id_;
   bool mapped_access_;  // set/get through the mapping, not the staging buffer
 };
 

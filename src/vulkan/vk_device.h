@@ -75,6 +75,8 @@ class VulkanDevice final : public Device {
   // so, else device-local memory, mapped when the device offers it host-visible.
   StatusOr<MemoryBlock> allocate_block(uint64_t size, bool host);
   void release(uint64_t bytes) { allocated_ -= bytes; }
+  // A new VulkanBuffer's id (VulkanBuffer::id).
+  uint64_t next_buffer_id() { return ++buffer_ids_; }
 
  private:
   VulkanDevice() = default;
@@ -93,6 +95,7 @@ class VulkanDevice final : public Device {
   std::mutex queue_mutex_;
   std::unique_ptr<Pipelines> pipelines_;
   std::atomic<uint64_t> allocated_{0};
+  std::atomic<uint64_t> buffer_ids_{0};
 
   // The transfers' command buffer, fence and staging buffer, one transfer at a time.
   std::mutex transfer_mutex_;
