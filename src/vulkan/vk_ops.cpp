@@ -77,12 +77,21 @@ bool spreadable(uint64_t groups, const OpLimits& limits) { return spread(groups,
 
 uint64_t flat_groups(const Tensor& node) { return (static_cast<uint64_t>(node.nelements()) + 255) / 256; }
 
-// mul_mat's groups: one an output (N == 1) or a 16 x 16 tile, dims 2 and 3 along z.
+// mul_mat's tiles for N > 1 (shaders/mul_mat.comp): kTileM rows of the node
+// by mul_mat_tile_n columns a workgroup, K through shared memory kTileK at a
+// time. Multiples of 16 (a workgroup is 16 x 16 invocations, each computing
+// the outputs 16 apart); the two tiles take kTileK (kTileM + tile_n + 2)
+// floats of shared memory, within the 16 KiB every device has.
+constexpr uint32_t kTileM = 64, kTileK = 16;
+uint32_t mul_mat_tile_n(int64_t n) { return n > 32 ? 64 : 16; }
+
+// mul_mat's groups: one an output (N == 1) or a tile, dims 2 and 3 along z.
 std::array<uint32_t, 3> mul_mat_groups(const Tensor& node) {
   const auto m = static_cast<uint64_t>(node.ne[0]), n = static_cast<uint64_t>(node.ne[1]);
   const auto batches = static_cast<uint32_t>(node.ne[2] * node.ne[3]);
   if (n == 1) return {static_cast<uint32_t>(m), 1, batches};
-  return {static_cast<uint32_t>((m + 15) / 16), static_cast<uint32_t>((n + 15) / 16), batches};
+  const uint32_t tile_n = mul_mat_tile_n(node.ne[1]);
+  return {static_cast<uint32_t>((m + kTileM - 1) / kTileM), static_cast<uint32_t>((n + tile_n - 1) / tile_n), batches};
 }
 
 bool op_supported(const Tensor& node, const OpLimits& limits) {
@@ -205,7 +214,10 @@ void choose_shader(const Tensor& node, const OpLimits& limits, Dispatch& d) {
       d.shader = "rope";
       d.spec = {(node.param<int32_t>(kRopeParamMode) & kRopeNeox) != 0 ? 1u : 0u, node.src[2] != nullptr ? 1u : 0u, 0};
       break;
-    case Op::mul_mat: d.shader = "mul_mat", d.spec = {type_of(node.src[0]), node.ne[1] == 1 ? 1u : 0u, 0}; break;
+    case Op::mul_mat:
+      d.shader = "mul_mat";
+      d.spec = {type_of(node.src[0]), node.ne[1] == 1 ? 1u : 0u, kTileM, mul_mat_tile_n(node.ne[1]), kTileK};
+      break;
     default: break;
   }
 }

@@ -41,9 +41,14 @@ struct Binding {
   uint64_t range = 0;
 };
 
+// Specialization constants a shader may have: types and variants first,
+// tile sizes after them (shaders/mul_mat.comp).
+inline constexpr uint32_t kSpecConstants = 5;
+using SpecConstants = std::array<uint32_t, kSpecConstants>;
+
 struct Dispatch {
-  const char* shader = nullptr;    // the module's name (spirv.h)
-  std::array<uint32_t, 3> spec{};  // specialization constants 0..2
+  const char* shader = nullptr;  // the module's name (spirv.h)
+  SpecConstants spec{};          // specialization constants 0..kSpecConstants - 1
   std::array<Binding, kBindings> bindings{};
   PushArgs args{};
   std::array<uint32_t, 3> groups{1, 1, 1};

@@ -42,9 +42,9 @@ Pipelines::~Pipelines() {
   vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
 }
 
-StatusOr<VkPipeline> Pipelines::get(const char* shader, const std::array<uint32_t, 3>& spec) {
+StatusOr<VkPipeline> Pipelines::get(const char* shader, const SpecConstants& spec) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto key = std::make_tuple(std::string(shader), spec[0], spec[1], spec[2]);
+  const auto key = std::make_pair(std::string(shader), spec);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
 
   VkShaderModule& module = modules_[shader];
@@ -59,7 +59,7 @@ StatusOr<VkPipeline> Pipelines::get(const char* shader, const std::array<uint32_
     }
     if (module == VK_NULL_HANDLE) return internal_error(std::string("no shader named ") + shader);
   }
-  std::array<VkSpecializationMapEntry, 3> entries{};
+  std::array<VkSpecializationMapEntry, kSpecConstants> entries{};
   for (uint32_t i = 0; i < entries.size(); ++i) entries[i] = {i, i * 4, 4};
   VkSpecializationInfo specialization{static_cast<uint32_t>(entries.size()), entries.data(), sizeof spec, spec.data()};
   auto info = vk_struct<VkComputePipelineCreateInfo>(VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO);

@@ -11,9 +11,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <tuple>
+#include <utility>
 
 #include "tensorpc/status.h"
+#include "vulkan/vk_ops.h"
 
 namespace tensorpc::vulkan {
 
@@ -26,8 +27,8 @@ class Pipelines {
 
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
   VkPipelineLayout layout() const { return layout_; }
-  // The pipeline of shader (a module of spirv.h) with constants 0..2 set to spec.
-  StatusOr<VkPipeline> get(const char* shader, const std::array<uint32_t, 3>& spec);
+  // The pipeline of shader (a module of spirv.h) with its specialization constants set to spec.
+  StatusOr<VkPipeline> get(const char* shader, const SpecConstants& spec);
 
  private:
   explicit Pipelines(VkDevice device) : device_(device) {}
@@ -36,7 +37,7 @@ class Pipelines {
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   std::mutex mutex_;
   std::map<std::string, VkShaderModule> modules_;
-  std::map<std::tuple<std::string, uint32_t, uint32_t, uint32_t>, VkPipeline> pipelines_;
+  std::map<std::pair<std::string, SpecConstants>, VkPipeline> pipelines_;
 };
 
 }  // namespace tensorpc::vulkan

@@ -311,6 +311,22 @@ TEST(VulkanOps, MulMatEveryWeightTypeOneTokenAndMany) {
   }
 }
 
+// Prefill's tiled product over more than one tile each way, with partial
+// tiles at both edges, for a plain and a block-typed weight.
+TEST(VulkanOps, MulMatTilesCoverShapesPastOneTile) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  for (DType type : {DType::f16, DType::q8_0}) {
+    SCOPED_TRACE(name_of(type));
+    const auto build = [&](bool dequantize) {
+      return [&, dequantize](Context& ctx) -> std::vector<Tensor*> {
+        Tensor* w = input(ctx, type, {96, 150});
+        return {ctx.mul_mat(dequantize ? ctx.cast(w, DType::f32) : w, input(ctx, DType::f32, {96, 131}))};
+      };
+    };
+    EXPECT_TRUE(matches_cpu(*dev, build(false), build(true), kDequantized));
+  }
+}
+
 TEST(VulkanOps, MulMatBlockTypesBroadcastOverDims2And3) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
   for (DType type : {DType::q8_0, DType::q4_K}) {
