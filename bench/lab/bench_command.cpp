@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "lab/bench_gpu.h"
 #include "lab/bench_quant.h"
 #include "lab/bench_rpc.h"
 #include "lab/bench_serve.h"
@@ -23,12 +24,14 @@ Status fill_defaults(BenchOptions& o) {
   if (o.n_predict <= 0) o.n_predict = q ? 9 : 33;
   if (o.handover_bytes == 0) o.handover_bytes = (q ? 16 : 64) * kMiB;
   if (o.round_trips <= 0) o.round_trips = q ? 2000 : 5000;
+  if (o.gpu_dim <= 0) o.gpu_dim = q ? 1024 : 4096;
+  if (o.gpu_copy_bytes == 0) o.gpu_copy_bytes = (q ? 64 : 512) * kMiB;
   if (o.sizes.empty()) {
     o.sizes = q ? std::vector<uint64_t>{kMiB, 64 * kMiB}
                 : std::vector<uint64_t>{kMiB, 16 * kMiB, 64 * kMiB, 256 * kMiB, 1024 * kMiB};
   }
   bool fill_quant_mixes = o.quant_only;
-  if (o.models.empty() && !o.quant_only) {
+  if (o.models.empty() && !o.quant_only && !o.gpu_only) {
     if (!o.bundled_model.empty() && std::filesystem::exists(o.bundled_model)) {
       o.models.push_back({.key = "kjv_tiny", .label = "kjv-tiny", .path = o.bundled_model});
     }
@@ -87,6 +90,21 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
   ModelBenchOptions model{
       .repetitions = o.quick ? 3 : 5, .n_predict = o.n_predict, .threads = o.threads, .link = o.link};
   if (o.repetitions < model.repetitions) model.repetitions = o.repetitions;
+  // The GPU figures: asked for (--gpu-only, --device naming one), or in the whole report when a GPU is there.
+  const bool whole = !o.quant_only && !o.serve_only;
+  const bool gpu = o.gpu_only || (whole && (o.gpu_devices ? !o.gpu_devices->empty() : gpu_devices_present()));
+  auto add_gpu = [&]() -> Status {
+    say("local GPUs: decode bytes/s against a device copy, prefill GFLOP/s against an FMA shader");
+    const GpuBenchOptions options{.repetitions = o.repetitions,
+                                  .dim = o.gpu_dim,
+                                  .copy_bytes = o.gpu_copy_bytes,
+                                  .devices = o.gpu_devices.value_or(std::vector<int>{})};
+    return add(bench_gpu_devices(options, progress), "GPU devices");
+  };
+  if (o.gpu_only) {
+    TENSORPC_RETURN_IF_ERROR(add_gpu());
+    return figures;
+  }
 
   if (!o.quant_only && !o.serve_only) {  // --quant-only, --serve-only: those figures below alone
     say("round trip of a tiny command");
@@ -113,6 +131,7 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
     say("decode and prefill of the random 250M model quantized to " + join(o.quant_mixes) + ", local CPU");
     TENSORPC_RETURN_IF_ERROR(add(bench_quantized_models(o.quant_mixes, model, progress), "quantized models"));
   }
+  if (gpu) TENSORPC_RETURN_IF_ERROR(add_gpu());
   for (const BenchModel& m : o.load_models) {
     say("load cold and warm, " + m.label);
     TENSORPC_RETURN_IF_ERROR(add(bench_model_load(m, model), m.label + " load"));

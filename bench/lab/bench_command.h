@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,13 @@ struct BenchOptions {
   std::vector<std::string> quant_mixes{};  // quantized random 250M model figures for each (bench_quant.h)
   bool quant_only = false;                 // --quant-only: those figures alone
   bool serve_only = false;                 // --serve-only: the serving figures alone (bench_serve.h)
+  bool gpu_only = false;                   // --gpu-only: the local GPUs' figures alone (bench_gpu.h)
+  // --device: the Vulkan devices (by index, or kEveryVulkanDevice) of the GPU
+  // figures. Unset: every one, when the loader reports any (else the section
+  // is left out); empty (`--device cpu`): none.
+  std::optional<std::vector<int>> gpu_devices{};
+  int64_t gpu_dim = 0;          // the GPU figures' weights are gpu_dim × gpu_dim; 0: 4096 (quick: 1024)
+  uint64_t gpu_copy_bytes = 0;  // bytes of the GPU's timed copy; 0: 512 MiB (quick: 64 MiB)
 };
 
 // The defaults filled in (models written when missing), then every figure.

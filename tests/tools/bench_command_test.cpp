@@ -49,6 +49,8 @@ BenchOptions small_run(const std::filesystem::path& dir) {
   o.sizes = {uint64_t{1} << 20};
   o.handover_bytes = uint64_t{1} << 20;
   o.round_trips = 50;
+  o.gpu_dim = 256;  // the GPU figures, where a Vulkan device is there: small too
+  o.gpu_copy_bytes = uint64_t{4} << 20;
   o.models = {{.key = "tiny", .label = "tiny", .path = model}};
   o.load_models = o.models;
   o.json_path = (dir / "bench.json").string();
@@ -169,13 +171,27 @@ TEST(RawLoopback, APipelineStepTakesBothEndsWorkAndTheSocketStaysUsable) {
   EXPECT_EQ(bytes.back(), 7);
 }
 
-TEST(BenchCommand, ABadLinkIsRefusedBeforeAnythingRuns) {
+// The exit code `tensorpc bench` leaves after `args` (in order), -1 when
+// the bench never ran; throws what CLI11 throws for a refused line.
+int bench_exit_code(std::vector<std::string> args) {
   CLI::App app;
   int exit_code = -1;
   add_bench_command(app, &exit_code);
-  // CLI11 takes a vector of arguments last first.
-  EXPECT_THROW(app.parse(std::vector<std::string>{"1ms", "--link", "bench"}), CLI::ValidationError);
-  EXPECT_EQ(exit_code, -1);
+  args.insert(args.begin(), "bench");
+  std::reverse(args.begin(), args.end());  // CLI11 takes a vector of arguments last first
+  app.parse(args);
+  return exit_code;
+}
+
+TEST(BenchCommand, ABadLinkIsRefusedBeforeAnythingRuns) {
+  EXPECT_THROW(bench_exit_code({"--link", "1ms"}), CLI::ValidationError);
+}
+
+TEST(BenchCommand, GpuOnlyIsRefusedWithQuantOnlyAndWithADeviceListOfNoGpu) {
+  EXPECT_THROW(bench_exit_code({"--gpu-only", "--quant-only"}), CLI::ExcludesError);
+  EXPECT_THROW(bench_exit_code({"--device", "gpu"}), CLI::ValidationError);
+  // `--device cpu` names no GPU: nothing for --gpu-only to measure, and nothing is.
+  EXPECT_EQ(bench_exit_code({"--gpu-only", "--device", "cpu"}), 1);
 }
 
 TEST(BenchReport, TheTableShowsValueBaselineRatioAndWhetherTheTargetIsMet) {

@@ -26,7 +26,7 @@ int bench_with_awake_cores(BenchOptions options, const std::string& awake_cores,
 
 void add_bench_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd =
-      app.add_subcommand("bench", "measure RPC, hand-over, model decode and load figures against their baselines");
+      app.add_subcommand("bench", "measure RPC, hand-over, model decode, GPU and load figures against their baselines");
   auto o = std::make_shared<BenchOptions>();
   o->bundled_model = bundled_model_path();
   auto link = std::make_shared<std::string>("1ms,1gbit");
@@ -57,11 +57,38 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       });
   auto* quant_only = cmd->add_flag("--quant-only", o->quant_only,
                                    "only the quantized-model figures (decode and prefill of the 250M model)");
-  cmd->add_flag("--serve-only", o->serve_only,
-                "only the serving figures (8 requests at once against one, the 250M model over 2 servers)")
-      ->excludes(quant_only);
-  cmd->callback([o, link, awake_cores, exit_code] {
+  auto* serve_only =
+      cmd->add_flag("--serve-only", o->serve_only,
+                    "only the serving figures (8 requests at once against one, the 250M model over 2 servers)")
+          ->excludes(quant_only);
+  cmd->add_flag("--gpu-only", o->gpu_only,
+                "only the local GPUs' figures (decode bytes/s against a device copy, prefill GFLOP/s against an FMA "
+                "shader)")
+      ->excludes(quant_only)
+      ->excludes(serve_only);
+  auto device_list = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--device", *device_list,
+                  "local devices, comma-separated (cpu, vulkan, vulkan:N): the GPUs of the GPU figures "
+                  "(default: every Vulkan device there is)")
+      ->delimiter(',')
+      ->check([](const std::string& s) {
+        auto r = parse_device_spec(s);
+        return r.ok() ? std::string() : r.status().message();
+      });
+  cmd->callback([o, link, awake_cores, device_list, exit_code] {
     BenchOptions options = *o;
+    if (!device_list->empty()) {
+      options.gpu_devices.emplace();
+      for (const std::string& s : *device_list) {
+        const DeviceSpec spec = parse_device_spec(s).value();  // checked by the option
+        if (spec.kind == DeviceKind::gpu) options.gpu_devices->push_back(spec.index);
+      }
+      if (options.gpu_only && options.gpu_devices->empty()) {
+        std::fprintf(stderr, "tensorpc bench: --gpu-only: --device names no GPU\n");
+        *exit_code = 1;
+        return;
+      }
+    }
     options.link = parse_link(*link).value();  // checked by the option
     // The in-process servers log each session at info: quiet unless asked.
     if (std::getenv("TENSORPC_LOG") == nullptr) log::set_level(log::Level::warn);
