@@ -251,12 +251,10 @@ class HttpConnection : public Responder, public std::enable_shared_from_this<Htt
 
   void dispatch() {
     expire_never();  // the answer may take a while to come; writing it has its own deadline
-    HttpRequest request{.method = head_ ? std::string_view("HEAD") : std::string_view(method_),
-                        .path = route_->path,
-                        .body = std::move(parser_->get().body())};
-    if (route_->quick) return front_.routes->handle(*route_, std::move(request), this->shared_from_this());
-    asio::post(front_.work, [self = this->shared_from_this(), route = route_, request = std::move(request)]() mutable {
-      self->front_.routes->handle(*route, std::move(request), self);
+    std::string body = std::move(parser_->get().body());
+    if (route_->quick) return front_.routes->handle(*route_, std::move(body), this->shared_from_this());
+    asio::post(front_.work, [self = this->shared_from_this(), route = route_, body = std::move(body)]() mutable {
+      self->front_.routes->handle(*route, std::move(body), self);
     });
   }
 

@@ -206,7 +206,7 @@ std::optional<ApiError> HttpRoutes::not_ready() const {
   return unavailable_error("the model is loading: " + loading_);
 }
 
-void HttpRoutes::handle(const RouteInfo& route, HttpRequest request, std::shared_ptr<Responder> out) {
+void HttpRoutes::handle(const RouteInfo& route, std::string body, std::shared_ptr<Responder> out) {
   const std::string_view path = route.path;
   if (route.label == "page") {
     for (const WebAsset& a : web_assets()) {
@@ -231,7 +231,7 @@ void HttpRoutes::handle(const RouteInfo& route, HttpRequest request, std::shared
     if (auto e = not_ready()) return out->reply(error_reply(*e));
     return out->reply({.status = 200, .content_type = "application/json", .body = cluster(), .headers = {}});
   }
-  completion(path == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completion, request.body, std::move(out));
+  completion(path == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completion, body, std::move(out));
 }
 
 HttpReply HttpRoutes::health() const {

@@ -86,13 +86,6 @@ class Responder {
   virtual std::shared_ptr<std::atomic<bool>> gone() = 0;
 };
 
-// A complete request, as a route sees it.
-struct HttpRequest {
-  std::string_view method;  // "GET", "HEAD" (answered as GET, the front drops the body), "POST"
-  std::string_view path;    // without the query string
-  std::string body;
-};
-
 // What a path is, for the front: its methods, whether it needs the key, and
 // whether its answer is cheap enough to compute on the front's own thread.
 struct RouteInfo {
@@ -111,8 +104,9 @@ class HttpRoutes {
   const RouteInfo* find(std::string_view path) const;
   // Whether an Authorization header value carries the key (always true without a key).
   bool authorized(std::string_view authorization) const;
-  // Answers a complete request to `route` (a method it takes).
-  void handle(const RouteInfo& route, HttpRequest request, std::shared_ptr<Responder> out);
+  // Answers a complete request to `route` (a method it takes; HEAD is answered
+  // as GET, the front dropping the body) whose body is `body`.
+  void handle(const RouteInfo& route, std::string body, std::shared_ptr<Responder> out);
   // Counts an answer in tensorpc_requests_total; label "other" for no route.
   void count(std::string_view label, int status);
 
