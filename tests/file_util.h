@@ -1,8 +1,9 @@
 // Helpers shared by tests that touch files and the environment: a temporary
-// file with given bytes, a file's bytes, a temporary directory, the text a command wrote to a FILE*, and an
-// environment variable set for one test.
+// file with given bytes, a file's bytes, a temporary directory, the text a command wrote to a FILE*, a
+// shell command's exit status and output, and an environment variable set for one test.
 #pragma once
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace tensorpc::test {
 
@@ -70,6 +72,18 @@ struct Capture {
   }
   std::FILE* f;
 };
+
+// `command` run by /bin/sh: its exit status (-1 when it did not exit) and
+// what it wrote to stdout (append " 2>&1" for stderr too).
+inline std::pair<int, std::string> run_command(const std::string& command) {
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
 
 // Sets an environment variable for one test and restores it after.
 struct ScopedEnv {

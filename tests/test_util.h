@@ -99,6 +99,22 @@ inline uint16_t f32_to_bf16(float f) {
 inline constexpr int kQBlock = 32;
 inline constexpr size_t kQ8Bytes = 2 + 32;  // fp16 d, int8 q[32]; value = d*q
 inline constexpr size_t kQ4Bytes = 2 + 16;  // fp16 d, byte j: value j low nibble, j+16 high
+inline constexpr size_t kMXFP4Bytes = 1 + 16;  // E8M0 e, then nibbles as q4_0
+
+// The OCP E2M1 value of a 4-bit code: bit 3 the sign, bits 1-2 the exponent (bias 1; 0 means
+// subnormal, 0.5 * mantissa), bit 0 the mantissa.
+inline double e2m1_value(int code) {
+  const int exp = (code >> 1) & 3, man = code & 1;
+  const double mag = exp == 0 ? 0.5 * man : std::ldexp(1.0 + 0.5 * man, exp - 1);
+  return code & 8 ? -mag : mag;
+}
+
+// Value j (0..31) of an mxfp4 block: E2M1(code) * 2^(e - 127), rounded once to float.
+inline float mxfp4_value(const uint8_t* block, int j) {
+  const uint8_t byte = block[1 + j % 16];
+  const int code = j < 16 ? byte & 0xf : byte >> 4;
+  return static_cast<float>(e2m1_value(code) * std::ldexp(1.0, block[0] - 127));
+}
 
 // Decodes n contiguous values of `type` (n a multiple of the block size).
 inline std::vector<float> decode(DType type, const void* bytes, int64_t n) {
@@ -128,6 +144,7 @@ inline std::vector<float> decode(DType type, const void* bytes, int64_t n) {
         out[i] = fp16_to_f32(u16(blk)) * static_cast<float>(nib - 8);
         break;
       }
+      case DType::mxfp4: out[i] = mxfp4_value(p + (i / kQBlock) * kMXFP4Bytes, static_cast<int>(i % kQBlock)); break;
       default:
         // The other block formats: the library's dequantizer, which
         // tests/core/quant_formats_test.cpp pins against references of its own.
@@ -227,6 +244,15 @@ inline std::vector<uint8_t> random_encoded(DType type, int64_t n, uint32_t seed)
       for (int64_t b = 0; b < n / kQBlock; ++b) {
         const float d = scale(rng);
         put16(f32_to_fp16(neg(rng) ? -d : d));
+        for (int j = 0; j < 16; ++j) out.push_back(static_cast<uint8_t>(byte(rng)));
+      }
+      break;
+    }
+    case DType::mxfp4: {
+      // Every code; exponents near 2^-4 so values are of magnitude about 1.
+      std::uniform_int_distribution<int> byte(0, 255), e(121, 125);
+      for (int64_t b = 0; b < n / kQBlock; ++b) {
+        out.push_back(static_cast<uint8_t>(e(rng)));
         for (int j = 0; j < 16; ++j) out.push_back(static_cast<uint8_t>(byte(rng)));
       }
       break;

@@ -11,6 +11,7 @@
 #include "cli_checks.h"
 #include "core/format.h"
 #include "device_spec.h"
+#include "model/runtime/placement.h"
 
 namespace tensorpc::tools {
 namespace {
@@ -57,6 +58,7 @@ StatusOr<ModelOptions> model_options(const ModelSetup& setup) {
   o.threads = setup.threads;
   o.split = setup.split;
   o.context_size = setup.n_ctx;
+  o.tensor_overrides = setup.tensor_overrides;
   return o;
 }
 
@@ -68,9 +70,12 @@ StatusOr<Model> open_model(const ModelSetup& setup, std::FILE* err) {
 StatusOr<Model> open_model(std::unique_ptr<LlamaModel> model, const ModelSetup& setup, std::FILE* err) {
   TENSORPC_ASSIGN_OR_RETURN(ModelOptions options, model_options(setup));
   options.on_open = [&](const ModelInfo& m) {
-    std::fprintf(err, "model %s: %lld layers, %lld embd, %lld heads (%lld kv), vocab %lld, %.1f M parameters\n",
+    const std::string experts =
+        m.experts > 0 ? ", " + std::to_string(m.experts) + " experts (" + std::to_string(m.experts_used) + " a token)"
+                      : "";
+    std::fprintf(err, "model %s: %lld layers, %lld embd, %lld heads (%lld kv)%s, vocab %lld, %.1f M parameters\n",
                  setup.model.c_str(), static_cast<long long>(m.layers), static_cast<long long>(m.embedding_size),
-                 static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads),
+                 static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads), experts.c_str(),
                  static_cast<long long>(m.vocabulary_size), static_cast<double>(m.parameters) / 1e6);
     const int64_t per_sequence = setup.n_ctx / std::max<int64_t>(setup.n_seq, 1);
     if (m.trained_context > 0 && per_sequence > m.trained_context) {
@@ -126,6 +131,22 @@ StatusOr<std::vector<double>> parse_split(std::string_view text) {
   return out;
 }
 
+StatusOr<TensorOverride> parse_tensor_override(std::string_view text) {
+  const auto bad = [&](const std::string& why) {
+    return invalid_argument("--override-tensor '" + std::string(text) + "': " + why +
+                            " (expected REGEX=DEVICE, such as exps=cpu)");
+  };
+  const size_t eq = text.rfind('=');
+  if (eq == std::string_view::npos) return bad("no '='");
+  TensorOverride o{.pattern = std::string(text.substr(0, eq)), .device = std::string(text.substr(eq + 1))};
+  if (o.pattern.empty()) return bad("empty REGEX");
+  if (o.device.empty()) return bad("empty DEVICE");
+  if (auto re = override_regex(o.pattern); !re.ok()) {
+    return invalid_argument("--override-tensor '" + std::string(text) + "': " + re.status().message());
+  }
+  return o;
+}
+
 StatusOr<std::string> read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found("cannot read " + path);
@@ -142,6 +163,14 @@ std::shared_ptr<ModelSetupFlags> ModelSetupFlags::add_to(CLI::App& cmd) {
                  "layers per device in proportion, one ratio per device in order (default: by free memory)")
       ->check([](const std::string& s) {
         auto r = parse_split(s);
+        return r.ok() ? std::string() : r.status().message();
+      });
+  cmd.add_option("--override-tensor", f->overrides_,
+                 "REGEX=DEVICE (also -ot; repeatable, the first match wins): the weights whose GGUF name "
+                 "(blk.3.ffn_up.weight) REGEX is found in go to DEVICE, named as the placement table names it "
+                 "(cpu, vulkan:0, HOST:PORT/cpu0); the rest goes with its layers")
+      ->check([](const std::string& s) {
+        auto r = parse_tensor_override(s);
         return r.ok() ? std::string() : r.status().message();
       });
   cmd.add_option("-t,--threads", f->threads_, "threads of the local CPU (0: every core)")
@@ -172,6 +201,9 @@ std::shared_ptr<ModelSetupFlags> ModelSetupFlags::add_to(CLI::App& cmd) {
 void ModelSetupFlags::apply(ModelSetup& setup) const {
   setup.endpoints = split_endpoints(rpc_);
   setup.split = split_.empty() ? std::vector<double>{} : parse_split(split_).value();  // checked by the option
+  setup.tensor_overrides.clear();
+  for (const std::string& s : overrides_)
+    setup.tensor_overrides.push_back(parse_tensor_override(s).value());  // checked
   setup.client = client_;
   setup.threads = threads_;
   setup.use_local = !no_local_;

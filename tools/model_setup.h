@@ -1,6 +1,6 @@
 // What the `tensorpc` commands that run a model share before their work
 // starts: the flags that say where a model runs (--device, --rpc and the key
-// and TLS flags, --split, -t, --local-only, --no-local), and one call that opens the
+// and TLS flags, --split, --override-tensor, -t, --local-only, --no-local), and one call that opens the
 // model through the library's one path (tensorpc::Model), printing what it
 // does — the model, the upload's progress, what the servers' weights caches
 // spared, the placement — to stderr.
@@ -35,6 +35,7 @@ struct ModelSetup {
   int64_t n_seq = 1;                   // sequences sharing them (serve's slots), n_ctx / n_seq each
   bool use_local = true;               // false with --no-local: only the servers' devices
   std::vector<std::string> local_devices{"cpu"};  // --device: cpu, vulkan, vulkan:N, in order
+  std::vector<TensorOverride> tensor_overrides;   // --override-tensor, in order
 };
 
 // The library's options for `setup`, without the printing: the servers' key
@@ -73,6 +74,11 @@ class UploadProgress {
 // else is an invalid_argument quoting the text.
 StatusOr<std::vector<double>> parse_split(std::string_view text);
 
+// "REGEX=DEVICE" (split at the last '='): a tensor override. No '=', an
+// empty side, or a REGEX std::regex refuses is an invalid_argument naming
+// --override-tensor, quoting the text (and std::regex's complaint).
+StatusOr<TensorOverride> parse_tensor_override(std::string_view text);
+
 // The whole of a text file (a prompt, a text to score); not_found or
 // io_error naming the path.
 StatusOr<std::string> read_text_file(const std::string& path);
@@ -83,13 +89,15 @@ StatusOr<std::string> read_text_file(const std::string& path);
 class ModelSetupFlags {
  public:
   static std::shared_ptr<ModelSetupFlags> add_to(CLI::App& cmd);
-  // The parsed flags into `setup` (local devices, endpoints, ratios, threads, local use, key and TLS files).
+  // The parsed flags into `setup` (local devices, endpoints, ratios, tensor
+  // overrides, threads, local use, key and TLS files).
   void apply(ModelSetup& setup) const;
 
  private:
   std::vector<std::string> rpc_;
   std::string devices_ = "cpu";
   std::string split_;
+  std::vector<std::string> overrides_;
   ClientFlags client_;
   int threads_ = 0;
   bool local_only_ = false;

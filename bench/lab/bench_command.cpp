@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "lab/bench_gpu.h"
+#include "lab/bench_moe.h"
 #include "lab/bench_quant.h"
 #include "lab/bench_rpc.h"
 #include "lab/bench_serve.h"
@@ -31,7 +32,7 @@ Status fill_defaults(BenchOptions& o) {
                 : std::vector<uint64_t>{kMiB, 16 * kMiB, 64 * kMiB, 256 * kMiB, 1024 * kMiB};
   }
   bool fill_quant_mixes = o.quant_only;
-  if (o.models.empty() && !o.quant_only && !o.gpu_only) {
+  if (o.models.empty() && !o.quant_only && !o.gpu_only && !o.moe_only) {
     if (!o.bundled_model.empty() && std::filesystem::exists(o.bundled_model)) {
       o.models.push_back({.key = "kjv_tiny", .label = "kjv-tiny", .path = o.bundled_model});
     }
@@ -105,6 +106,14 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
     TENSORPC_RETURN_IF_ERROR(add_gpu());
     return figures;
   }
+  auto add_moe = [&]() -> Status {
+    say("mixture of experts: a random 8-expert model (2 used) against a dense one of its active size, local CPU");
+    return add(bench_moe_model(model, progress), "mixture of experts");
+  };
+  if (o.moe_only) {
+    TENSORPC_RETURN_IF_ERROR(add_moe());
+    return figures;
+  }
 
   if (!o.quant_only && !o.serve_only) {  // --quant-only, --serve-only: those figures below alone
     say("round trip of a tiny command");
@@ -131,6 +140,7 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
     say("decode and prefill of the random 250M model quantized to " + join(o.quant_mixes) + ", local CPU");
     TENSORPC_RETURN_IF_ERROR(add(bench_quantized_models(o.quant_mixes, model, progress), "quantized models"));
   }
+  if (!o.quant_only) TENSORPC_RETURN_IF_ERROR(add_moe());
   if (gpu) TENSORPC_RETURN_IF_ERROR(add_gpu());
   for (const BenchModel& m : o.load_models) {
     say("load cold and warm, " + m.label);

@@ -432,15 +432,18 @@ StatusOr<std::vector<Figure>> bench_model_load(const BenchModel& m, const ModelB
   };
 }
 
-namespace {
+namespace {}  // namespace
 
-// `name` under the temporary directory. The random models are written there
-// atomically (write_random_llama_once): an interrupted run leaves no half file.
 std::string temp_model_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / name).string();
 }
 
-}  // namespace
+std::string prefill_prompt(const LlamaModel& model) {
+  const std::string sentence = "In the beginning God created the heaven and the earth. ";
+  std::string prompt;
+  while (model.tokenizer().encode(prompt).size() < 128) prompt += sentence;
+  return prompt;
+}
 
 StatusOr<std::string> random_100m_model(DType type) {
   return write_random_llama_once(temp_model_path("tensorpc_bench_100m_" + std::string(name_of(type)) + ".gguf"),

@@ -94,6 +94,14 @@ StatusOr<std::vector<Figure>> bench_model_load(const BenchModel& model, const Mo
 // temporary directory unless already there. Returns its path.
 StatusOr<std::string> random_100m_model(DType type);
 
+// `name` under the temporary directory. The random models are written there
+// atomically (write_random_llama_once): an interrupted run leaves no half file.
+std::string temp_model_path(const std::string& name);
+
+// About 128 tokens of the random models' vocabulary (byte pieces and
+// made-up words): the prompt of the prefill figures.
+std::string prefill_prompt(const LlamaModel& model);
+
 // A random ~24 M-parameter f32 llama model (n_embd 256, 8 layers, n_ff 896,
 // vocabulary 32,000; two thirds of it the embedding and output), written as
 // random_100m_model's: a model whose decode step is short next to a link's

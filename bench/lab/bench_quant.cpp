@@ -16,15 +16,6 @@
 namespace tensorpc::tools {
 namespace {
 
-// About 128 tokens of the random models' vocabulary (byte pieces and
-// made-up words): the prefill figure's prompt.
-std::string prefill_prompt(const LlamaModel& model) {
-  const std::string sentence = "In the beginning God created the heaven and the earth. ";
-  std::string prompt;
-  while (model.tokenizer().encode(prompt).size() < 128) prompt += sentence;
-  return prompt;
-}
-
 // Multiply-adds (times 2) of one prompt token's matrix products: every layer
 // weight once. The embedding is a row lookup, and the output projection runs
 // for the last token of a prompt only.
@@ -33,10 +24,6 @@ double prefill_flops_per_token(const LlamaModel& model) {
   uint64_t params = model.parameter_count() - static_cast<uint64_t>(w.tok_embd->nelements());
   if (w.output != nullptr && w.output != w.tok_embd) params -= static_cast<uint64_t>(w.output->nelements());
   return 2.0 * static_cast<double>(params);
-}
-
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / name).string();
 }
 
 Status quantize_for_bench(const std::string& source, const std::string& path, const std::string& mix,
@@ -58,19 +45,19 @@ Status quantize_for_bench(const std::string& source, const std::string& path, co
 }  // namespace
 
 StatusOr<std::string> random_250m_model(const std::string& mix, std::FILE* progress) {
-  TENSORPC_ASSIGN_OR_RETURN(const std::string source,
-                            write_random_llama_once(temp_path("tensorpc_bench_250m_q8_0.gguf"),
-                                                    {.n_vocab = 32000,
-                                                     .n_embd = 1024,
-                                                     .n_layer = 14,
-                                                     .n_head = 16,
-                                                     .n_head_kv = 4,
-                                                     .n_ff = 2816,
-                                                     .n_ctx = 512,
-                                                     .type = DType::q8_0,
-                                                     .seed = 11}));
+  TENSORPC_ASSIGN_OR_RETURN(
+      const std::string source,
+      write_random_llama_once(temp_model_path("tensorpc_bench_250m_q8_0.gguf"), {.n_vocab = 32000,
+                                                                                 .n_embd = 1024,
+                                                                                 .n_layer = 14,
+                                                                                 .n_head = 16,
+                                                                                 .n_head_kv = 4,
+                                                                                 .n_ff = 2816,
+                                                                                 .n_ctx = 512,
+                                                                                 .type = DType::q8_0,
+                                                                                 .seed = 11}));
   if (mix == "Q8_0") return source;
-  const std::string path = temp_path("tensorpc_bench_250m_" + mix + ".gguf");
+  const std::string path = temp_model_path("tensorpc_bench_250m_" + mix + ".gguf");
   if (std::filesystem::exists(path)) return path;
   TENSORPC_RETURN_IF_ERROR(quantize_for_bench(source, path, mix, progress));
   return path;

@@ -69,6 +69,16 @@ Status add_random_model(GgufWriter& w, const RandomModelOptions& o) {
   if (o.sliding_window > 0) TENSORPC_RETURN_IF_ERROR(u32("attention.sliding_window", o.sliding_window));
   if (o.attn_softcap > 0) TENSORPC_RETURN_IF_ERROR(w.add_f32(k + "attn_logit_softcapping", o.attn_softcap));
   if (o.final_softcap > 0) TENSORPC_RETURN_IF_ERROR(w.add_f32(k + "final_logit_softcapping", o.final_softcap));
+  const bool moe = o.n_expert > 0;
+  // Mixtral (llama) files give no expert width: the experts are feed_forward_length wide.
+  const int64_t n_ff_exp = o.n_ff_exp > 0 && o.arch != "llama" ? o.n_ff_exp : o.n_ff;
+  const int64_t n_ff_shexp = o.n_ff_shexp > 0 ? o.n_ff_shexp : o.n_ff;
+  if (moe) {
+    TENSORPC_RETURN_IF_ERROR(u32("expert_count", o.n_expert));
+    TENSORPC_RETURN_IF_ERROR(u32("expert_used_count", o.n_expert_used));
+    if (o.arch != "llama") TENSORPC_RETURN_IF_ERROR(u32("expert_feed_forward_length", n_ff_exp));
+    if (arch->shared_expert) TENSORPC_RETURN_IF_ERROR(u32("expert_shared_feed_forward_length", n_ff_shexp));
+  }
 
   // Vocabulary: specials, the byte fallback, then pieces that are unique
   // and mergeable ("▁" and a few letters) so prompts tokenize to several ids.
@@ -115,6 +125,18 @@ Status add_random_model(GgufWriter& w, const RandomModelOptions& o) {
     return w.add_tensor(name, DType::f32, ne, random_matrix(DType::f32, n, 1, mean, std, rng));
   };
   auto norm = [&](const std::string& name, int64_t n) { return vector(name, n, 1.0f, 0.1f); };
+  // E experts' matrices [ne0, ne1] one after another: [ne0, ne1, E].
+  const DType expert_type = o.expert_type.value_or(o.type);
+  auto experts = [&](const std::string& name, int64_t ne0, int64_t ne1) {
+    const float std = 1.0f / std::sqrt(static_cast<float>(ne0));
+    const int64_t ne[3] = {ne0, ne1, o.n_expert};
+    return w.add_tensor(name, expert_type, ne, random_matrix(expert_type, ne0, ne1 * o.n_expert, 0.0f, std, rng));
+  };
+  // Per-expert biases [n, E] of normal(0, std) values.
+  auto biases = [&](const std::string& name, int64_t n, float std) {
+    const int64_t ne[2] = {n, o.n_expert};
+    return w.add_tensor(name, DType::f32, ne, random_matrix(DType::f32, n, o.n_expert, 0.0f, std, rng));
+  };
   // The embedding is read one row per token, so unit-scale rows.
   {
     const int64_t ne[2] = {o.n_embd, o.n_vocab};
@@ -141,15 +163,38 @@ Status add_random_model(GgufWriter& w, const RandomModelOptions& o) {
       TENSORPC_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", head_dim));
     }
     TENSORPC_RETURN_IF_ERROR(matrix(p + "attn_output.weight", q_dim, o.n_embd));
+    if (arch->attn_output_bias) TENSORPC_RETURN_IF_ERROR(vector(p + "attn_output.bias", o.n_embd, 0.0f, 0.5f));
+    if (arch->attn_sinks) TENSORPC_RETURN_IF_ERROR(vector(p + "attn_sinks.weight", o.n_head, 0.0f, 1.0f));
     if (arch->post_norms) TENSORPC_RETURN_IF_ERROR(norm(p + "post_attention_norm.weight", o.n_embd));
-    TENSORPC_RETURN_IF_ERROR(norm(p + "ffn_norm.weight", o.n_embd));
-    if (arch->fused_gate_up) {
+    TENSORPC_RETURN_IF_ERROR(norm(p + std::string(arch->ffn_norm) + ".weight", o.n_embd));
+    if (moe) {
+      // The router's logits spread wide enough that the choice is clear.
+      const int64_t ne[2] = {o.n_embd, o.n_expert};
+      TENSORPC_RETURN_IF_ERROR(w.add_tensor(p + "ffn_gate_inp.weight", o.type, ne,
+                                            random_matrix(o.type, o.n_embd, o.n_expert, 0.0f, 0.5f, rng)));
+      TENSORPC_RETURN_IF_ERROR(experts(p + "ffn_gate_exps.weight", o.n_embd, n_ff_exp));
+      TENSORPC_RETURN_IF_ERROR(experts(p + "ffn_up_exps.weight", o.n_embd, n_ff_exp));
+      TENSORPC_RETURN_IF_ERROR(experts(p + "ffn_down_exps.weight", n_ff_exp, o.n_embd));
+      if (arch->expert_biases) {
+        TENSORPC_RETURN_IF_ERROR(vector(p + "ffn_gate_inp.bias", o.n_expert, 0.0f, 0.5f));
+        // wide enough that some gate and up values pass gpt-oss's clamp at ±7
+        TENSORPC_RETURN_IF_ERROR(biases(p + "ffn_gate_exps.bias", n_ff_exp, 3.0f));
+        TENSORPC_RETURN_IF_ERROR(biases(p + "ffn_up_exps.bias", n_ff_exp, 3.0f));
+        TENSORPC_RETURN_IF_ERROR(biases(p + "ffn_down_exps.bias", o.n_embd, 0.5f));
+      }
+      if (arch->shared_expert) {
+        TENSORPC_RETURN_IF_ERROR(vector(p + "ffn_gate_inp_shexp.weight", o.n_embd, 0.0f, 0.5f));
+        TENSORPC_RETURN_IF_ERROR(matrix(p + "ffn_gate_shexp.weight", o.n_embd, n_ff_shexp));
+        TENSORPC_RETURN_IF_ERROR(matrix(p + "ffn_up_shexp.weight", o.n_embd, n_ff_shexp));
+        TENSORPC_RETURN_IF_ERROR(matrix(p + "ffn_down_shexp.weight", n_ff_shexp, o.n_embd));
+      }
+    } else if (arch->fused_gate_up) {
       TENSORPC_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", o.n_embd, 2 * o.n_ff));
     } else {
       TENSORPC_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", o.n_embd, o.n_ff));
       TENSORPC_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", o.n_embd, o.n_ff));
     }
-    TENSORPC_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", o.n_ff, o.n_embd));
+    if (!moe) TENSORPC_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", o.n_ff, o.n_embd));
     if (arch->post_norms) TENSORPC_RETURN_IF_ERROR(norm(p + "post_ffw_norm.weight", o.n_embd));
   }
   TENSORPC_RETURN_IF_ERROR(norm("output_norm.weight", o.n_embd));

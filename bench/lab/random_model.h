@@ -1,5 +1,6 @@
 // A GGUF file with random weights, of any architecture tensorpc runs (llama,
-// qwen2, qwen3, phi3, gemma, gemma2: model/arch/arch.h), for tests and benchmarks
+// qwen2, qwen3, phi3, gemma, gemma2, and the mixtures of experts Mixtral
+// (llama with experts), qwen2moe, qwen3moe, gpt-oss: model/arch/arch.h), for tests and benchmarks
 // that need a model of a given shape and type but not a trained one.
 //
 // The file is complete — hyper-parameters under the architecture's prefix,
@@ -10,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,15 @@ struct RandomModelOptions {
   float attn_softcap = 0.0f;          // gemma2's soft-caps, written when > 0
   float final_softcap = 0.0f;
   bool tied_output = false;           // no output.weight: the embedding projects the output
+  // Mixture of experts (needed by qwen2moe, qwen3moe and gpt-oss; llama with
+  // experts is Mixtral): n_expert experts of n_ff_exp (0, and llama: n_ff), n_expert_used
+  // a token; qwen2moe's shared expert n_ff_shexp (0: n_ff) wide.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 2;
+  int64_t n_ff_exp = 0;
+  int64_t n_ff_shexp = 0;
+  // The experts' matrices' type, when it differs from `type` (gpt-oss ships them in mxfp4).
+  std::optional<DType> expert_type = std::nullopt;
 };
 
 // Writes the model to `path` (atomically, through GgufWriter::write).

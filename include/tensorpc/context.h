@@ -80,13 +80,21 @@ class Context {
   Tensor* silu(Tensor* a);
   Tensor* gelu(Tensor* a);
   Tensor* tanh(Tensor* a);
+  Tensor* sigmoid(Tensor* a);
   Tensor* swiglu(Tensor* a, Tensor* b);
+  // gpt-oss's SwiGLU, clamped at ±limit (op.h).
+  Tensor* swiglu_clamp(Tensor* a, Tensor* b, float alpha, float limit);
 
   // ---- linear algebra and lookups ----------------------------------------
   Tensor* mul_mat(Tensor* a, Tensor* b);
   Tensor* get_rows(Tensor* a, Tensor* rows);
   Tensor* argmax(Tensor* a);
   Tensor* top_k(Tensor* a, int k);
+  // The indices of top_k's k values, as i32 [k, …] (mixture-of-experts routing).
+  Tensor* top_k_ids(Tensor* a, int k);
+  // Experts a [K, M, E] applied to b [K, 1 or k, T] as ids i32 [k, T] choose
+  // them: f32 [M, k, T] (op.h).
+  Tensor* mul_mat_id(Tensor* a, Tensor* b, Tensor* ids);
   // The token the sampling chain picks from top_k's candidates f32 [k, 2]
   // for a vocabulary of n_vocab (>= k), the ids i32 [m] `recent` penalised
   // and the draw i32 [2] (low 32 bits, then high): i32 [1] (op.h).
@@ -101,7 +109,10 @@ class Context {
   Tensor* rope(Tensor* x, Tensor* positions, const RopeParams& p, Tensor* freq_factors = nullptr);
   // Plain rope with linear scaling; mode: kRopeNormal or kRopeNeox.
   Tensor* rope(Tensor* x, Tensor* positions, int n_dims, int mode, float freq_base = 10000.0f, float freq_scale = 1.0f);
-  Tensor* soft_max(Tensor* a, Tensor* mask = nullptr, float scale = 1.0f);
+  // softmax(a * scale + mask) per row. sinks (gpt-oss's attention sinks):
+  // null, or f32 [a.ne[2]], one logit per head (dim 2) that joins each of the
+  // head's rows in the normalisation and takes its share, not a column.
+  Tensor* soft_max(Tensor* a, Tensor* mask = nullptr, float scale = 1.0f, Tensor* sinks = nullptr);
   Tensor* diag_mask_inf(Tensor* a, int n_past);
 
   // ---- copies and joins --------------------------------------------------

@@ -28,9 +28,9 @@ struct CpuDeviceOptions {
   uint64_t memory_limit = 0;      // bytes; 0: only the host's available memory limits
   bool portable_kernels = false;  // use the portable kernels even where SIMD ones run
   // Graphs whose nodes average less work than this (multiply-adds for
-  // mul_mat, elements written otherwise) run on the calling thread alone:
-  // for them a barrier per node costs more than the threads save. 0: always
-  // use every thread (tests of the threaded kernels).
+  // mul_mat and mul_mat_id, elements written otherwise) run on the calling
+  // thread alone: for them a barrier per node costs more than the threads
+  // save. 0: always use every thread (tests of the threaded kernels).
   double min_work_per_node_for_threads = 32768;
   // Thread i of the device runs on core i (mod the cores there are), the
   // calling thread on core 0 while it computes. Devices that take turns on

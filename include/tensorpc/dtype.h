@@ -31,6 +31,7 @@ enum class DType : uint32_t {
   iq4_xs = 23,
   i32 = 26,
   bf16 = 30,
+  mxfp4 = 39,  // 32 E2M1 values sharing a power-of-two scale (gpt-oss's expert weights)
 };
 
 // Converts `n` elements of a type to f32. `n` is a multiple of block_size.
@@ -64,10 +65,11 @@ inline int64_t block_size(DType type) { return traits(type).block_size; }
 inline size_t block_bytes(DType type) { return traits(type).block_bytes; }
 inline bool is_quantized(DType type) { return traits(type).is_quantized; }
 // The alignment kernels assume for a tensor's start and strides: the element
-// size for plain types, 2 for quantized blocks (their fp16 scale) and 4 for
-// q8_K (its f32 scale).
+// size for plain types, 2 for quantized blocks (their fp16 scale), 4 for
+// q8_K (its f32 scale) and 1 for mxfp4 (17-byte blocks of bytes).
 inline size_t storage_alignment(DType type) {
   if (type == DType::q8_K) return 4;
+  if (type == DType::mxfp4) return 1;
   return is_quantized(type) ? 2 : block_bytes(type);
 }
 

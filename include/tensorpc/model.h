@@ -13,9 +13,10 @@
 //     return true;  // false stops after this token
 //   });
 //
-// open() reads the file, connects to the servers, gives each device a
-// contiguous run of layers (in proportion to `split`, else to free memory)
-// and uploads the weights — the same steps, with the same options, as
+// open() reads the file, connects to the servers, puts the weights that
+// `tensor_overrides` name on their devices, gives each device a contiguous run
+// of layers (in proportion to `split`, else to free memory) and uploads the
+// weights — the same steps, with the same options, as
 // `tensorpc run -m PATH --rpc … -t … -c …`.
 //
 // Ownership: a Model owns the opened file, the connections to its servers
@@ -41,6 +42,16 @@ namespace tensorpc {
 
 struct ModelInfo;
 
+// One `--override-tensor REGEX=DEVICE`: the weights whose GGUF name
+// (`blk.3.ffn_up.weight`) `pattern`, an ECMAScript regular expression, is
+// found in go to the device named `device` as ModelInfo::devices and the
+// placement table name it: "cpu", "vulkan:0", "HOST:PORT/cpu0" (a server's
+// device, as `tensorpc devices` lists it).
+struct TensorOverride {
+  std::string pattern;
+  std::string device;
+};
+
 // What Model::open takes: the file, and where the model runs.
 struct ModelOptions {
   std::string path;                  // the GGUF file
@@ -55,6 +66,13 @@ struct ModelOptions {
   int threads = 0;                   // threads of the local CPU; 0: every core
   std::vector<double> split;         // layers per device in proportion, one ratio per device; empty: by free memory
   int64_t context_size = 0;          // positions of the KV cache; 0: the model's context, at most 2048
+  // Weights placed by name, in order: the first override whose pattern a
+  // weight's name matches puts it on its device; the other weights go with
+  // their layers, the layers shared out by what each device has left. An
+  // override whose pattern is no regular expression or matches no weight, a
+  // device name no device has, or overrides that overfill a device fail
+  // open() with a message naming them (and, for a name, the devices there are).
+  std::vector<TensorOverride> tensor_overrides;
   // Called once the file is read, before any server is reached or byte
   // uploaded, with what the model is (`devices` and `placement` still empty);
   // a failure it returns ends open() with that status. May be empty.
@@ -130,11 +148,15 @@ struct ModelInfo {
   int64_t heads = 0;     // attention heads
   int64_t kv_heads = 0;  // key/value heads (fewer than heads with grouped-query attention)
   int64_t vocabulary_size = 0;
+  int64_t experts = 0;          // a mixture of experts: the experts of each layer; 0: dense
+  int64_t experts_used = 0;     // of which each token runs this many
   int64_t context_size = 0;     // positions of the KV cache (ModelOptions::context_size, resolved)
   int64_t trained_context = 0;  // the context the model was trained for; 0: not given
   uint64_t parameters = 0;
   std::vector<std::string> devices;  // device names, in placement order
-  std::string placement;             // a table: device, layers, weight bytes, KV-cache bytes
+  // A table: device, layers, weight bytes, KV-cache bytes; with
+  // tensor_overrides, the tensors and bytes each put on its device.
+  std::string placement;
   // The upload to the servers: the weight bytes their devices took, and the
   // bytes sent to them meanwhile — fewer where their weights caches already
   // held the weights (only hashes go then). Both 0 without servers.

@@ -71,9 +71,31 @@ enum class Op : uint32_t {
   // inputs a server picks the token the client would.  params: see "sample's
   // params" below
   sample = 26,
+
+  // Mixture of experts (from protocol 1.12).
+  //
+  // The expert-indexed matrix multiply: experts a [K, M, E] (any weight type
+  // mul_mat takes; expert e is the matrix a[:, :, e]), f32 activations
+  // b [K, n_b, T] with n_b = 1 (each chosen expert reads token t's one row)
+  // or n_b = k (slot s reads row s), and each token's chosen experts i32 ids
+  // [k, T], each in [0, E): f32 [M, k, T], row (s, t) = expert ids[s, t] x
+  // b's row (n_b == 1 ? 0 : s, t). Only the chosen experts' weights are read;
+  // an id outside [0, E) makes that row zeros.
+  mul_mat_id = 27,
+  // The indices of the k largest values of each row of f32 a [n, …]: i32
+  // [k, …], in top_k's order (largest first, ties to the lower index, NaN
+  // below -inf). The router's choice of experts.  params: i32 k (1 <= k <= n)
+  top_k_ids = 28,
+  // gpt-oss's clamped SwiGLU of gate a and up b (same shapes): with
+  // g = min(a, limit) and u = clamp(b, -limit, limit),
+  // g * sigmoid(alpha * g) * (u + 1).  params: f32 alpha, f32 limit (> 0)
+  // min and clamp are std::fmin/fmax's: a NaN gate or up counts as limit.
+  swiglu_clamp = 29,
+  // Element-wise 1 / (1 + e^-a), f32 (Qwen2-MoE's shared-expert gate).
+  sigmoid = 30,
 };
 
-inline constexpr uint32_t kOpCount = 27;
+inline constexpr uint32_t kOpCount = 31;
 
 // rope's params, by slot:
 //   0 i32 n_dims (rotated dims, even, <= D)

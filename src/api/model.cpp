@@ -35,6 +35,8 @@ ModelInfo describe(const LlamaModel& m, int64_t context_size) {
   info.heads = hp.n_head;
   info.kv_heads = hp.n_head_kv;
   info.vocabulary_size = hp.n_vocab;
+  info.experts = hp.n_expert;
+  info.experts_used = hp.n_expert_used;
   info.context_size = context_size;
   info.trained_context = hp.n_ctx_train;
   info.parameters = m.parameter_count();
@@ -64,18 +66,10 @@ StatusOr<std::unique_ptr<ModelPlacement>> place_counting(const LlamaModel& model
   const uint64_t sent_before = bytes_sent_to(devices.endpoints());
   PlacementOptions p;
   p.ratios = options.split;
-  if (devices.helper_cpu()) {
-    // The helper CPU last, with no layers; the others by the split or their free memory.
-    const std::vector<Device*> list = devices.devices();
-    if (p.ratios.empty()) {
-      for (size_t i = 0; i + 1 < list.size(); ++i) {
-        auto memory = list[i]->memory();
-        if (!memory.ok()) return memory.status().with_context("placement: free memory of " + list[i]->name());
-        p.ratios.push_back(static_cast<double>(memory.value().free));
-      }
-    }
-    p.ratios.push_back(0);
-  }
+  // The helper CPU last, with no layers; the others by the split or their free memory.
+  p.last_takes_no_layers = devices.helper_cpu();
+  if (devices.helper_cpu() && !p.ratios.empty()) p.ratios.push_back(0);
+  for (const TensorOverride& o : options.tensor_overrides) p.overrides.push_back({o.pattern, o.device});
   p.n_ctx = options.context_size;
   p.progress = [&](uint64_t done, uint64_t total, const std::string& device) {
     if (is_remote[device]) count.server_weight_bytes += done - last_done;

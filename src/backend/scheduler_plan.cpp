@@ -3,6 +3,7 @@
 // each descriptor is for). Owned by the backend layer.
 #include "backend/scheduler_plan.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -211,6 +212,12 @@ class PlanBuilder {
     for (Tensor* x : split.shadows) split.graph.expand(x);
     for (const Tensor* n : split.graph.nodes()) {
       if (n->op == Op::mul_mat && n->src[0] != nullptr) split.weight_bytes += n->src[0]->nbytes();
+      // mul_mat_id reads only the chosen experts: at most k * T of the E.
+      if (n->op == Op::mul_mat_id && n->src[0] != nullptr && n->src[0]->ne[2] > 0) {
+        const auto experts = static_cast<uint64_t>(n->src[0]->ne[2]);
+        const auto chosen = std::min(experts, static_cast<uint64_t>(n->ne[1] * n->ne[2]));
+        split.weight_bytes += n->src[0]->nbytes() / experts * chosen;
+      }
     }
     return Status();
   }

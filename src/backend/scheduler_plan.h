@@ -80,8 +80,9 @@ struct Split {
   std::vector<Tensor*> shadows;  // the nodes it computes, in order
   std::vector<size_t> copies;    // into Plan::copies, made before it runs
   Graph graph;                   // shadows plus the leaves they read
-  // Bytes of weights (the first operand of each mul_mat) it reads: how long
-  // its computation keeps the device busy, roughly.
+  // Bytes of weights (the first operand of each mul_mat, the chosen experts
+  // of each mul_mat_id at most) it reads: how long its computation keeps the
+  // device busy, roughly.
   uint64_t weight_bytes = 0;
 };
 

@@ -101,6 +101,7 @@ Tensor* Context::div(Tensor* a, Tensor* b) { return binary(Op::div, a, b); }
 Tensor* Context::silu(Tensor* a) { return unary(Op::silu, a); }
 Tensor* Context::gelu(Tensor* a) { return unary(Op::gelu, a); }
 Tensor* Context::tanh(Tensor* a) { return unary(Op::tanh, a); }
+Tensor* Context::sigmoid(Tensor* a) { return unary(Op::sigmoid, a); }
 
 Tensor* Context::scale(Tensor* a, float s) {
   Tensor* t = unary(Op::scale, a);
@@ -114,6 +115,20 @@ Tensor* Context::swiglu(Tensor* a, Tensor* b) {
   require_type(b, DType::f32, op, "b");
   REQUIRE(same_shape(*a, *b), op, "a " + describe(*a) + " and b " + describe(*b) + " must have the same shape");
   return make(DType::f32, a->ne, op, {a, b});
+}
+
+Tensor* Context::swiglu_clamp(Tensor* a, Tensor* b, float alpha, float limit) {
+  const Op op = Op::swiglu_clamp;
+  REQUIRE(
+      std::isfinite(alpha) && std::isfinite(limit) && limit > 0.0f, op,
+      "alpha " + std::to_string(alpha) + " must be finite and limit " + std::to_string(limit) + " finite and positive");
+  require_type(a, DType::f32, op, "a");
+  require_type(b, DType::f32, op, "b");
+  REQUIRE(same_shape(*a, *b), op, "a " + describe(*a) + " and b " + describe(*b) + " must have the same shape");
+  Tensor* t = make(DType::f32, a->ne, op, {a, b});
+  t->set_param(0, alpha);
+  t->set_param(1, limit);
+  return t;
 }
 
 Tensor* Context::mul_mat(Tensor* a, Tensor* b) {
@@ -159,6 +174,34 @@ Tensor* Context::top_k(Tensor* a, int k) {
   Tensor* t = make(DType::f32, {k, 2, a->ne[1], a->ne[2]}, op, {a});
   t->set_param(0, static_cast<int32_t>(k));
   return t;
+}
+
+Tensor* Context::top_k_ids(Tensor* a, int k) {
+  const Op op = Op::top_k_ids;
+  require_type(a, DType::f32, op, "a");
+  REQUIRE(k >= 1 && k <= a->ne[0], op,
+          "k " + std::to_string(k) + " must be in [1, " + std::to_string(a->ne[0]) + "] for a " + describe(*a));
+  REQUIRE(a->ne[0] <= INT32_MAX, op, "a " + describe(*a) + ": rows longer than 2^31 - 1 have indices i32 cannot hold");
+  Tensor* t = make(DType::i32, {k, a->ne[1], a->ne[2], a->ne[3]}, op, {a});
+  t->set_param(0, static_cast<int32_t>(k));
+  return t;
+}
+
+Tensor* Context::mul_mat_id(Tensor* a, Tensor* b, Tensor* ids) {
+  const Op op = Op::mul_mat_id;
+  require_present(a, op, "a");
+  require_type(b, DType::f32, op, "b");
+  require_type(ids, DType::i32, op, "ids");
+  const auto shapes = [&] { return "a " + describe(*a) + ", b " + describe(*b) + " and ids " + describe(*ids); };
+  REQUIRE(a->type != DType::i32 && a->type != DType::q8_K, op,
+          shapes() + ": experts must be a float or quantized weight type");
+  REQUIRE(a->ne[3] == 1 && a->ne[2] >= 1, op, shapes() + ": the experts are [K, M, E]");
+  REQUIRE(a->ne[0] == b->ne[0], op, shapes() + ": ne[0] (K) must match");
+  REQUIRE(ids->ne[2] == 1 && ids->ne[3] == 1 && ids->ne[0] >= 1, op, shapes() + ": ids are [k, T]");
+  REQUIRE(b->ne[3] == 1 && b->ne[2] == ids->ne[1] && (b->ne[1] == 1 || b->ne[1] == ids->ne[0]), op,
+          shapes() + ": b must be [K, 1 or k, T] for ids [k, T]");
+  REQUIRE(a->rows_are_contiguous(), op, shapes() + ": rows of a must be contiguous");
+  return make(DType::f32, {a->ne[1], ids->ne[0], ids->ne[1], 1}, op, {a, b, ids});
 }
 
 Tensor* Context::sample(Tensor* candidates, Tensor* recent, Tensor* draw, const SampleSettings& s, int64_t n_vocab) {
@@ -269,18 +312,20 @@ Tensor* Context::rope(Tensor* x, Tensor* positions, int n_dims, int mode, float 
   return rope(x, positions, p);
 }
 
-Tensor* Context::soft_max(Tensor* a, Tensor* mask, float scale) {
+Tensor* Context::soft_max(Tensor* a, Tensor* mask, float scale, Tensor* sinks) {
   const Op op = Op::soft_max;
   require_type(a, DType::f32, op, "a");
-  Tensor* t = nullptr;
   if (mask) {
     require_type(mask, DType::f32, op, "mask");
     REQUIRE(mask->ne[0] == a->ne[0] && mask->ne[1] >= a->ne[1] && mask->ne[2] == 1 && mask->ne[3] == 1, op,
             "a " + describe(*a) + " and mask " + describe(*mask) + ": mask must be [a.ne[0], >= a.ne[1]]");
-    t = make(DType::f32, a->ne, op, {a, mask});
-  } else {
-    t = make(DType::f32, a->ne, op, {a});
   }
+  if (sinks) {
+    require_type(sinks, DType::f32, op, "sinks");
+    REQUIRE(sinks->ne[0] == a->ne[2] && sinks->nelements() == sinks->ne[0] && sinks->rows_are_contiguous(), op,
+            "a " + describe(*a) + " and sinks " + describe(*sinks) + ": sinks must be contiguous [a.ne[2]]");
+  }
+  Tensor* t = make(DType::f32, a->ne, op, {a, mask, sinks});
   t->set_param(0, scale);
   return t;
 }

@@ -56,6 +56,7 @@ TENSORPC_BLOCK_CODECS(q4_K, BlockQ4_K)
 TENSORPC_BLOCK_CODECS(q5_K, BlockQ5_K)
 TENSORPC_BLOCK_CODECS(q6_K, BlockQ6_K)
 TENSORPC_BLOCK_CODECS(iq4_xs, BlockIQ4_XS)
+TENSORPC_BLOCK_CODECS(mxfp4, BlockMXFP4)
 TENSORPC_BLOCK_CODECS(q8_K, BlockQ8_K)
 #undef TENSORPC_BLOCK_CODECS
 
@@ -77,14 +78,15 @@ constexpr DTypeTraits kTraits[] = {
     {DType::q6_K, "q6_K", kQK_K, sizeof(BlockQ6_K), true, q6_K_to_float, q6_K_from_float},
     {DType::iq4_xs, "iq4_xs", kQK_K, sizeof(BlockIQ4_XS), true, iq4_xs_to_float, iq4_xs_from_float},
     {DType::q8_K, "q8_K", kQK_K, sizeof(BlockQ8_K), true, q8_K_to_float, q8_K_from_float},
+    {DType::mxfp4, "mxfp4", kQK, sizeof(BlockMXFP4), true, mxfp4_to_float, mxfp4_from_float},
 };
 
 // GGUF's type names by id; empty where an id was retired.
 constexpr const char* kGgufTypeNames[] = {
-    "f32",     "f16",    "q4_0",    "q4_1",  "",       "",      "q5_0",   "q5_1",   "q8_0",
-    "q8_1",    "q2_K",   "q3_K",    "q4_K",  "q5_K",   "q6_K",  "q8_K",   "iq2_xxs", "iq2_xs",
-    "iq3_xxs", "iq1_s",  "iq4_nl",  "iq3_s", "iq2_s",  "iq4_xs", "i8",    "i16",     "i32",
-    "i64",     "f64",    "iq1_m",   "bf16",  "",       "",      "",       "tq1_0",  "tq2_0",
+    "f32",    "f16",   "q4_0",  "q4_1",   "",      "",      "q5_0",    "q5_1",   "q8_0",    "q8_1",
+    "q2_K",   "q3_K",  "q4_K",  "q5_K",   "q6_K",  "q8_K",  "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s",
+    "iq4_nl", "iq3_s", "iq2_s", "iq4_xs", "i8",    "i16",   "i32",     "i64",    "f64",     "iq1_m",
+    "bf16",   "",      "",      "",       "tq1_0", "tq2_0", "",        "",       "",        "mxfp4",
 };
 
 }  // namespace

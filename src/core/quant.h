@@ -2,7 +2,8 @@
 // dequantizers, and whole-row conversions between float and f16/bf16.
 //
 // Each struct is the byte layout GGUF stores (the static_asserts pin the sizes). Two families:
-// blocks of 32 values with one f16 scale (q4_0 … q8_0, iq4_nl), and "K" super-blocks of 256
+// blocks of 32 values with one f16 scale (q4_0 … q8_0, iq4_nl; mxfp4 has a power-of-two
+// exponent byte instead), and "K" super-blocks of 256
 // values cut into sub-blocks of 16 or 32 with their own small integer scales (q2_K … q6_K,
 // iq4_xs). q8_K is not a weight format: it is what activations are quantized to for the
 // super-block kernels (an f32 scale, and the sums of each 16 quants for the min terms).
@@ -12,6 +13,7 @@
 // requires n to be a multiple of its block size (kQK or kQK_K).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 namespace tensorpc {
@@ -69,6 +71,34 @@ static_assert(sizeof(BlockIQ4_NL) == 18, "BlockIQ4_NL must match the GGUF byte l
 
 // The 16 levels of iq4_nl and iq4_xs (a non-uniform grid, denser near zero).
 inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// y[0..31] = d * levels[nibble] for 32 values whose nibbles lie in qs[0..15] as q4_0's.
+inline void dequantize_levels32(const uint8_t* qs, const int8_t* levels, float d, float* y) {
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * levels[qs[j] & 0x0f];
+    y[j + 16] = d * levels[qs[j] >> 4];
+  }
+}
+
+// MXFP4 (the OCP microscaling format): an E8M0 exponent byte shared by 32 E2M1 codes, nibbles as
+// q4_0. value = 2^(e - 127) * E2M1(nibble); kMXFP4Values holds twice the E2M1 values as integers,
+// so value = e8m0_half_to_fp32(e) * kMXFP4Values[nibble]. No f16 field: the block is byte-aligned.
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(BlockMXFP4) == 17, "BlockMXFP4 must match the GGUF byte layout");
+
+// 2 x E2M1 of each code: bit 3 the sign, bits 0-2 the magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+inline constexpr int8_t kMXFP4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128), half the E8M0 scale 2^(e - 127), to go with kMXFP4Values: the float whose exponent
+// field is e - 1 for e >= 2, and the subnormals 2^-128 and 2^-127 for e = 0 and 1. e = 255 (NaN in
+// the OCP format) decodes as 2^127, as GGUF readers do; the quantizer never writes it.
+inline float e8m0_half_to_fp32(uint8_t e) {
+  const uint32_t bits = e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : 0x00200000u << e;
+  return std::bit_cast<float>(bits);
+}
 
 // 16 sub-blocks of 16. scales[j]: low nibble the scale, high nibble the min of sub-block j.
 // qs: four 2-bit planes; in each half of 128 values, value 32*s + l is bits 2s..2s+1 of
@@ -183,6 +213,9 @@ void quantize_row_q4_K_ref(const float* x, BlockQ4_K* y, int64_t n);
 void quantize_row_q5_K_ref(const float* x, BlockQ5_K* y, int64_t n);
 void quantize_row_q6_K_ref(const float* x, BlockQ6_K* y, int64_t n);
 void quantize_row_iq4_xs_ref(const float* x, BlockIQ4_XS* y, int64_t n);
+// The GGUF reference rounding (quant_mxfp4.cpp): e from the block's largest finite magnitude,
+// each value to the nearest code.
+void quantize_row_mxfp4_ref(const float* x, BlockMXFP4* y, int64_t n);
 // Activations: d = max|x| / 127, q = round(x / d) (half away from zero), and bsums.
 void quantize_row_q8_K_ref(const float* x, BlockQ8_K* y, int64_t n);
 
@@ -196,6 +229,7 @@ void dequantize_row_q4_K(const BlockQ4_K* x, float* y, int64_t n);
 void dequantize_row_q5_K(const BlockQ5_K* x, float* y, int64_t n);
 void dequantize_row_q6_K(const BlockQ6_K* x, float* y, int64_t n);
 void dequantize_row_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t n);
+void dequantize_row_mxfp4(const BlockMXFP4* x, float* y, int64_t n);
 void dequantize_row_q8_K(const BlockQ8_K* x, float* y, int64_t n);
 
 void convert_row_f32_to_f16(const float* x, uint16_t* y, int64_t n);

@@ -53,13 +53,7 @@ void quantize_row_iq4_xs_ref(const float* x, BlockIQ4_XS* y, int64_t n) {
 }
 
 void dequantize_row_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t n) {
-  for (int64_t b = 0; b < n / kQK; ++b, y += kQK) {
-    const float d = fp16_to_fp32(x[b].d);
-    for (int j = 0; j < kQK / 2; ++j) {
-      y[j] = d * kIQ4NLValues[x[b].qs[j] & 0x0f];
-      y[j + kQK / 2] = d * kIQ4NLValues[x[b].qs[j] >> 4];
-    }
-  }
+  for (int64_t b = 0; b < n / kQK; ++b, y += kQK) dequantize_levels32(x[b].qs, kIQ4NLValues, fp16_to_fp32(x[b].d), y);
 }
 
 void dequantize_row_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t n) {
@@ -67,12 +61,7 @@ void dequantize_row_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t n) {
     const float d = fp16_to_fp32(x[b].d);
     for (int s = 0; s < kQK_K / 32; ++s, y += 32) {
       const int scale = ((x[b].scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | (((x[b].scales_h >> (2 * s)) & 3) << 4);
-      const float dl = d * static_cast<float>(scale - 32);
-      const uint8_t* qs = x[b].qs + 16 * s;
-      for (int j = 0; j < 16; ++j) {
-        y[j] = dl * kIQ4NLValues[qs[j] & 0x0f];
-        y[j + 16] = dl * kIQ4NLValues[qs[j] >> 4];
-      }
+      dequantize_levels32(x[b].qs + 16 * s, kIQ4NLValues, d * static_cast<float>(scale - 32), y);
     }
   }
 }

@@ -28,6 +28,33 @@
 #define TRY_ACQUIRE(...) TENSORPC_THREAD_ANNOTATION(try_acquire_capability(__VA_ARGS__))
 #define NO_THREAD_SAFETY_ANALYSIS TENSORPC_THREAD_ANNOTATION(no_thread_safety_analysis)
 
+// An order ThreadSanitizer cannot see, said to it: what a thread did before
+// happens_before(p) comes before what another does after happens_after(p)
+// on the same p. For orders that go through another process (bytes sent to
+// a peer server, which answers into the same memory only after reading
+// them); no code elsewhere. Nothing in other builds.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TENSORPC_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define TENSORPC_TSAN 1
+#endif
+#ifdef TENSORPC_TSAN
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+namespace tensorpc {
+inline void happens_before(const void* p) { __tsan_release(const_cast<void*>(p)); }
+inline void happens_after(const void* p) { __tsan_acquire(const_cast<void*>(p)); }
+}  // namespace tensorpc
+#else
+namespace tensorpc {
+inline void happens_before(const void*) {}
+inline void happens_after(const void*) {}
+}  // namespace tensorpc
+#endif
+
 namespace tensorpc {
 
 class CAPABILITY("mutex") Mutex {

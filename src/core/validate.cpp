@@ -53,7 +53,9 @@ Arity arity_of(Op op) {
     case Op::swiglu:
     case Op::concat:
     case Op::set_rows: return {2, 0};
-    case Op::soft_max: return {1, 1};
+    case Op::soft_max: return {1, 2};  // mask, sinks
+    case Op::mul_mat_id: return {3, 0};
+    case Op::swiglu_clamp: return {2, 0};
     case Op::rope: return {2, 1};
     case Op::sample: return {3, 0};
     case Op::scale:
@@ -63,9 +65,11 @@ Arity arity_of(Op op) {
     case Op::silu:
     case Op::gelu:
     case Op::tanh:
+    case Op::sigmoid:
     case Op::diag_mask_inf:
     case Op::argmax:
     case Op::top_k:
+    case Op::top_k_ids:
     case Op::view:
     case Op::reshape:
     case Op::permute:
@@ -117,10 +121,15 @@ Tensor* rebuild(Context& ctx, const Tensor& node) {
       Tensor* factors = node.src[2] ? stand_in(ctx, *node.src[2]) : nullptr;
       return ctx.rope(a, b, p, factors);
     }
-    case Op::soft_max: return ctx.soft_max(a, b, node.param<float>(0));
+    case Op::soft_max:
+      return ctx.soft_max(a, b, node.param<float>(0), node.src[2] ? stand_in(ctx, *node.src[2]) : nullptr);
+    case Op::mul_mat_id: return ctx.mul_mat_id(a, b, stand_in(ctx, *node.src[2]));
+    case Op::top_k_ids: return ctx.top_k_ids(a, node.param<int32_t>(0));
+    case Op::swiglu_clamp: return ctx.swiglu_clamp(a, b, node.param<float>(0), node.param<float>(1));
     case Op::silu: return ctx.silu(a);
     case Op::gelu: return ctx.gelu(a);
     case Op::tanh: return ctx.tanh(a);
+    case Op::sigmoid: return ctx.sigmoid(a);
     case Op::swiglu: return ctx.swiglu(a, b);
     case Op::diag_mask_inf: return ctx.diag_mask_inf(a, node.param<int32_t>(0));
     case Op::concat: return ctx.concat(a, b, node.param<int32_t>(0));

@@ -57,15 +57,15 @@ Status kernel_failure(const std::exception_ptr& failure, const Tensor& node) {
   }
 }
 
-// Multiply-adds of mul_mat nodes, elements written by the others, averaged
-// over the nodes that compute.
+// Multiply-adds of mul_mat and mul_mat_id nodes, elements written by the
+// others, averaged over the nodes that compute.
 double average_node_work(const Graph& g) {
   double work = 0;
   size_t computing = 0;
   for (const Tensor* n : g.nodes()) {
     if (n->op == Op::none || is_view_op(n->op)) continue;
     ++computing;
-    if (n->op == Op::mul_mat) {
+    if (n->op == Op::mul_mat || n->op == Op::mul_mat_id) {
       work += static_cast<double>(n->src[0]->ne[0]) * static_cast<double>(n->nelements());
     } else {
       work += static_cast<double>(n->nelements());

@@ -49,6 +49,7 @@ struct KernelTable {
   GemmFn gemm_q5_K = nullptr; // A BlockQ5_K,    B BlockQ8_K
   GemmFn gemm_q6_K = nullptr; // A BlockQ6_K,    B BlockQ8_K
   GemmFn gemm_iq4_xs = nullptr; // A BlockIQ4_XS,  B BlockQ8_K
+  GemmFn gemm_mxfp4 = nullptr;  // A BlockMXFP4,   B BlockQ8_0 (K % 32 == 0)
 };
 
 // The gemm for weights of `type` in `table` (null when the type has none: i32, q8_K), and

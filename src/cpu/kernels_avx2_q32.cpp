@@ -1,4 +1,4 @@
-// AVX2 kernels of the 32-value block formats q4_1, q5_0, q5_1 and iq4_nl against q8_0
+// AVX2 kernels of the 32-value block formats q4_1, q5_0, q5_1, iq4_nl and mxfp4 against q8_0
 // activations.
 //
 // One block is one ymm of 32 weight bytes. For q4_1/q5_0/q5_1 they are the unsigned integers
@@ -6,8 +6,8 @@
 //   dot = d * xd * sum(u * x) + c * xd * sum(x),
 // with sum(u * x) from maddubs and xd * sum(x) computed once per activation block per call
 // (the column sums below), not once per weight row. iq4_nl's values are signed table entries
-// (kIQ4NLValues, via vpshufb); maddubs needs one unsigned operand, so it multiplies |w| by
-// x * sign(w), which cannot saturate: 2 * 127 * 127 < 32767.
+// (kIQ4NLValues, via vpshufb; mxfp4's kMXFP4Values the same way); maddubs needs one unsigned operand, so it multiplies
+// |w| by x * sign(w), which cannot saturate: 2 * 127 * 127 < 32767.
 //
 // Decode (N = 1) walks one weight row at a time in address order, with two accumulators to
 // hide the FMA latency. Prefill reuses each unpacked block across 2 rows x 4 columns.
@@ -51,33 +51,51 @@ __m256i fifth_bits(const uint8_t* qh) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(all, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(0x10));
 }
 
-// Each format: values(block) as bytes, and, when kHasSum, coef(block) = c above.
-struct Q4_1 {
+// Each format: values(block) as bytes, scale(block) = d above, and, when kHasSum, coef(block) = c.
+struct HalfScaled {
+  template <typename Block>
+  static float scale(const Block& b) {
+    return fp16_to_fp32(b.d);
+  }
+};
+struct Q4_1 : HalfScaled {
   using Block = BlockQ4_1;
   static constexpr bool kSigned = false, kHasSum = true;
   static __m256i values(const Block& b) { return nibbles(b.qs); }
   static float coef(const Block& b) { return fp16_to_fp32(b.m); }
 };
-struct Q5_0 {
+struct Q5_0 : HalfScaled {
   using Block = BlockQ5_0;
   static constexpr bool kSigned = false, kHasSum = true;
   static __m256i values(const Block& b) { return _mm256_or_si256(nibbles(b.qs), fifth_bits(b.qh)); }
   static float coef(const Block& b) { return -16.0f * fp16_to_fp32(b.d); }
 };
-struct Q5_1 {
+struct Q5_1 : HalfScaled {
   using Block = BlockQ5_1;
   static constexpr bool kSigned = false, kHasSum = true;
   static __m256i values(const Block& b) { return _mm256_or_si256(nibbles(b.qs), fifth_bits(b.qh)); }
   static float coef(const Block& b) { return fp16_to_fp32(b.m); }
 };
-struct IQ4_NL {
-  using Block = BlockIQ4_NL;
+// Nibbles that index 16 signed levels, with no sum term.
+template <const int8_t (&kLevels)[16]>
+struct SignedLevels {
   static constexpr bool kSigned = true, kHasSum = false;
+  template <typename Block>
   static __m256i values(const Block& b) {
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kLevels)));
     return _mm256_shuffle_epi8(table, nibbles(b.qs));
   }
-  static float coef(const Block&) { return 0.0f; }
+  template <typename Block>
+  static float coef(const Block&) {
+    return 0.0f;
+  }
+};
+struct IQ4_NL : SignedLevels<kIQ4NLValues>, HalfScaled {
+  using Block = BlockIQ4_NL;
+};
+struct MXFP4 : SignedLevels<kMXFP4Values> {
+  using Block = BlockMXFP4;
+  static float scale(const Block& b) { return e8m0_half_to_fp32(b.e); }
 };
 
 // Per activation column, per block: xd = its scale, xs = xd * sum of its quants.
@@ -122,7 +140,7 @@ void quant_tile(int64_t nb, const typename F::Block* const* a, const BlockQ8_0* 
     for (int r = 0; r < RA; ++r) {
       w[r] = F::values(a[r][q]);
       if constexpr (F::kSigned) wabs[r] = _mm256_abs_epi8(w[r]);
-      wd[r] = fp16_to_fp32(a[r][q].d);
+      wd[r] = F::scale(a[r][q]);
       if constexpr (F::kHasSum) wc[r] = F::coef(a[r][q]);
     }
     for (int c = 0; c < CB; ++c) {
@@ -195,8 +213,8 @@ void gemm_q32(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const 
 }  // namespace
 
 void add_avx2_q32_kernels(KernelTable& t) {
-  set_blocks32_gemms<Q4_1, Q5_0, Q5_1, IQ4_NL>(t,
-                                               [](auto f) -> GemmFn { return gemm_q32<typename decltype(f)::type>; });
+  set_blocks32_gemms<Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4>(
+      t, [](auto f) -> GemmFn { return gemm_q32<typename decltype(f)::type>; });
 }
 
 }  // namespace tensorpc::cpu

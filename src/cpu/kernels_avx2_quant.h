@@ -10,7 +10,7 @@ struct KernelTable;
 // Sets quantize_row_q8_K, gemm_bf16 and the gemm of every format after q4_0 in `table`.
 void add_avx2_quant_kernels(KernelTable& table);
 
-// The two families, for add_avx2_quant_kernels: q4_1/q5_0/q5_1/iq4_nl against q8_0
+// The two families, for add_avx2_quant_kernels: q4_1/q5_0/q5_1/iq4_nl/mxfp4 against q8_0
 // activations, and q2_K … q6_K/iq4_xs against q8_K activations.
 void add_avx2_q32_kernels(KernelTable& table);
 void add_avx2_qk_kernels(KernelTable& table);

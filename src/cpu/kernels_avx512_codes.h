@@ -61,16 +61,19 @@ constexpr LaneIndex lane_index(const ChunkMap& map, int per, int add) {
 }
 inline __m512i load_index(const LaneIndex& idx) { return _mm512_load_si512(idx.v); }
 
-// kIQ4NLValues + 128 as unsigned bytes, the codes of iq4_nl/iq4_xs (offset 128), in every
-// 128-bit lane for vpshufb.
-inline __m512i iq4_levels() {
+// 16 signed levels + 128 as unsigned bytes, the codes of a format that looks its nibbles up in
+// them (offset 128), in every 128-bit lane for vpshufb.
+template <const int8_t (&kValues)[16]>
+inline __m512i levels_plus_128() {
   static constexpr std::array<uint8_t, 16> kLevels = [] {
     std::array<uint8_t, 16> v{};
-    for (int i = 0; i < 16; ++i) v[i] = static_cast<uint8_t>(kIQ4NLValues[i] + 128);
+    for (int i = 0; i < 16; ++i) v[i] = static_cast<uint8_t>(kValues[i] + 128);
     return v;
   }();
   return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kLevels.data())));
 }
+// The codes of iq4_nl/iq4_xs.
+inline __m512i iq4_levels() { return levels_plus_128<kIQ4NLValues>(); }
 
 struct WeightCodes {
   __m512i u[4];  // unsigned codes, in the ChunkMap layout until arranged

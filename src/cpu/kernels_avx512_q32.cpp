@@ -1,5 +1,5 @@
-// The "avx512" table's 32-value block formats (q4_1, q5_0, q5_1, iq4_nl, and q8_0 for more than
-// one activation row) against q8_0 activations.
+// The "avx512" table's 32-value block formats (q4_1, q5_0, q5_1, iq4_nl, mxfp4, and q8_0 for more
+// than one activation row) against q8_0 activations.
 //
 // kernels_avx512_codes.h runs on groups of 256 values, so here a group is eight consecutive
 // blocks. Each half (four blocks, 72 to 96 bytes) is read with one 64-byte load and one masked
@@ -143,6 +143,48 @@ using Q5_1 = Blocks32Format<BlockQ5_1, offsetof(BlockQ5_1, qs), offsetof(BlockQ5
                             Levels::kLinear>;
 using IQ4_NL = Blocks32Format<BlockIQ4_NL, offsetof(BlockIQ4_NL, qs), -1, -1, 128, Levels::kIQ4>;
 
+// mxfp4's 17-byte blocks put their quant bytes at odd offsets, out of reach of the word permutes
+// above (byte permutes need VBMI): each block's 16 bytes are one unaligned load into its chunk,
+// then looked up in kMXFP4Values + 128 (offset 128) as iq4_nl's. The eight exponent bytes,
+// gathered one by one, become the scales 2^(e - 128) (e8m0_half_to_fp32) in integer lanes; the
+// prefill tiles cache them.
+struct MXFP4 {
+  static constexpr ChunkMap kChunks = kHalfChunks;
+  static constexpr int kOffset = 128;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kBlocks32 = true;
+  static constexpr bool kCacheScales = true;
+  static constexpr Arrange kArrange = Arrange::kPairs;
+  static constexpr size_t kBlockBytes = sizeof(BlockMXFP4);
+  static constexpr LaneIndex kScaleLanes = lane_block32_index(kChunks, kArrange, 0);
+
+  // Low and high nibble codes of the four blocks at p.
+  static void load_half(const uint8_t* p, __m512i& lo, __m512i& hi) {
+    auto qs = [p](int b) { return reinterpret_cast<const __m128i*>(p + b * kBlockBytes + offsetof(BlockMXFP4, qs)); };
+    // Chunk c = the 16 quant bytes of block c.
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu2_m128i(qs(1), qs(0))),
+                                         _mm256_loadu2_m128i(qs(3), qs(2)), 1);
+    const __m512i m15 = _mm512_set1_epi8(15);
+    const __m512i levels = levels_plus_128<kMXFP4Values>();
+    lo = _mm512_shuffle_epi8(levels, _mm512_and_si512(v, m15));
+    hi = _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(v, 4), m15));
+  }
+
+  static WeightCodes load(const uint8_t* p) {
+    WeightCodes w;
+    load_half(p, w.u[0], w.u[1]);
+    load_half(p + 4 * kBlockBytes, w.u[2], w.u[3]);
+    auto e = [p](int b) { return static_cast<int>(p[b * kBlockBytes + offsetof(BlockMXFP4, e)]); };
+    const __m256i ev = _mm256_setr_epi32(e(0), e(1), e(2), e(3), e(4), e(5), e(6), e(7));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
+    const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
+    const __m256i bits = _mm256_mask_blend_epi32(_mm256_cmplt_epu32_mask(ev, _mm256_set1_epi32(2)), normal, subnormal);
+    w.scale = _mm512_permutexvar_ps(load_index(kScaleLanes), _mm512_zextps256_ps512(_mm256_castsi256_ps(bits)));
+    w.min = _mm512_setzero_ps();
+    return w;
+  }
+};
+
 // q8_0 as codes u = q + 128 in the nibble formats' chunk layout (kHalfChunks): register 0 holds
 // the first 16 quants of blocks 0..3, register 1 their last 16, registers 2 and 3 the same of
 // blocks 4..7. One conversion to float per 256 values and activation row, where q8_0's decode
@@ -194,8 +236,8 @@ void gemm_q8_0_tiles(int64_t K, int64_t M, int64_t N, const void* A, size_t lda,
 }
 
 void add_avx512_q32_kernels(KernelTable& t) {
-  set_blocks32_gemms<Q4_1, Q5_0, Q5_1, IQ4_NL>(t,
-                                               [](auto f) -> GemmFn { return gemm_codes<typename decltype(f)::type>; });
+  set_blocks32_gemms<Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4>(
+      t, [](auto f) -> GemmFn { return gemm_codes<typename decltype(f)::type>; });
 }
 
 }  // namespace tensorpc::cpu

@@ -38,6 +38,7 @@ GemmFn gemm_for(const KernelTable& k, DType type) {
     case DType::q5_K: return k.gemm_q5_K;
     case DType::q6_K: return k.gemm_q6_K;
     case DType::iq4_xs: return k.gemm_iq4_xs;
+    case DType::mxfp4: return k.gemm_mxfp4;
     case DType::q8_K:
     case DType::i32: return nullptr;
   }
@@ -51,7 +52,8 @@ DType vec_dot_type(DType weights) {
     case DType::q4_1:
     case DType::q5_0:
     case DType::q5_1:
-    case DType::iq4_nl: return DType::q8_0;
+    case DType::iq4_nl:
+    case DType::mxfp4: return DType::q8_0;
     case DType::q2_K:
     case DType::q3_K:
     case DType::q4_K:

@@ -1,5 +1,5 @@
 // The portable kernels of the weight formats beyond f32/f16/q8_0/q4_0: bf16, the 32-value block
-// formats q4_1/q5_0/q5_1/iq4_nl against q8_0 activations, and the K super-block formats
+// formats q4_1/q5_0/q5_1/iq4_nl/mxfp4 against q8_0 activations, and the K super-block formats
 // q2_K … q6_K/iq4_xs against q8_K activations.
 //
 // Every quantized format is read the same way: a block is unpacked into small integers q and
@@ -55,14 +55,18 @@ void unpack(const BlockQ5_1& b, Unpacked32& u) {
   u.m = fp16_to_fp32(b.m);
 }
 
-void unpack(const BlockIQ4_NL& b, Unpacked32& u) {
+// Nibbles as q4_0, each an index into a table of levels.
+void unpack_levels(const uint8_t* qs, const int8_t* levels, float d, Unpacked32& u) {
   for (int j = 0; j < kQK / 2; ++j) {
-    u.q[j] = kIQ4NLValues[b.qs[j] & 0x0f];
-    u.q[j + 16] = kIQ4NLValues[b.qs[j] >> 4];
+    u.q[j] = levels[qs[j] & 0x0f];
+    u.q[j + 16] = levels[qs[j] >> 4];
   }
-  u.d = fp16_to_fp32(b.d);
+  u.d = d;
   u.m = 0.0f;
 }
+
+void unpack(const BlockIQ4_NL& b, Unpacked32& u) { unpack_levels(b.qs, kIQ4NLValues, fp16_to_fp32(b.d), u); }
+void unpack(const BlockMXFP4& b, Unpacked32& u) { unpack_levels(b.qs, kMXFP4Values, e8m0_half_to_fp32(b.e), u); }
 
 template <typename Block>
 void gemm_blocks32(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
@@ -214,7 +218,7 @@ void quantize_q8_K(const float* x, void* y, int64_t n) { quantize_row_q8_K_ref(x
 void add_portable_quant_kernels(KernelTable& t) {
   t.quantize_row_q8_K = quantize_q8_K;
   t.gemm_bf16 = gemm_bf16_portable;
-  set_blocks32_gemms<BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockIQ4_NL>(
+  set_blocks32_gemms<BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockIQ4_NL, BlockMXFP4>(
       t, [](auto f) -> GemmFn { return gemm_blocks32<typename decltype(f)::type>; });
   set_superblock_gemms<BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockIQ4_XS>(
       t, [](auto f) -> GemmFn { return gemm_blocks256<typename decltype(f)::type>; });

@@ -20,13 +20,14 @@ namespace {
 // gemm_of(std::type_identity<F>{}) returns the GemmFn of a file's format type F; the format types
 // name the family's formats in KernelTable order.
 
-// q4_1, q5_0, q5_1, iq4_nl: the 32-value block formats after q4_0, against q8_0 activations.
-template <typename Q4_1, typename Q5_0, typename Q5_1, typename IQ4_NL, typename GemmOf>
+// q4_1, q5_0, q5_1, iq4_nl, mxfp4: the 32-value block formats after q4_0, against q8_0 activations.
+template <typename Q4_1, typename Q5_0, typename Q5_1, typename IQ4_NL, typename MXFP4, typename GemmOf>
 inline void set_blocks32_gemms(KernelTable& t, GemmOf gemm_of) {
   t.gemm_q4_1 = gemm_of(std::type_identity<Q4_1>{});
   t.gemm_q5_0 = gemm_of(std::type_identity<Q5_0>{});
   t.gemm_q5_1 = gemm_of(std::type_identity<Q5_1>{});
   t.gemm_iq4_nl = gemm_of(std::type_identity<IQ4_NL>{});
+  t.gemm_mxfp4 = gemm_of(std::type_identity<MXFP4>{});
 }
 
 // q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs: the super-block formats, against q8_K activations.

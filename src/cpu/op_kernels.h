@@ -150,7 +150,9 @@ void op_scale(const ComputeParams&, Tensor&);
 void op_silu(const ComputeParams&, Tensor&);
 void op_gelu(const ComputeParams&, Tensor&);
 void op_tanh(const ComputeParams&, Tensor&);
+void op_sigmoid(const ComputeParams&, Tensor&);
 void op_swiglu(const ComputeParams&, Tensor&);
+void op_swiglu_clamp(const ComputeParams&, Tensor&);
 // ops_norm.cpp
 void op_rms_norm(const ComputeParams&, Tensor&);
 void op_norm(const ComputeParams&, Tensor&);
@@ -164,7 +166,9 @@ void op_cpy(const ComputeParams&, Tensor&);
 void op_get_rows(const ComputeParams&, Tensor&);
 void op_concat(const ComputeParams&, Tensor&);
 void op_argmax(const ComputeParams&, Tensor&);
+// ops_top_k.cpp
 void op_top_k(const ComputeParams&, Tensor&);
+void op_top_k_ids(const ComputeParams&, Tensor&);
 // ops_sample.cpp
 void op_sample(const ComputeParams&, Tensor&);
 void op_set_rows(const ComputeParams&, Tensor&);
@@ -172,5 +176,9 @@ void op_set_rows(const ComputeParams&, Tensor&);
 void op_mul_mat(const ComputeParams&, Tensor&);
 size_t mul_mat_work_size(const Tensor& dst, int nth);
 Scratch mul_mat_scratch(const Tensor& dst);
+// ops_mul_mat_id.cpp
+void op_mul_mat_id(const ComputeParams&, Tensor&);
+size_t mul_mat_id_work_size(const Tensor& dst, int nth);
+Scratch mul_mat_id_scratch(const Tensor& dst);
 
 }  // namespace tensorpc::cpu

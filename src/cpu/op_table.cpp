@@ -32,6 +32,7 @@ constexpr std::array<OpEntry, kOpCount> make_table() {
   set(Op::silu, op_silu);
   set(Op::gelu, op_gelu);
   set(Op::tanh, op_tanh);
+  set(Op::sigmoid, op_sigmoid);
   set(Op::swiglu, op_swiglu);
   set(Op::diag_mask_inf, op_diag_mask_inf);
   set(Op::concat, op_concat);
@@ -39,6 +40,9 @@ constexpr std::array<OpEntry, kOpCount> make_table() {
   set(Op::top_k, op_top_k);
   set(Op::sample, op_sample);
   set(Op::set_rows, op_set_rows);
+  set(Op::mul_mat_id, op_mul_mat_id, mul_mat_id_work_size, mul_mat_id_scratch);
+  set(Op::top_k_ids, op_top_k_ids);
+  set(Op::swiglu_clamp, op_swiglu_clamp);
   return t;
 }
 

@@ -5,6 +5,14 @@
 // i1 for every i2, i3. Entries at -inf get exactly 0, and a row that is all
 // -inf gets all zeros instead of 0/0 = NaN: a fully masked row (a padding
 // query) must not poison the values it is multiplied with.
+//
+// The optional sinks (src[2], f32 [ne2]: gpt-oss's attention sinks) give
+// each row of head i2 one more logit, sinks[i2], that joins the row's
+// maximum and its sum of exponentials but has no column: the row's values
+// then add up to less than 1, the sink taking the rest. A fully masked row
+// with a finite sink is all zeros (the sink takes everything). A NaN sink
+// makes its head's rows NaN, but for fully masked ones (zeros, as without a
+// sink).
 #include <limits>
 #include <vector>
 
@@ -16,6 +24,7 @@ namespace tensorpc::cpu {
 void op_soft_max(const ComputeParams& params, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor* mask = dst.src[1];
+  const Tensor* sinks = dst.src[2];
   const float scale = dst.param<float>(0);
   const int64_t ne0 = dst.ne[0];
   if (ne0 == 0 || (mask && mask->nelements() == 0)) return;
@@ -29,15 +38,17 @@ void op_soft_max(const ComputeParams& params, Tensor& dst) {
     } else {
       for (int64_t i = 0; i < ne0; ++i) y[i] = x[i] * scale;
     }
-    const float max = max_f32(y, ne0);
+    float max = max_f32(y, ne0);
+    const float sink = sinks ? load_f32(sinks->at(c.i2)) : -std::numeric_limits<float>::infinity();
+    max = sink > max ? sink : max;
 
     if (max == -std::numeric_limits<float>::infinity()) {
       for (int64_t i = 0; i < ne0; ++i) y[i] = 0.0f;
       return;
     }
-    // e^(-inf - max) is exactly 0, so masked entries need no special case.
+    // e^(-inf - max) is exactly 0, so masked entries (and no sink) need no special case.
     for (int64_t i = 0; i < ne0; ++i) y[i] = vec_exp(y[i] - max);
-    const float inv = static_cast<float>(1.0 / sum_f64(y, ne0));
+    const float inv = static_cast<float>(1.0 / (sum_f64(y, ne0) + vec_exp(sink - max)));
     for (int64_t i = 0; i < ne0; ++i) y[i] *= inv;
   });
 }

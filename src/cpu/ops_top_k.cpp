@@ -1,4 +1,5 @@
-// top_k: the k largest values of each row and their indices (op.h).
+// top_k: the k largest values of each row and their indices; top_k_ids: the
+// indices alone, as i32, in the same order (op.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -31,12 +32,11 @@ uint64_t rank_key(float value, int64_t index) {
 
 int32_t index_of(uint64_t key) { return static_cast<int32_t>(~static_cast<uint32_t>(key)); }
 
-}  // namespace
-
-void op_top_k(const ComputeParams& params, Tensor& dst) {
-  const Tensor& a = *dst.src[0];
+// Calls emit(c, j, index) for j < k, best first, with the index of each of
+// the k highest-ranked elements of every row c of a that thread ith takes.
+template <typename Emit>
+void for_each_top_k(const ComputeParams& params, const Tensor& a, size_t k, Emit&& emit) {
   const int64_t n = a.ne[0];
-  const auto k = static_cast<size_t>(dst.ne[0]);
   // Candidates gather in a buffer of 2k; when it fills, the k that rank
   // highest stay (nth_element) and the lowest of them becomes the floor, which
   // a later element must rank above to enter. Most of a row is turned away by
@@ -51,8 +51,8 @@ void op_top_k(const ComputeParams& params, Tensor& dst) {
   };
   const RowRange rows = split_rows(a.nrows(), params.ith, params.nth);
   for (int64_t r = rows.begin; r < rows.end; ++r) {
-    const auto [i1, i2, i3] = row_index(a, r);
-    const char* arow = a.row(i1, i2, i3);
+    const RowIndex c = row_index(a, r);
+    const char* arow = a.row(c.i1, c.i2, c.i3);
     kept.clear();
     uint64_t floor = 0;  // every key is above it until the buffer first fills
     // The floor's value, once it is a number: a value below it (or NaN) is
@@ -78,15 +78,26 @@ void op_top_k(const ComputeParams& params, Tensor& dst) {
     }
     keep_best();
     std::sort(kept.begin(), kept.end(), std::greater<uint64_t>());  // best first
-    // Row 0 of the result's [k, 2] block holds the values, row 1 the indices.
-    char* values = dst.row(0, i1, i2);
-    char* indices = dst.row(1, i1, i2);
-    for (size_t j = 0; j < k; ++j) {
-      const int32_t index = index_of(kept[j]);
-      *reinterpret_cast<float*>(values + j * dst.nb[0]) = load_f32(arow + index * a.nb[0]);
-      *reinterpret_cast<float*>(indices + j * dst.nb[0]) = static_cast<float>(index);
-    }
+    for (size_t j = 0; j < k; ++j) emit(c, j, index_of(kept[j]));
   }
+}
+
+}  // namespace
+
+void op_top_k(const ComputeParams& params, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  // Row 0 of the result's [k, 2] block holds the values, row 1 the indices.
+  for_each_top_k(params, a, static_cast<size_t>(dst.ne[0]), [&](const RowIndex& c, size_t j, int32_t index) {
+    const char* arow = a.row(c.i1, c.i2, c.i3);
+    store_f32(dst.at(static_cast<int64_t>(j), 0, c.i1, c.i2), load_f32(arow + index * a.nb[0]));
+    store_f32(dst.at(static_cast<int64_t>(j), 1, c.i1, c.i2), static_cast<float>(index));
+  });
+}
+
+void op_top_k_ids(const ComputeParams& params, Tensor& dst) {
+  for_each_top_k(params, *dst.src[0], static_cast<size_t>(dst.ne[0]), [&](const RowIndex& c, size_t j, int32_t index) {
+    std::memcpy(dst.at(static_cast<int64_t>(j), c.i1, c.i2, c.i3), &index, sizeof index);
+  });
 }
 
 }  // namespace tensorpc::cpu

@@ -1,11 +1,13 @@
-// Element-wise activation kernels: silu, gelu (tanh approximation), tanh and
-// swiglu (silu(a) * b, a and b of the same shape). All f32.
+// Element-wise activation kernels: silu, gelu (tanh approximation), tanh, sigmoid,
+// swiglu (silu(a) * b, a and b of the same shape) and swiglu_clamp
+// (gpt-oss's clamped form, op.h). All f32.
 //
 // Each thread takes a range of dst rows; dense rows go through a plain loop
 // (which vectorises: the functions use vec_exp, not std::exp/std::tanh),
 // strided rows (views, permutes) through byte strides, computing the same
 // values.
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 #include "cpu/op_kernels.h"
@@ -55,6 +57,10 @@ struct GeluOp {
 struct TanhOp {
   static float apply(float x) { return tanh_f32(x); }
 };
+// 1 / (1 + e^-x): 0 at -inf, 1 at +inf (e^-x overflows to inf, then 1/inf).
+struct SigmoidOp {
+  static float apply(float x) { return 1.0f / (1.0f + vec_exp(-x)); }
+};
 
 template <typename F>
 void unary_kernel(const ComputeParams& params, Tensor& dst) {
@@ -78,13 +84,9 @@ void unary_kernel(const ComputeParams& params, Tensor& dst) {
   }
 }
 
-}  // namespace
-
-void op_silu(const ComputeParams& p, Tensor& dst) { unary_kernel<SiluOp>(p, dst); }
-void op_gelu(const ComputeParams& p, Tensor& dst) { unary_kernel<GeluOp>(p, dst); }
-void op_tanh(const ComputeParams& p, Tensor& dst) { unary_kernel<TanhOp>(p, dst); }
-
-void op_swiglu(const ComputeParams& params, Tensor& dst) {
+// dst = f(a, b) element by element, a and b of dst's shape.
+template <typename F>
+void gated_kernel(const ComputeParams& params, Tensor& dst, F f) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
   const int64_t ne0 = dst.ne[0];
@@ -97,17 +99,38 @@ void op_swiglu(const ComputeParams& params, Tensor& dst) {
     char* drow = dst.row(c.i1, c.i2, c.i3);
     if (dense) {
       const float* x = reinterpret_cast<const float*>(arow);
-      const float* g = reinterpret_cast<const float*>(brow);
+      const float* y = reinterpret_cast<const float*>(brow);
       float* d = reinterpret_cast<float*>(drow);
-      for (int64_t i = 0; i < ne0; ++i) d[i] = silu(x[i]) * g[i];
+      for (int64_t i = 0; i < ne0; ++i) d[i] = f(x[i], y[i]);
     } else {
       for (int64_t i = 0; i < ne0; ++i) {
-        const float x = load_f32(arow + i * a.nb[0]);
-        const float g = load_f32(brow + i * b.nb[0]);
-        store_f32(drow + i * dst.nb[0], silu(x) * g);
+        store_f32(drow + i * dst.nb[0], f(load_f32(arow + i * a.nb[0]), load_f32(brow + i * b.nb[0])));
       }
     }
   }
+}
+
+}  // namespace
+
+void op_silu(const ComputeParams& p, Tensor& dst) { unary_kernel<SiluOp>(p, dst); }
+void op_gelu(const ComputeParams& p, Tensor& dst) { unary_kernel<GeluOp>(p, dst); }
+void op_tanh(const ComputeParams& p, Tensor& dst) { unary_kernel<TanhOp>(p, dst); }
+void op_sigmoid(const ComputeParams& p, Tensor& dst) { unary_kernel<SigmoidOp>(p, dst); }
+
+void op_swiglu(const ComputeParams& p, Tensor& dst) {
+  gated_kernel(p, dst, [](float x, float g) { return silu(x) * g; });
+}
+
+// std::fmin and std::fmax return the other operand for a NaN, so a NaN gate
+// becomes limit and a NaN up becomes limit as well (never NaN).
+void op_swiglu_clamp(const ComputeParams& p, Tensor& dst) {
+  const float alpha = dst.param<float>(0);
+  const float limit = dst.param<float>(1);
+  gated_kernel(p, dst, [alpha, limit](float x, float y) {
+    const float g = std::fmin(x, limit);
+    const float u = std::fmax(std::fmin(y, limit), -limit);
+    return g / (1.0f + vec_exp(-alpha * g)) * (u + 1.0f);
+  });
 }
 
 }  // namespace tensorpc::cpu

@@ -85,14 +85,46 @@ uint64_t flat_groups(const Tensor& node) { return (static_cast<uint64_t>(node.ne
 constexpr uint32_t kTileM = 64, kTileK = 16;
 uint32_t mul_mat_tile_n(int64_t n) { return n > 32 ? 64 : 16; }
 
-// mul_mat's groups: one an output (N == 1) or a tile, dims 2 and 3 along z.
-std::array<uint32_t, 3> mul_mat_groups(const Tensor& node) {
-  const auto m = static_cast<uint64_t>(node.ne[0]), n = static_cast<uint64_t>(node.ne[1]);
-  const auto batches = static_cast<uint32_t>(node.ne[2] * node.ne[3]);
-  if (n == 1) return {static_cast<uint32_t>(m), 1, batches};
-  const uint32_t tile_n = mul_mat_tile_n(node.ne[1]);
-  return {static_cast<uint32_t>((m + kTileM - 1) / kTileM), static_cast<uint32_t>((n + tile_n - 1) / tile_n), batches};
+// mul_mat_id of fewer tokens than this takes a workgroup per output, whose
+// expert its id picks (shaders/mul_mat.comp's MODE 2); more share the tiles
+// over the pairs, one expert a group along z (MODE 3).
+constexpr int64_t kMulMatIdVecTokens = 4;
+
+// mul_mat's and mul_mat_id's shader mode (shaders/mul_mat.comp): 1 and 2 a
+// workgroup per output, 0 and 3 tiles.
+uint32_t mul_mat_mode(const Tensor& node) {
+  if (node.op == Op::mul_mat_id) return node.ne[2] < kMulMatIdVecTokens ? 2 : 3;
+  return node.ne[1] == 1 ? 1 : 0;
 }
+
+// The columns a tile covers: mul_mat's N, mul_mat_id's k T pairs.
+int64_t mul_mat_columns(const Tensor& node) { return node.op == Op::mul_mat_id ? node.ne[1] * node.ne[2] : node.ne[1]; }
+
+// mul_mat's groups: one an output or a tile, dims 2 and 3 (mul_mat) or the
+// tokens (mul_mat_id, an output a group) or the experts (its tiles) along z.
+std::array<uint32_t, 3> mul_mat_groups(const Tensor& node) {
+  const auto m = static_cast<uint64_t>(node.ne[0]);
+  const uint32_t mode = mul_mat_mode(node);
+  if (mode == 1 || mode == 2)
+    return {static_cast<uint32_t>(m), static_cast<uint32_t>(node.ne[1]),
+            static_cast<uint32_t>(node.ne[2] * node.ne[3])};
+  const auto n = static_cast<uint64_t>(mul_mat_columns(node));
+  const uint32_t tile_n = mul_mat_tile_n(static_cast<int64_t>(n));
+  const auto z = static_cast<uint32_t>(mode == 3 ? node.src[0]->ne[2] : node.ne[2] * node.ne[3]);
+  return {static_cast<uint32_t>((m + kTileM - 1) / kTileM), static_cast<uint32_t>((n + tile_n - 1) / tile_n), z};
+}
+
+bool mul_mat_groups_fit(const Tensor& node, const OpLimits& limits) {
+  const auto g = mul_mat_groups(node);
+  for (size_t i = 0; i < 3; ++i) {
+    if (g[i] > limits.max_groups[i]) return false;
+  }
+  return true;
+}
+
+// A weight mul_mat, mul_mat_id and get_rows read: f32, f16, bf16 or a block
+// type of quant.glsl.
+bool is_matrix_weight(const Tensor* a) { return is(a, DType::f32) || is(a, DType::f16) || is_weight_type(a); }
 
 bool op_supported(const Tensor& node, const OpLimits& limits) {
   const Tensor* a = node.src[0];
@@ -103,20 +135,21 @@ bool op_supported(const Tensor& node, const OpLimits& limits) {
     case Op::mul:
     case Op::div:
     case Op::swiglu:
+    case Op::swiglu_clamp:
       return is(&node, DType::f32) && is(a, DType::f32) && is(b, DType::f32) && spreadable(flat_groups(node), limits);
     case Op::scale:
     case Op::diag_mask_inf:
     case Op::silu:
     case Op::gelu:
-    case Op::tanh: return is(&node, DType::f32) && is(a, DType::f32) && spreadable(flat_groups(node), limits);
+    case Op::tanh:
+    case Op::sigmoid: return is(&node, DType::f32) && is(a, DType::f32) && spreadable(flat_groups(node), limits);
     case Op::rms_norm:
     case Op::norm: return is(&node, DType::f32) && is(a, DType::f32) && spreadable(node.nrows(), limits);
-    case Op::soft_max:
+    case Op::soft_max:  // the sinks, f32 [ne2], are contiguous (Context::soft_max)
       return is(&node, DType::f32) && is(a, DType::f32) && (b == nullptr || is(b, DType::f32)) &&
-             spreadable(node.nrows(), limits);
+             (node.src[2] == nullptr || is(node.src[2], DType::f32)) && spreadable(node.nrows(), limits);
     case Op::get_rows:
-      return is(&node, DType::f32) && (is(a, DType::f32) || is(a, DType::f16) || is_weight_type(a)) &&
-             is(b, DType::i32) && spreadable(flat_groups(node), limits);
+      return is(&node, DType::f32) && is_matrix_weight(a) && is(b, DType::i32) && spreadable(flat_groups(node), limits);
     case Op::set_rows:
       return (is_float(&node) || is(&node, DType::q8_0) || is(&node, DType::q4_0)) && is(a, DType::f32) &&
              is(b, DType::i32) && spreadable(flat_groups(*a), limits);
@@ -125,7 +158,9 @@ bool op_supported(const Tensor& node, const OpLimits& limits) {
              spreadable(flat_groups(node), limits);
     case Op::argmax: return is(&node, DType::i32) && is(a, DType::f32) && spreadable(a->nrows(), limits);
     case Op::top_k:
-      return is(&node, DType::f32) && is(a, DType::f32) && node.ne[0] <= kTopKMaxK && spreadable(a->nrows(), limits);
+    case Op::top_k_ids:
+      return is(&node, node.op == Op::top_k ? DType::f32 : DType::i32) && is(a, DType::f32) &&
+             node.ne[0] <= kTopKMaxK && spreadable(a->nrows(), limits);
     case Op::cpy: return is_float(&node) && is_float(a) && spreadable(flat_groups(node), limits);
     case Op::rope: {
       const Tensor* factors = node.src[2];
@@ -133,14 +168,13 @@ bool op_supported(const Tensor& node, const OpLimits& limits) {
              (factors == nullptr || (is(factors, DType::f32) && factors->nb[0] == 4)) &&
              spreadable(flat_groups(node), limits);
     }
-    case Op::mul_mat: {
-      if (!is(&node, DType::f32) || !(is(a, DType::f32) || is(a, DType::f16) || is_weight_type(a)) ||
-          !is(b, DType::f32))
-        return false;
-      const auto g = mul_mat_groups(node);
-      return node.ne[2] * node.ne[3] <= limits.max_groups[2] && g[0] <= limits.max_groups[0] &&
-             g[1] <= limits.max_groups[1];
-    }
+    case Op::mul_mat:
+      return is(&node, DType::f32) && is_matrix_weight(a) && is(b, DType::f32) &&
+             node.ne[2] * node.ne[3] <= limits.max_groups[2] && mul_mat_groups_fit(node, limits);
+    case Op::mul_mat_id:
+      return is(&node, DType::f32) && is_matrix_weight(a) && is(b, DType::f32) && is(node.src[2], DType::i32) &&
+             mul_mat_groups_fit(node, limits);
+    // No shaders: sample (and anything newer); the scheduler runs them on the CPU.
     default: return false;
   }
 }
@@ -200,6 +234,8 @@ void choose_shader(const Tensor& node, const OpLimits& limits, Dispatch& d) {
     case Op::gelu: d.shader = "elementwise", d.spec[0] = 6; break;
     case Op::tanh: d.shader = "elementwise", d.spec[0] = 7; break;
     case Op::swiglu: d.shader = "elementwise", d.spec[0] = 8; break;
+    case Op::sigmoid: d.shader = "elementwise", d.spec[0] = 10; break;
+    case Op::swiglu_clamp: d.shader = "elementwise", d.spec[0] = 11; break;
     case Op::rms_norm: d.shader = "norm", d.spec[0] = 0; break;
     case Op::norm: d.shader = "norm", d.spec[0] = 1; break;
     case Op::soft_max: d.shader = "soft_max"; break;
@@ -209,14 +245,16 @@ void choose_shader(const Tensor& node, const OpLimits& limits, Dispatch& d) {
     case Op::concat: d.shader = "copy", d.spec = {kF32, kF32, 3}; break;
     case Op::diag_mask_inf: d.shader = "elementwise", d.spec[0] = 9; break;
     case Op::argmax: d.shader = "argmax"; break;
-    case Op::top_k: d.shader = "top_k"; break;
+    case Op::top_k: d.shader = "top_k", d.spec[0] = 0; break;
+    case Op::top_k_ids: d.shader = "top_k", d.spec[0] = 1; break;
     case Op::rope:
       d.shader = "rope";
       d.spec = {(node.param<int32_t>(kRopeParamMode) & kRopeNeox) != 0 ? 1u : 0u, node.src[2] != nullptr ? 1u : 0u, 0};
       break;
     case Op::mul_mat:
+    case Op::mul_mat_id:
       d.shader = "mul_mat";
-      d.spec = {type_of(node.src[0]), node.ne[1] == 1 ? 1u : 0u, kTileM, mul_mat_tile_n(node.ne[1]), kTileK};
+      d.spec = {type_of(node.src[0]), mul_mat_mode(node), kTileM, mul_mat_tile_n(mul_mat_columns(node)), kTileK};
       break;
     default: break;
   }
@@ -255,18 +293,28 @@ Dispatch plan_dispatch(const Tensor& node, const OpLimits& limits) {
     case Op::soft_max:
       d.args.p[0] = f32_bits(node.param<float>(0));
       d.args.p[1] = node.src[1] != nullptr ? 1 : 0;
+      d.args.p[2] = node.src[2] != nullptr ? 1 : 0;
+      break;
+    case Op::swiglu_clamp:
+      d.args.p[0] = f32_bits(node.param<float>(0));
+      d.args.p[1] = f32_bits(node.param<float>(1));
+      break;
+    case Op::mul_mat_id:  // the ids' element strides (their offset is off[3])
+      d.args.p[0] = static_cast<uint32_t>(node.src[2]->nb[0] / 4);
+      d.args.p[1] = static_cast<uint32_t>(node.src[2]->nb[1] / 4);
       break;
     case Op::rope: rope_args(node, d.args); break;
     case Op::concat:
     case Op::top_k:
+    case Op::top_k_ids:
     case Op::diag_mask_inf: d.args.p[0] = static_cast<uint32_t>(node.param<int32_t>(0)); break;
     default: break;
   }
-  if (node.op == Op::mul_mat) {
+  if (node.op == Op::mul_mat || node.op == Op::mul_mat_id) {
     d.groups = mul_mat_groups(node);
   } else if (node.op == Op::rms_norm || node.op == Op::norm || node.op == Op::soft_max) {
     d.groups = spread(static_cast<uint64_t>(node.nrows()), limits);
-  } else if (node.op == Op::argmax || node.op == Op::top_k) {
+  } else if (node.op == Op::argmax || node.op == Op::top_k || node.op == Op::top_k_ids) {
     d.groups = spread(static_cast<uint64_t>(node.src[0]->nrows()), limits);
   } else if (node.op == Op::set_rows) {
     d.groups = spread(flat_groups(*node.src[0]), limits);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "tensorpc/context.h"
@@ -156,6 +157,12 @@ TEST_F(ValidateTest, EveryNodeContextBuildsIsValid) {
       ctx.concat(mm, y, 1),
       ctx.argmax(mm),
       ctx.top_k(mm, 3),
+      ctx.top_k_ids(mm, 3),
+      ctx.mul_mat_id(t(DType::q4_K, {256, 8, 4}), t(DType::f32, {256, 1, 3}), t(DType::i32, {2, 3})),
+      ctx.mul_mat_id(t(DType::f16, {64, 8, 4}), t(DType::f32, {64, 2, 3}), t(DType::i32, {2, 3})),
+      ctx.swiglu_clamp(mm, y, 1.702f, 7.0f),
+      ctx.soft_max(heads, t(DType::f32, {8, 2}), 0.125f, t(DType::f32, {4})),
+      ctx.soft_max(heads, nullptr, 1.0f, t(DType::f32, {4})),  // sinks without a mask
       ctx.view(mm, {8, 4}, {4, 64}, 32),
       ctx.reshape(mm, {64}),
       ctx.permute(heads, 2, 0, 1, 3),
@@ -212,6 +219,82 @@ TEST_F(ValidateTest, RejectsTopKWithKOutsideTheRow) {
   m.ne = {4, 2, 2, 1};  // a k the param does not say
   m.nb = {4, 16, 32, 64};
   EXPECT_TRUE(refused_naming(validate_node(m), {"top_k"}));
+}
+
+// The mixture-of-experts ops (1.12) as a hostile client could send them.
+TEST_F(ValidateTest, RejectsMulMatIdWhoseIdsOrActivationsDoNotFit) {
+  Tensor* experts = t(DType::q8_0, {64, 8, 4});
+  const Tensor good = as_decoded(ctx.mul_mat_id(experts, t(DType::f32, {64, 2, 3}), t(DType::i32, {2, 3})));
+  ASSERT_TRUE(validate_node(good).ok());
+  Tensor n = good;
+  n.src[2] = t(DType::f32, {2, 3});
+  EXPECT_TRUE(refused_naming(validate_node(n), {"mul_mat_id", "ids", "must be i32"}));
+  n = good;
+  n.src[1] = t(DType::f32, {64, 3, 3});  // neither one row per token nor one per slot
+  EXPECT_TRUE(refused_naming(validate_node(n), {"mul_mat_id", "b must be [K, 1 or k, T]"}));
+  n = good;
+  n.src[1] = t(DType::f32, {64, 2, 4});  // a token more than ids has
+  EXPECT_TRUE(refused_naming(validate_node(n), {"mul_mat_id", "b must be [K, 1 or k, T]"}));
+  n = good;
+  n.src[1] = t(DType::f32, {32, 2, 3});
+  EXPECT_TRUE(refused_naming(validate_node(n), {"mul_mat_id", "K"}));
+  n = good;
+  n.src[2] = t(DType::i32, {2, 3, 2});
+  EXPECT_TRUE(refused_naming(validate_node(n), {"mul_mat_id", "ids are [k, T]"}));
+  n = good;
+  n.src[2] = nullptr;
+  EXPECT_TRUE(refused_naming(validate_node(n), {"mul_mat_id", "source 2 is missing"}));
+  n = good;
+  n.src[0] = t(DType::q8_0, {64, 8, 2, 2});
+  EXPECT_TRUE(refused_naming(validate_node(n), {"mul_mat_id", "the experts are [K, M, E]"}));
+  n = good;
+  n.ne = {8, 3, 3, 1};  // a result of more slots than ids has
+  n.nb = {4, 32, 96, 288};
+  EXPECT_TRUE(refused_naming(validate_node(n), {"mul_mat_id", "[8, 3, 3, 1]", "[8, 2, 3, 1]"}));
+}
+
+TEST_F(ValidateTest, RejectsSoftMaxSinksOfTheWrongLengthOrType) {
+  Tensor* x = t(DType::f32, {16, 4, 3});
+  const Tensor good = as_decoded(ctx.soft_max(x, nullptr, 0.5f, t(DType::f32, {3})));
+  ASSERT_TRUE(validate_node(good).ok());
+  ASSERT_EQ(good.src[1], nullptr);
+  Tensor n = good;
+  n.src[2] = t(DType::f32, {4});
+  EXPECT_TRUE(refused_naming(validate_node(n), {"soft_max", "sinks", "[a.ne[2]]"}));
+  n.src[2] = t(DType::f32, {3, 2});
+  EXPECT_TRUE(refused_naming(validate_node(n), {"soft_max", "sinks", "[a.ne[2]]"}));
+  n.src[2] = t(DType::i32, {3});
+  EXPECT_TRUE(refused_naming(validate_node(n), {"soft_max", "sinks", "must be f32"}));
+  Tensor strided = *t(DType::f32, {3});
+  strided.nb[0] = 8;  // every other float, as the wire may say: not contiguous
+  n.src[2] = &strided;
+  EXPECT_TRUE(refused_naming(validate_node(n), {"soft_max", "sinks", "contiguous"}));
+}
+
+TEST_F(ValidateTest, RejectsTopKIdsAndSwigluClampOutsideTheirRules) {
+  Tensor ids = as_decoded(ctx.top_k_ids(t(DType::f32, {8, 2}), 3));
+  ASSERT_TRUE(validate_node(ids).ok());
+  ids.set_param(0, int32_t{9});
+  EXPECT_TRUE(refused_naming(validate_node(ids), {"top_k_ids", "k 9"}));
+  Tensor as_f32 = as_decoded(ctx.top_k_ids(t(DType::f32, {8, 2}), 3));
+  as_f32.type = DType::f32;
+  EXPECT_TRUE(refused_naming(validate_node(as_f32), {"top_k_ids", "i32"}));
+  Tensor long_row = as_decoded(ctx.top_k_ids(t(DType::f32, {8, 2}), 3));
+  long_row.src[0] = t(DType::f32, {int64_t{1} << 31});  // an index i32 cannot hold
+  EXPECT_TRUE(refused_naming(validate_node(long_row), {"top_k_ids", "2^31 - 1"}));
+
+  Tensor* a = t(DType::f32, {8, 2});
+  const Tensor good = as_decoded(ctx.swiglu_clamp(a, t(DType::f32, {8, 2}), 1.702f, 7.0f));
+  ASSERT_TRUE(validate_node(good).ok());
+  Tensor n = good;
+  n.set_param(1, 0.0f);
+  EXPECT_TRUE(refused_naming(validate_node(n), {"swiglu_clamp", "limit"}));
+  n = good;
+  n.set_param(0, std::numeric_limits<float>::quiet_NaN());
+  EXPECT_TRUE(refused_naming(validate_node(n), {"swiglu_clamp", "alpha"}));
+  n = good;
+  n.src[1] = t(DType::f32, {8, 1});
+  EXPECT_TRUE(refused_naming(validate_node(n), {"swiglu_clamp", "same shape"}));
 }
 
 TEST_F(ValidateTest, RejectsRopeParamsOutOfRange) {

@@ -1,6 +1,6 @@
 // Copies and lookups on the CPU device: cpy/cont/cast between f32, f16, bf16,
 // q8_0 and q4_0 (from non-contiguous sources and into views), get_rows from
-// tables of every type, concat and argmax.
+// tables of every type (mxfp4 too), concat and argmax.
 //
 // Expected values come from the test's own decoders of the GGUF byte layouts.
 // Conversions between float types must round to the target type (checked to
@@ -275,7 +275,7 @@ TEST_P(CopyTest, ContOfQuantizedRowsCopiesTheirBlocks) {
 // a [K, R, B] of every type; rows [n, B] picks, per batch, rows in any order
 // and more than once. The result is f32 and exact.
 TEST_P(CopyTest, GetRowsPicksRowsOfEveryTableType) {
-  for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0}) {
+  for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::mxfp4}) {
     SCOPED_TRACE(name_of(type));
     const int64_t K = 64, R = 10, B = 2, n = 5;
     Context ctx;

@@ -1,7 +1,9 @@
 // Element-wise ops on the CPU device against double-precision references:
 // add/sub/mul/div with b broadcast over a's rows and dims 2/3, scale, silu,
 // gelu (tanh form) and swiglu.
+#include <cmath>
 #include <functional>
+#include <limits>
 
 #include "test_util.h"
 
@@ -110,6 +112,20 @@ TEST_P(ElementwiseTest, SiluIsXTimesSigmoidX) {
 TEST_P(ElementwiseTest, GeluIsTheTanhApproximation) {
   check_unary(
       dev(), [](Context& ctx, Tensor* a) { return ctx.gelu(a); }, ref::gelu, -6, 6, tolerance_for(DType::f32));
+}
+
+TEST_P(ElementwiseTest, SigmoidIsOneOverOnePlusEToTheMinusX) {
+  const auto sigmoid = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+  check_unary(
+      dev(), [](Context& ctx, Tensor* a) { return ctx.sigmoid(a); }, sigmoid, -12, 12, tolerance_for(DType::f32));
+  // Saturates to exactly 0 and 1, never NaN.
+  Context ctx;
+  Tensor* a = input(ctx, DType::f32, {4}, "a");
+  Tensor* s = ctx.sigmoid(a);
+  GraphRun run(dev(), {s});
+  run.write(a, {-std::numeric_limits<float>::infinity(), -200.0f, 200.0f, std::numeric_limits<float>::infinity()});
+  run.compute();
+  EXPECT_EQ(run.read(s), (std::vector<float>{0.0f, 0.0f, 1.0f, 1.0f}));
 }
 
 TEST_P(ElementwiseTest, SiluAndGeluStayFiniteForLargeInputs) {

@@ -1,4 +1,4 @@
-// mul_mat on the CPU device: a [K,M,…] in f32, f16, q8_0 or q4_0 times f32
+// mul_mat on the CPU device: a [K,M,…] in f32, f16, q8_0, q4_0 or mxfp4 times f32
 // b [K,N,…], against a double-precision reference.
 //
 // How results are judged. The reference multiplies the weights exactly as
@@ -6,7 +6,7 @@
 // Per output the allowed error is
 //   f32 weights:   1e-5 * S            S = sum_k |a_k| |b_k|
 //   f16 weights:   1e-3 * S
-//   q8_0/q4_0:     1e-5 * S + sum_k |a_k| * e_k
+//   q8_0/q4_0/mxfp4: 1e-5 * S + sum_k |a_k| * e_k
 // where e_k = amax(b's block holding k) * (1/254 + 1/2048) is the largest
 // error of quantizing b to q8_0 (half a step, plus the fp16 rounding of the
 // block scale): quantized weights are multiplied with q8_0 activations, and
@@ -32,7 +32,8 @@ class MulMatTest : public ::testing::TestWithParam<MulMatParam> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Cpu, MulMatTest,
-                         ::testing::Combine(::testing::Values(DType::f32, DType::f16, DType::q8_0, DType::q4_0),
+                         ::testing::Combine(::testing::Values(DType::f32, DType::f16, DType::q8_0, DType::q4_0,
+                                                              DType::mxfp4),
                                             ::testing::ValuesIn(all_cpu_configs())),
                          [](const ::testing::TestParamInfo<MulMatParam>& info) {
                            return std::string(name_of(std::get<0>(info.param))) + "_" +
@@ -47,7 +48,7 @@ struct Expected {
 // The reference product and the per-output tolerance described at the top.
 Expected expected_mul_mat(DType weights, const HostTensor& a, const HostTensor& b) {
   const int64_t K = a.ne[0];
-  const bool quantized = weights == DType::q8_0 || weights == DType::q4_0;
+  const bool quantized = is_quantized(weights);
   HostTensor b_err(b.ne);  // e_k for every element of b
   if (quantized) {
     for (int64_t r = 0; r < b.rows(); ++r)
@@ -231,7 +232,8 @@ class MulMatKernelsTest : public ::testing::TestWithParam<DType> {
  protected:
   DType weight_type() const { return GetParam(); }
 };
-INSTANTIATE_TEST_SUITE_P(Cpu, MulMatKernelsTest, ::testing::Values(DType::f32, DType::f16, DType::q8_0, DType::q4_0),
+INSTANTIATE_TEST_SUITE_P(Cpu, MulMatKernelsTest,
+                         ::testing::Values(DType::f32, DType::f16, DType::q8_0, DType::q4_0, DType::mxfp4),
                          [](const ::testing::TestParamInfo<DType>& info) { return std::string(name_of(info.param)); });
 
 // The portable and the best kernels, with 1 and 2 threads, give the same

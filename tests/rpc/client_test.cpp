@@ -341,5 +341,36 @@ TEST(RemoteDeviceOps, StridedSetRowsGoesOnlyToServersThatSpeakItsVersion) {
   }
 }
 
+// The mixture-of-experts ops, and soft_max with attention sinks, are new in
+// 1.12: a 1.11 server would refuse them (unknown ops, a source soft_max does
+// not read), so the client places them only on servers that said 1.12;
+// soft_max without sinks goes to any server.
+TEST(RemoteDeviceOps, MoeOpsAndSinksGoOnlyToServersThatSpeakTheirVersion) {
+  Context ctx;
+  Tensor* x = ctx.new_tensor(DType::f32, {16, 4, 2});
+  Tensor* sinks = ctx.new_tensor(DType::f32, {2});
+  Tensor* ids = ctx.new_tensor(DType::i32, {2, 3});
+  const std::vector<const Tensor*> moe = {
+      ctx.mul_mat_id(ctx.new_tensor(DType::q8_0, {64, 8, 4}), ctx.new_tensor(DType::f32, {64, 1, 3}), ids),
+      ctx.top_k_ids(x, 2),
+      ctx.swiglu_clamp(x, x, 1.702f, 7.0f),
+      ctx.soft_max(x, nullptr, 1.0f, sinks),
+      ctx.soft_max(x, ctx.new_tensor(DType::f32, {16, 4}), 1.0f, sinks),
+  };
+  const Tensor* older = ctx.soft_max(x, ctx.new_tensor(DType::f32, {16, 4}), 1.0f);
+  for (uint32_t minor : {rpc::kMoeMinor - 1, rpc::kMoeMinor}) {
+    FakeServer fake([minor](FakeServer& s, const FrameHeader& h, const std::vector<uint8_t>&) {
+      if (h.command != Command::hello) return false;
+      s.reply_hello(h, rpc::kVersionMajor, minor);
+      return true;
+    });
+    auto device = remote_device(fake.endpoint(), 0);
+    for (const Tensor* n : moe) {
+      EXPECT_EQ(device->supports(*n), minor >= rpc::kMoeMinor) << name_of(n->op) << ", a server of 1." << minor;
+    }
+    EXPECT_TRUE(device->supports(*older)) << "a server of 1." << minor;
+  }
+}
+
 }  // namespace
 }  // namespace tensorpc::test

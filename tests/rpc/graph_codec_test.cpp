@@ -99,6 +99,67 @@ TEST(GraphCodec, DecodedGraphComputesBitIdenticalResults) {
   EXPECT_EQ(std::memcmp(client_bytes, server_bytes, client_buf->size()), 0) << "the decoded graph left different bytes";
 }
 
+// Sources are written slot by slot: soft_max's sinks (src[2]) without a mask
+// (src[1]) come back in slot 2 with slot 1 empty, and mul_mat_id's three
+// sources in their order; the decoded graph computes the same bytes.
+TEST(GraphCodec, ANodeWithItsMiddleSourceAbsentKeepsItsSourcesInTheirSlots) {
+  CpuDevice dev(CpuDeviceOptions{.threads = 2});
+  Context ctx;
+  Tensor* x = input(ctx, DType::f32, {16, 4, 3}, "x");
+  Tensor* sinks = input(ctx, DType::f32, {3}, "sinks");
+  Tensor* experts = input(ctx, DType::q4_0, {32, 8, 5}, "experts");
+  Tensor* b = input(ctx, DType::f32, {32, 1, 4}, "b");
+  Tensor* ids = input(ctx, DType::i32, {2, 4}, "ids");
+  Tensor* probs = ctx.soft_max(x, nullptr, 0.5f, sinks);
+  Tensor* moe = ctx.mul_mat_id(experts, b, ids);
+  Graph g = Graph::build({probs, moe});
+  GraphAllocator alloc(dev);
+  ASSERT_TRUE(alloc.allocate(g).ok());
+  Buffer* client_buf = alloc.buffer();
+  ASSERT_TRUE(write_from_f32(*x, random_floats(x->nelements(), 5)).ok());
+  ASSERT_TRUE(write_from_f32(*sinks, {0.5f, -1.0f, 3.0f}).ok());
+  ASSERT_TRUE(write_from_f32(*b, random_floats(b->nelements(), 6)).ok());
+  const std::vector<uint8_t> wbytes = random_encoded(DType::q4_0, experts->nelements(), 7);
+  ASSERT_TRUE(client_buf->set(*experts, wbytes.data(), 0, wbytes.size()).ok());
+  const std::vector<int32_t> chosen{4, 0, 2, 2, 9, 1, 3, 4};  // 9: not an expert
+  ASSERT_TRUE(client_buf->set(*ids, chosen.data(), 0, 32).ok());
+  auto server_buf = dev.allocate(client_buf->size()).value();
+  std::memcpy(server_buf->host_base(), client_buf->host_base(), client_buf->size());
+
+  WireWriter wire;
+  ASSERT_TRUE(encode_graph(wire, g, [&](const Buffer* buf) -> uint64_t { return buf == client_buf ? 7 : 0; }).ok());
+  WireReader r(wire.bytes());
+  auto decoded = decode_graph(r, [&](uint64_t handle) -> StatusOr<Buffer*> {
+    if (handle == 7) return server_buf.get();
+    return not_found("not issued");
+  });
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  const auto decoded_of = [&](const Tensor* t) -> const Tensor* {
+    for (const Tensor* d : decoded->graph.leafs()) {
+      if (d->offset == t->offset && d->ne == t->ne && d->type == t->type) return d;
+    }
+    return nullptr;
+  };
+  const Tensor* dprobs = nullptr;
+  const Tensor* dmoe = nullptr;
+  for (const Tensor* n : decoded->graph.nodes()) (n->op == Op::soft_max ? dprobs : dmoe) = n;
+  ASSERT_NE(dprobs, nullptr);
+  ASSERT_NE(dmoe, nullptr);
+  EXPECT_EQ(dprobs->src[0], decoded_of(x));
+  EXPECT_EQ(dprobs->src[1], nullptr);
+  EXPECT_EQ(dprobs->src[2], decoded_of(sinks));
+  EXPECT_NE(dprobs->src[2], nullptr);
+  EXPECT_EQ(dmoe->src[0], decoded_of(experts));
+  EXPECT_EQ(dmoe->src[1], decoded_of(b));
+  EXPECT_EQ(dmoe->src[2], decoded_of(ids));
+
+  auto stream = dev.create_stream().value();
+  ASSERT_TRUE(stream->compute(g).ok());
+  const Status s = stream->compute(decoded->graph);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(std::memcmp(client_buf->host_base(), server_buf->host_base(), client_buf->size()), 0);
+}
+
 // A source the graph does not contain (computed by an earlier graph) is sent
 // as a leaf: the server reads its bytes and does not compute it again.
 TEST(GraphCodec, SourcesOutsideTheGraphAreSentAsLeaves) {

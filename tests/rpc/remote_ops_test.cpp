@@ -114,6 +114,48 @@ std::vector<OpCase> op_cases() {
     Tensor* token = c.sample(c.top_k(input(c, DType::f32, {500}), 30), recent, draw, s, 500);
     return Built{{token}, {{recent, {3, 17, -1, 3}}, {draw, {0x5bd1e995, 0x000abcde}}}};
   });
+  // Mixture of experts (1.12). ids are data: one of them outside the experts.
+  for (DType w : {DType::f32, DType::bf16, DType::q4_0, DType::q5_1, DType::q4_K, DType::iq4_xs}) {
+    add(std::string("mul_mat_id_") + name_of(w), [w](Context& c) {
+      Tensor* experts = input(c, w, {256, 40, 5});
+      Tensor* ids = input(c, DType::i32, {2, 3});
+      Tensor* one = c.mul_mat_id(experts, input(c, DType::f32, {256, 1, 3}), ids);   // a row per token
+      Tensor* each = c.mul_mat_id(experts, input(c, DType::f32, {256, 2, 3}), ids);  // a row per slot
+      return Built{{one, each}, {{ids, {4, 0, 2, 2, 5, 1}}}};
+    });
+  }
+  add("mul_mat_id_prefill", [](Context& c) {
+    Tensor* experts = input(c, DType::q8_0, {64, 33, 4});
+    Tensor* ids = input(c, DType::i32, {2, 10});
+    return Built{{c.mul_mat_id(experts, input(c, DType::f32, {64, 1, 10}), ids)},
+                 {{ids, {3, 1, 0, 3, 2, 1, 3, 0, -1, 2, 1, 0, 3, 2, 2, 3, 0, 1, 1, 3}}}};
+  });
+  add("top_k_ids", [](Context& c) { return Built{{c.top_k_ids(input(c, DType::f32, {32, 3, 2, 2}), 4)}, {}}; });
+  add("swiglu_clamp", [](Context& c) {
+    Tensor* a = input(c, DType::f32, {80, 4});  // random values in [-1, 1]: scaled past the limit below
+    Tensor* b = input(c, DType::f32, {80, 4});
+    return Built{{c.swiglu_clamp(c.scale(a, 10.0f), c.scale(b, 10.0f), 1.702f, 7.0f)}, {}};
+  });
+  // Sinks without a mask: src[1] absent, src[2] present, on the wire.
+  add("soft_max_sinks", [](Context& c) {
+    return Built{{c.soft_max(input(c, DType::f32, {32, 6, 3}), nullptr, 0.125f, input(c, DType::f32, {3}))}, {}};
+  });
+  add("soft_max_sinks_with_mask", [](Context& c) {
+    Tensor* x = input(c, DType::f32, {32, 6, 3});
+    return Built{{c.soft_max(x, input(c, DType::f32, {32, 8}), 0.125f, input(c, DType::f32, {3}))}, {}};
+  });
+  add("moe_block", [](Context& c) {
+    // A router choosing 2 of 4 experts per token, their gate and up, the
+    // clamped SwiGLU, and their down projection: gpt-oss's FFN.
+    Tensor* x = input(c, DType::f32, {64, 3});
+    Tensor* router = input(c, DType::f32, {64, 4});
+    Tensor* ids = c.top_k_ids(c.mul_mat(router, x), 2);  // [2, 3]
+    Tensor* xb = c.reshape(x, {64, 1, 3});
+    Tensor* g = c.mul_mat_id(input(c, DType::q8_0, {64, 96, 4}), xb, ids);
+    Tensor* u = c.mul_mat_id(input(c, DType::q8_0, {64, 96, 4}), xb, ids);
+    Tensor* h = c.swiglu_clamp(g, u, 1.702f, 7.0f);
+    return Built{{c.mul_mat_id(input(c, DType::q4_0, {96, 64, 4}), h, ids), ids}, {}};
+  });
   add("views_permute_reshape", [](Context& c) {
     Tensor* x = input(c, DType::f32, {16, 6, 4, 2});
     Tensor* p = c.cont(c.permute(x, 2, 0, 1, 3));                      // a strided source materialised

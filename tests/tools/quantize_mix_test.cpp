@@ -28,19 +28,18 @@ TEST(QuantizeMix, NamesParseInAnyCaseAndUnknownOnesDoNot) {
   EXPECT_EQ(parse_quant_mix("bf16"), QuantMix::bf16);
   EXPECT_EQ(parse_quant_mix("f32"), QuantMix::f32);
   for (const char* bad : {"", "Q4_K", "Q3_K_S", "q4_0 ", "f64", "Q4_K_MM"}) EXPECT_FALSE(parse_quant_mix(bad)) << bad;
-  EXPECT_EQ(
-      quant_mix_names(),
-      "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS, F16, BF16, "
-      "F32");
+  EXPECT_EQ(quant_mix_names(),
+            "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS, "
+            "MXFP4_MOE, F16, "
+            "BF16, F32");
   for (const QuantMixInfo& m : quant_mixes()) EXPECT_EQ(parse_quant_mix(m.name), m.mix) << m.name;
 }
 
 TEST(QuantizeMix, FileTypesAreLlamaCppFtypes) {
-  const std::map<std::string, uint32_t> want = {{"Q4_0", 2},    {"Q4_1", 3},    {"Q5_0", 8},    {"Q5_1", 9},
-                                                {"Q8_0", 7},    {"Q2_K", 10},   {"Q3_K_M", 12}, {"Q4_K_S", 14},
-                                                {"Q4_K_M", 15}, {"Q5_K_S", 16}, {"Q5_K_M", 17}, {"Q6_K", 18},
-                                                {"IQ4_NL", 25}, {"IQ4_XS", 30}, {"F16", 1},     {"BF16", 32},
-                                                {"F32", 0}};
+  const std::map<std::string, uint32_t> want = {
+      {"Q4_0", 2},    {"Q4_1", 3},    {"Q5_0", 8},       {"Q5_1", 9},    {"Q8_0", 7},    {"Q2_K", 10},
+      {"Q3_K_M", 12}, {"Q4_K_S", 14}, {"Q4_K_M", 15},    {"Q5_K_S", 16}, {"Q5_K_M", 17}, {"Q6_K", 18},
+      {"IQ4_NL", 25}, {"IQ4_XS", 30}, {"MXFP4_MOE", 38}, {"F16", 1},     {"BF16", 32},   {"F32", 0}};
   for (const QuantMixInfo& m : quant_mixes()) EXPECT_EQ(m.file_type, want.at(m.name)) << m.name;
 }
 
@@ -55,6 +54,7 @@ TEST(QuantizeMix, NormsAndOtherOneDimensionalTensorsStayF32AndIndicesKeepTheirTy
 
 TEST(QuantizeMix, OutputGetsQ6KExceptInQ8_0AndTheFloatMixes) {
   for (const QuantMixInfo& m : quant_mixes()) {
+    if (m.mix == QuantMix::mxfp4_moe) continue;  // its own rules, below
     const DType want = m.mix == QuantMix::q8_0 ? DType::q8_0 : is_quantized(m.base) ? DType::q6_K : m.base;
     EXPECT_EQ(type_of(m.mix, "output.weight"), want) << m.name;
     EXPECT_EQ(type_of(m.mix, "token_embd.weight"), m.base) << m.name;  // the embedding is the base type
@@ -112,6 +112,15 @@ TEST(QuantizeMix, Q3_K_MQ4_K_SAndQ2_KFollowLlamaQuantize) {
     EXPECT_EQ(type_of(mix, blk(3, "ffn_down.weight")), DType::q5_K);
     EXPECT_EQ(type_of(mix, blk(4, "ffn_down.weight")), mix_info(mix).base);
   }
+  // MXFP4_MOE: the experts mxfp4, every other matrix q8_0 (the output too), no per-layer exceptions.
+  for (const char* name : {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}) {
+    EXPECT_EQ(type_of(QuantMix::mxfp4_moe, blk(0, name), gqa8), DType::mxfp4) << name;
+  }
+  for (const char* name : {"attn_v.weight", "ffn_down.weight", "attn_output.weight", "ffn_up_shexp.weight"}) {
+    EXPECT_EQ(type_of(QuantMix::mxfp4_moe, blk(0, name), gqa8), DType::q8_0) << name;
+  }
+  EXPECT_EQ(type_of(QuantMix::mxfp4_moe, "output.weight", gqa8), DType::q8_0);
+  EXPECT_EQ(type_of(QuantMix::mxfp4_moe, "token_embd.weight", gqa8), DType::q8_0);
 }
 
 TEST(QuantizeMix, RowsABlockDoesNotDivideFallBackAsLlamaQuantizeDoes) {
@@ -145,6 +154,37 @@ TEST(QuantizeMix, FusedAttentionGetsMoreBitsAndBiasesAndHeadNormsStayF32) {
     EXPECT_EQ(choose_tensor_type(QuantMix::q4_K_M, kBig, blk(0, vec), 1, 128, DType::f32).type, DType::f32) << vec;
   }
   EXPECT_EQ(choose_tensor_type(QuantMix::q4_0, kBig, "rope_freqs.weight", 1, 64, DType::f32).type, DType::f32);
+}
+
+TEST(QuantizeMix, ExpertsFollowTheDenseRulesAndTheRouterStaysF32) {
+  constexpr QuantModelShape kMoe{.n_layer = 48, .n_gqa = 8, .has_output = true, .n_expert = 128};
+  const auto exps = [&](QuantMix mix, int layer, const char* tensor) {
+    return choose_tensor_type(mix, kMoe, blk(layer, tensor), 3, 2048, DType::bf16).type;
+  };
+  // ffn_down_exps: the ffn_down rules (q6_K on use_more_bits layers in Q4_K_M)
+  EXPECT_EQ(exps(QuantMix::q4_K_M, 0, "ffn_down_exps.weight"), DType::q6_K);
+  EXPECT_EQ(exps(QuantMix::q4_K_M, 7, "ffn_down_exps.weight"), DType::q4_K);
+  EXPECT_EQ(exps(QuantMix::q2_K, 7, "ffn_down_exps.weight"), DType::q3_K);
+  EXPECT_EQ(exps(QuantMix::q4_K_M, 7, "ffn_gate_exps.weight"), DType::q4_K);
+  EXPECT_EQ(exps(QuantMix::q8_0, 7, "ffn_up_exps.weight"), DType::q8_0);
+  for (QuantMix mix : {QuantMix::q4_0, QuantMix::q4_K_M, QuantMix::iq4_xs}) {
+    EXPECT_EQ(choose_tensor_type(mix, kMoe, blk(5, "ffn_gate_inp.weight"), 2, 2048, DType::bf16).type, DType::f32);
+  }
+  // 128 experts: attention as in a dense model
+  EXPECT_EQ(type_of(QuantMix::q4_K_M, blk(5, "attn_k.weight"), kMoe), DType::q4_K);
+}
+
+TEST(QuantizeMix, EightExpertsGiveAttentionMoreBits) {
+  constexpr QuantModelShape kMixtral{.n_layer = 32, .n_gqa = 4, .has_output = true, .n_expert = 8};
+  for (QuantMix mix : {QuantMix::q4_0, QuantMix::q2_K, QuantMix::q4_K_M, QuantMix::iq4_xs}) {
+    EXPECT_EQ(type_of(mix, blk(9, "attn_v.weight"), kMixtral), DType::q8_0);
+    EXPECT_EQ(type_of(mix, blk(9, "attn_k.weight"), kMixtral), DType::q8_0);
+  }
+  EXPECT_EQ(type_of(QuantMix::q4_K_M, blk(9, "attn_output.weight"), kMixtral), DType::q5_K);
+  EXPECT_EQ(type_of(QuantMix::q2_K, blk(9, "attn_output.weight"), kMixtral), DType::q5_K);
+  EXPECT_EQ(type_of(QuantMix::q5_K_M, blk(9, "attn_output.weight"), kMixtral), DType::q5_K);
+  EXPECT_EQ(type_of(QuantMix::q8_0, blk(9, "attn_output.weight"), kMixtral), DType::q8_0);
+  EXPECT_EQ(type_of(QuantMix::q4_K_M, blk(9, "attn_q.weight"), kMixtral), DType::q4_K);
 }
 
 }  // namespace

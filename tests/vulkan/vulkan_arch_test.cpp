@@ -101,5 +101,31 @@ TEST(VulkanArchitectures, EveryArchitectureWithQ8_0WeightsStaysNearTheCpuDevice)
   }
 }
 
+// Every mixture-of-experts architecture: four experts of 32, two a token
+// (qwen2moe with its gated shared expert, gpt-oss with sinks, clamped SwiGLU
+// and its experts' biases), the router, top_k_ids and mul_mat_id on the device.
+std::vector<tools::RandomModelOptions> every_moe_architecture(DType type) {
+  std::vector<tools::RandomModelOptions> cases;
+  for (const char* arch : {"llama", "qwen2moe", "qwen3moe", "gpt-oss"}) {
+    cases.push_back(small(arch, type));
+    cases.back().n_expert = 4;
+    cases.back().n_expert_used = 2;
+    cases.back().n_ff_exp = 32;
+  }
+  return cases;
+}
+
+TEST(VulkanArchitectures, EveryMixtureOfExpertsArchitectureMatchesTheCpuDevice) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  for (const auto& o : every_moe_architecture(DType::f32)) {
+    SCOPED_TRACE(o.arch);
+    expect_same_logits(*dev, o, DType::f32, {1e-4, 1e-4});
+  }
+  for (const auto& o : every_moe_architecture(DType::q8_0)) {
+    SCOPED_TRACE(o.arch + " q8_0");
+    expect_same_logits(*dev, o, DType::f16, {5e-2, 1.5e-1});
+  }
+}
+
 }  // namespace
 }  // namespace tensorpc::test

@@ -1,5 +1,8 @@
 // The Vulkan device's ops against the CPU device: odd shapes, views,
 // broadcasts, one token and many, each within a tolerance for its types.
+#include <functional>
+
+#include "tensorpc/scheduler.h"
 #include "vulkan_test_util.h"
 
 namespace tensorpc::test {
@@ -359,7 +362,8 @@ TEST(VulkanOps, GetRowsFromEveryWeightType) {
   }
 }
 
-TEST(VulkanOps, TopKOnShortAndLongRowsUpToTheLargestK) {
+// top_k and top_k_ids (the indices alone, of rows over up to 4 dims).
+TEST(VulkanOps, TopKAndTopKIdsOnShortAndLongRowsUpToTheLargestK) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
   for (int64_t n : {1, 7, 300, 5000}) {
     for (int64_t k : {int64_t{1}, std::min<int64_t>(n, 5), std::min<int64_t>(n, 1024)}) {
@@ -367,15 +371,17 @@ TEST(VulkanOps, TopKOnShortAndLongRowsUpToTheLargestK) {
       EXPECT_TRUE(same_as_cpu(*dev,
                               [&](Context& ctx) -> std::vector<Tensor*> {
                                 Tensor* x = input(ctx, DType::f32, {n, 3, 2});
+                                Tensor* x4 = input(ctx, DType::f32, {n, 2, 1, 3});
                                 const int kk = static_cast<int>(k);
-                                return {ctx.top_k(x, kk), ctx.top_k(ctx.permute(x, 0, 2, 1, 3), kk)};
+                                return {ctx.top_k(x, kk), ctx.top_k(ctx.permute(x, 0, 2, 1, 3), kk),
+                                        ctx.top_k_ids(x4, kk), ctx.top_k_ids(ctx.permute(x4, 0, 3, 2, 1), kk)};
                               },
                               {0, 0}));
     }
   }
 }
 
-TEST(VulkanOps, TopKBreaksTiesByLowerIndexAndRanksNanBelowMinusInf) {
+TEST(VulkanOps, TopKAndTopKIdsBreakTiesByLowerIndexAndRankNanBelowMinusInf) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
   EXPECT_TRUE(
       same_as_cpu(*dev,
@@ -384,7 +390,9 @@ TEST(VulkanOps, TopKBreaksTiesByLowerIndexAndRanksNanBelowMinusInf) {
                     Tensor* zeros = ctx.scale(x, 0.0f);        // +0 and -0: equal
                     Tensor* masked = ctx.diag_mask_inf(x, 2);  // rows of 3 to 6 numbers, the rest -inf
                     Tensor* nan = ctx.div(zeros, zeros);
-                    return {ctx.top_k(zeros, 300), ctx.top_k(masked, 40), ctx.top_k(ctx.concat(nan, masked, 0), 600)};
+                    Tensor* with_nan = ctx.concat(nan, masked, 0);
+                    return {ctx.top_k(zeros, 300),     ctx.top_k(masked, 40),     ctx.top_k(with_nan, 600),
+                            ctx.top_k_ids(zeros, 300), ctx.top_k_ids(masked, 40), ctx.top_k_ids(with_nan, 600)};
                   },
                   {0, 0}));
 }
@@ -422,6 +430,101 @@ TEST(VulkanOps, SupportsIsFalseForWhatItDoesNotCompute) {
   EXPECT_FALSE(
       dev->supports(*ctx.set_rows(ctx.new_tensor(DType::q4_K, {256, 4}), ctx.new_tensor(DType::f32, {256, 4}), pos)));
   EXPECT_FALSE(dev->supports(*ctx.cast(x, DType::q8_0)));
+  // mxfp4 has no dequantizer in shaders/quant.glsl: what reads it is left to a CPU.
+  Tensor* mx = ctx.new_tensor(DType::mxfp4, {64, 4});
+  EXPECT_FALSE(dev->supports(*ctx.mul_mat(mx, x)));
+  EXPECT_FALSE(dev->supports(*ctx.get_rows(mx, pos)));
+  // The mixture-of-experts ops and soft_max's sinks have shaders; experts of
+  // mxfp4 have none, nor has top_k_ids past the largest k.
+  Tensor* heads = ctx.new_tensor(DType::f32, {16, 4, 2});
+  Tensor* sinks = ctx.new_tensor(DType::f32, {2});
+  EXPECT_TRUE(dev->supports(*ctx.soft_max(heads, ctx.new_tensor(DType::f32, {16, 4}), 0.5f)));
+  EXPECT_TRUE(dev->supports(*ctx.soft_max(heads, nullptr, 0.5f, sinks)));
+  EXPECT_TRUE(dev->supports(*ctx.soft_max(heads, ctx.new_tensor(DType::f32, {16, 4}), 0.5f, sinks)));
+  Tensor* tokens = ctx.new_tensor(DType::f32, {64, 1, 4});
+  Tensor* ids = ctx.new_tensor(DType::i32, {2, 4});
+  EXPECT_TRUE(dev->supports(*ctx.mul_mat_id(ctx.new_tensor(DType::q8_0, {64, 8, 3}), tokens, ids)));
+  EXPECT_TRUE(dev->supports(*ctx.mul_mat_id(ctx.new_tensor(DType::f32, {64, 8, 3}), tokens, ids)));
+  EXPECT_FALSE(dev->supports(*ctx.mul_mat_id(ctx.new_tensor(DType::mxfp4, {64, 8, 3}), tokens, ids)));
+  EXPECT_TRUE(dev->supports(*ctx.top_k_ids(x, 3)));
+  EXPECT_FALSE(dev->supports(*ctx.top_k_ids(ctx.new_tensor(DType::f32, {2000}), 1025)));
+  EXPECT_TRUE(dev->supports(*ctx.swiglu_clamp(x, x, 1.702f, 7.0f)));
+  EXPECT_TRUE(dev->supports(*ctx.sigmoid(x)));
+}
+
+// A scheduler over the GPU and the CPU puts the mixture-of-experts nodes and
+// soft_max with sinks on the GPU, but for the product of experts of mxfp4,
+// which their weights (in the CPU's memory; the GPU has no shader for them)
+// keep on the CPU; the result is the CPU's alone. The other experts are
+// weights in the GPU's memory, as a model places them.
+TEST(VulkanOps, TheSchedulerRunsTheMoeOpsAndSinksOnTheGpuAndMxfp4ExpertsOnTheCpu) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(gpu);
+  CpuDevice cpu({.threads = 2});
+  std::vector<std::unique_ptr<Buffer>> weights;
+  uint32_t seed = 5;
+  const auto experts = [&](Context& c, Device& dev, DType type, std::initializer_list<int64_t> ne) {
+    Tensor* w = c.new_tensor(type, ne);
+    w->flags |= kFlagWeight;
+    auto buffer = dev.allocate(w->nbytes());
+    check(buffer.status(), "allocate");
+    check(buffer.value()->place(*w, 0), "place");
+    const auto bytes = random_encoded(type, w->nelements(), seed++);
+    check(buffer.value()->set(*w, bytes.data(), 0, bytes.size()), "set");
+    weights.push_back(std::move(buffer).value());
+    return w;
+  };
+  const auto build = [&](Context& c, Device& experts_device) {
+    Tensor* x = input(c, DType::f32, {64, 3}, "x");
+    Tensor* router = input(c, DType::f32, {64, 4}, "router");
+    Tensor* ids = c.top_k_ids(c.mul_mat(router, x), 2);  // [2, 3]
+    Tensor* xb = c.reshape(x, {64, 1, 3});
+    Tensor* g = c.mul_mat_id(experts(c, experts_device, DType::f32, {64, 96, 4}), xb, ids);
+    Tensor* u = c.mul_mat_id(experts(c, experts_device, DType::f32, {64, 96, 4}), xb, ids);
+    Tensor* y = c.mul_mat_id(experts(c, cpu, DType::mxfp4, {96, 64, 4}), c.swiglu_clamp(g, u, 1.702f, 7.0f), ids);
+    Tensor* scores = c.reshape(c.mul_mat(input(c, DType::f32, {64, 128}, "wq"), x), {64, 2, 3});
+    Tensor* p = c.soft_max(scores, nullptr, 0.5f, input(c, DType::f32, {3}, "sinks"));
+    Tensor* out = c.add(y, p);  // [64, 2, 3]
+    out->flags |= kFlagOutput;
+    return out;
+  };
+  const auto fill = [](const Graph& g) {
+    uint32_t input_seed = 50;
+    for (Tensor* leaf : g.leafs()) {
+      if (leaf->flags & kFlagInput)
+        check(write_from_f32(*leaf, random_floats(leaf->nelements(), input_seed++)), "write");
+    }
+  };
+  const auto run = [&](const std::vector<Device*>& devices,
+                       const std::function<void(const Scheduler&, const Graph&)>& look) {
+    Context ctx;
+    Tensor* out = build(ctx, *devices.front());
+    Graph g = Graph::build({out});
+    Scheduler sched(devices);
+    check(sched.allocate(g), "allocate");
+    fill(g);
+    std::vector<float> values(static_cast<size_t>(out->nelements()));
+    check(sched.compute_and_read(g, *out, values.data()), "compute_and_read");
+    look(sched, g);
+    return values;
+  };
+  const std::vector<float> want = run({&cpu}, [](const Scheduler&, const Graph&) {});
+  seed = 5;  // the same experts again
+  const std::vector<float> got = run({gpu.get(), &cpu}, [](const Scheduler& s, const Graph& g) {
+    const std::vector<int>& device = s.last_plan()->node_device;
+    ASSERT_EQ(device.size(), g.nodes().size());
+    int moe_nodes = 0;
+    for (size_t i = 0; i < device.size(); ++i) {
+      const Tensor& n = *g.nodes()[i];
+      const bool moe = n.op == Op::mul_mat_id || n.op == Op::top_k_ids || n.op == Op::swiglu_clamp ||
+                       (n.op == Op::soft_max && n.src[2] != nullptr);
+      if (!moe) continue;
+      ++moe_nodes;
+      const int want_device = n.op == Op::mul_mat_id && n.src[0]->type == DType::mxfp4 ? 1 : 0;
+      EXPECT_EQ(device[i], want_device) << "node " << i << " " << name_of(n.op) << "\n" << s.describe();
+    }
+    EXPECT_EQ(moe_nodes, 6) << s.describe();
+  });
+  EXPECT_TRUE(all_near(got, to_double(want), {1e-4, 1e-4}));
 }
 
 }  // namespace

@@ -64,15 +64,23 @@ TEST(VulkanServer, ARemoteGpuSaysWhatItComputesAsTheLocalOneDoes) {
   Tensor* cache = input(ctx, DType::f32, {64, 32});
   Tensor* cells = input(ctx, DType::i32, {5});
   Tensor* logits = input(ctx, DType::f32, {2048, 1});
-  // The last is not computed on the GPU: top_k past the 1,024 candidates it
-  // sorts in shared memory.
+  // Not computed on the GPU: top_k past the 1,024 candidates it sorts in
+  // shared memory.
   Tensor* candidates = ctx.top_k(logits, 1025);
-  const std::vector<Tensor*> nodes = {ctx.mul_mat(w, x),
-                                      ctx.mul_mat(q, x),
-                                      ctx.rms_norm(x, 1e-6f),
-                                      ctx.set_rows(cache, x, cells),
-                                      ctx.soft_max(ctx.transpose(x), nullptr, 1.0f),
-                                      candidates};
+  // Nor the mixture-of-experts ops, nor soft_max with sinks (1.12).
+  Tensor* heads = input(ctx, DType::f32, {16, 4, 2});
+  Tensor* ids = input(ctx, DType::i32, {2, 5});
+  const std::vector<Tensor*> nodes = {
+      ctx.mul_mat(w, x),
+      ctx.mul_mat(q, x),
+      ctx.rms_norm(x, 1e-6f),
+      ctx.set_rows(cache, x, cells),
+      ctx.soft_max(ctx.transpose(x), nullptr, 1.0f),
+      candidates,
+      ctx.soft_max(heads, nullptr, 1.0f, input(ctx, DType::f32, {2})),
+      ctx.mul_mat_id(input(ctx, DType::q8_0, {64, 48, 3}), ctx.reshape(x, {64, 1, 5}), ids),
+      ctx.top_k_ids(logits, 4),
+      ctx.swiglu_clamp(x, x, 1.702f, 7.0f)};
   int computed = 0;
   for (const Tensor* node : nodes) {
     EXPECT_EQ(remote[0]->supports(*node), local->supports(*node)) << describe(*node);

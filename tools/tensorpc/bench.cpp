@@ -66,6 +66,11 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                 "shader)")
       ->excludes(quant_only)
       ->excludes(serve_only);
+  cmd->add_flag("--moe-only", o->moe_only,
+                "only the mixture-of-experts figures (a random 8-expert model's decode bytes/s and prefill against a "
+                "dense model of its active size)")
+      ->excludes(quant_only)
+      ->excludes(serve_only);
   auto device_list = std::make_shared<std::vector<std::string>>();
   cmd->add_option("--device", *device_list,
                   "local devices, comma-separated (cpu, vulkan, vulkan:N): the GPUs of the GPU figures "

@@ -33,10 +33,15 @@ int main(int argc, char** argv) {
   tensorpc::tools::add_certs_command(app, &exit_code);
   tensorpc::tools::add_quantize_command(app, &exit_code);
   tensorpc::tools::add_perplexity_command(app, &exit_code);
-  // The common tools spell the system prompt `-sys`, which CLI11 would read
-  // as three one-letter flags.
+  // The common tools spell the system prompt `-sys` and a tensor override
+  // `-ot`, which CLI11 would read as one-letter flags.
+  const auto spelled = [](const char* arg) -> std::string {
+    if (std::strcmp(arg, "-sys") == 0) return "--system-prompt";
+    if (std::strcmp(arg, "-ot") == 0) return "--override-tensor";
+    return arg;
+  };
   std::vector<std::string> args;
-  for (int i = argc - 1; i >= 1; --i) args.emplace_back(std::strcmp(argv[i], "-sys") == 0 ? "--system-prompt" : argv[i]);
+  for (int i = argc - 1; i >= 1; --i) args.emplace_back(spelled(argv[i]));
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {

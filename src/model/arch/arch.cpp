@@ -6,8 +6,9 @@
 namespace tensorpc {
 
 const ArchDescription kArchLlama = {
-    .name = "llama",  // Mistral files are llama too, some with a sliding window
+    .name = "llama",  // Mistral files are llama too, some with a sliding window; Mixtral with experts
     .sliding = SlidingLayers::all,
+    .experts = Experts::optional,
 };
 
 namespace {
@@ -49,14 +50,43 @@ const ArchDescription kArchitectures[] = {
         .sliding = SlidingLayers::even,
         .query_scale = QueryScale::gemma2,
     },
+    {
+        .name = "qwen2moe",
+        .rope_mode = kRopeNeox,
+        .qkv_bias = true,
+        .experts = Experts::always,
+        .expert_weights = ExpertWeights::softmax_all,
+        .shared_expert = true,
+    },
+    {
+        .name = "qwen3moe",
+        .rope_mode = kRopeNeox,
+        .qk_norm = true,
+        .experts = Experts::always,
+    },
+    {
+        .name = "gpt-oss",
+        .rope_mode = kRopeNeox,
+        .qkv_bias = true,
+        .activation = GateActivation::clamped,
+        .sliding = SlidingLayers::even,
+        .attn_output_bias = true,
+        .attn_sinks = true,
+        .ffn_norm = "post_attention_norm",
+        .experts = Experts::always,
+        .expert_biases = true,
+    },
 };
 
 }  // namespace
 
 int tensors_per_layer(const ArchDescription& a) {
   // attn_norm, attn_output, ffn_norm, ffn_up, ffn_down, and what the description adds
-  return 5 + (a.fused_qkv ? 1 : 3) + (a.qkv_bias ? 3 : 0) + (a.qk_norm ? 2 : 0) + (a.post_norms ? 2 : 0) +
-         (a.fused_gate_up ? 0 : 1);
+  // (experts: the router too, and each part's biases or the shared expert)
+  const int ffn = a.experts == Experts::always ? 4 + (a.expert_biases ? 4 : 0) + (a.shared_expert ? 4 : 0)
+                                               : 2 + (a.fused_gate_up ? 0 : 1);
+  return 3 + ffn + (a.fused_qkv ? 1 : 3) + (a.qkv_bias ? 3 : 0) + (a.qk_norm ? 2 : 0) + (a.post_norms ? 2 : 0) +
+         (a.attn_output_bias ? 1 : 0) + (a.attn_sinks ? 1 : 0);
 }
 
 std::span<const ArchDescription> architectures() { return kArchitectures; }

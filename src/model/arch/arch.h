@@ -27,8 +27,30 @@ namespace tensorpc {
 
 // The activation of the feed-forward gate: act(W_gate h) * (W_up h).
 enum class GateActivation {
-  silu,  // SwiGLU
-  gelu,  // GeGLU, GELU in its tanh approximation
+  silu,     // SwiGLU
+  gelu,     // GeGLU, GELU in its tanh approximation
+  clamped,  // gpt-oss: SwiGLU with the gate clamped above and up on both sides (Context::swiglu_clamp)
+};
+
+// Whether the feed-forward is a mixture of experts: a router (ffn_gate_inp)
+// scores the experts for each token, the top `expert_used_count` of
+// `expert_count` gated feed-forwards (ffn_{gate,up,down}_exps, one matrix of
+// each per expert) run, and their outputs are summed with weights from the
+// router.
+enum class Experts {
+  none,      // dense: a file that gives expert_count is refused
+  optional,  // llama: experts when expert_count > 0 (Mixtral), dense otherwise
+  always,    // the architecture is a mixture of experts (qwen2moe, qwen3moe, gpt-oss)
+};
+
+// How the chosen experts' outputs are weighted.
+enum class ExpertWeights {
+  // the softmax over the chosen experts' router logits alone (Mixtral,
+  // Qwen3-MoE: the softmax over all, renormalised over the chosen; gpt-oss)
+  softmax_chosen,
+  // each chosen expert's probability in the softmax over all experts, not
+  // renormalised (Qwen2-MoE)
+  softmax_all,
 };
 
 // Which layers attend only within `<arch>.attention.sliding_window` positions
@@ -60,9 +82,20 @@ struct ArchDescription {
   bool logit_softcaps = false;   // <arch>.attn_logit_softcapping and <arch>.final_logit_softcapping
   SlidingLayers sliding = SlidingLayers::refused;
   QueryScale query_scale = QueryScale::head_dim;
+  bool attn_output_bias = false;  // blk.N.attn_output.bias (gpt-oss)
+  bool attn_sinks = false;        // blk.N.attn_sinks.weight: one logit per head that joins its softmax (gpt-oss)
+  // The name of the feed-forward's norm in a layer (gpt-oss calls it post_attention_norm).
+  std::string_view ffn_norm = "ffn_norm";
+
+  Experts experts = Experts::none;
+  ExpertWeights expert_weights = ExpertWeights::softmax_chosen;
+  bool expert_biases = false;  // ffn_gate_inp.bias and ffn_{gate,up,down}_exps.bias (gpt-oss)
+  // qwen2moe: a shared expert every token runs (ffn_{gate,up,down}_shexp),
+  // its output scaled by sigmoid(ffn_gate_inp_shexp · h)
+  bool shared_expert = false;
 };
 
-// How many tensors one layer of the architecture has (llama: 9).
+// The fewest tensors one layer of the architecture has (llama: 9).
 int tensors_per_layer(const ArchDescription& arch);
 
 // The llama description: what a LlamaHparams made by hand describes.

@@ -37,6 +37,8 @@ constexpr std::string_view kKnownKeys[] = {
     "rope.scaling.yarn_log_multiplier",
     "expert_count",
     "expert_used_count",
+    "expert_feed_forward_length",
+    "expert_shared_feed_forward_length",
 };
 
 // The keys of one architecture's prefix, and the errors that name them.
@@ -158,9 +160,33 @@ Status check_neutral_keys(const ArchKeys& keys) {
     return keys.refuse("rope.scaling.attn_factor", number(attn_factor),
                        "a RoPE magnitude outside YaRN is not implemented");
   }
-  TENSORPC_ASSIGN_OR_RETURN(const int64_t experts, keys.integer("expert_count", 0));
-  if (experts > 0) {
-    return keys.refuse("expert_count", std::to_string(experts), "mixture-of-experts models are not implemented");
+  return Status();
+}
+
+// Mixture of experts: how many, how many a token uses, their width.
+Status read_experts(const ArchKeys& keys, const ArchDescription& arch, LlamaHparams& hp) {
+  TENSORPC_ASSIGN_OR_RETURN(hp.n_expert, keys.integer("expert_count", 0));
+  if (hp.n_expert > 0 && arch.experts == Experts::none) {
+    return keys.refuse("expert_count", std::to_string(hp.n_expert),
+                       std::string("tensorpc runs ") + std::string(arch.name) + " without experts");
+  }
+  if (hp.n_expert == 0) {
+    if (arch.experts == Experts::always) {
+      return keys.refuse("expert_count", "missing or 0", "a " + std::string(arch.name) + " model has experts");
+    }
+    for (const char* name : {"expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"}) {
+      if (keys.has(name)) return keys.refuse(name, "set", "the model has no experts (expert_count is 0)");
+    }
+    return Status();
+  }
+  // Mixtral's experts are feed_forward_length wide; the others say so apart.
+  TENSORPC_ASSIGN_OR_RETURN(hp.n_expert_used, keys.required("expert_used_count"));
+  TENSORPC_ASSIGN_OR_RETURN(hp.n_ff_exp, keys.integer("expert_feed_forward_length", hp.n_ff));
+  if (arch.shared_expert) {
+    TENSORPC_ASSIGN_OR_RETURN(hp.n_ff_shexp, keys.integer("expert_shared_feed_forward_length", hp.n_ff));
+  } else if (keys.has("expert_shared_feed_forward_length")) {
+    return keys.refuse("expert_shared_feed_forward_length", "set",
+                       std::string("tensorpc runs ") + std::string(arch.name) + " without a shared expert");
   }
   return Status();
 }
@@ -175,7 +201,10 @@ Status read_arch_hparams(const GgufFile& f, const ArchDescription& arch, LlamaHp
 
   auto embd = keys.required("embedding_length");
   auto layers = keys.required("block_count");
-  auto ff = keys.required("feed_forward_length");
+  // A mixture of experts needs no dense width: its experts' is the fallback.
+  auto ff = keys.has("feed_forward_length") || !keys.has("expert_feed_forward_length")
+                ? keys.required("feed_forward_length")
+                : keys.required("expert_feed_forward_length");
   auto heads = keys.required("attention.head_count");
   for (auto* v : {&embd, &layers, &ff, &heads}) {
     if (!v->ok()) return v->status();
@@ -184,6 +213,7 @@ Status read_arch_hparams(const GgufFile& f, const ArchDescription& arch, LlamaHp
   hp.n_layer = layers.value();
   hp.n_ff = ff.value();
   hp.n_head = heads.value();
+  TENSORPC_RETURN_IF_ERROR(read_experts(keys, arch, hp));
 
   // The head dim: key_length where the file gives it (gemma, qwen3: it need
   // not be n_embd / n_head); keys and values of one size.

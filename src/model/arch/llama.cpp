@@ -84,13 +84,55 @@ Status LlamaHparams::validate() const {
   if (!(attn_scale >= 0.0f) || !(attn_softcap >= 0.0f) || !(final_softcap >= 0.0f) || n_swa < 0) {
     return bad("attention scale, soft-caps and sliding window must not be negative");
   }
+  if (n_expert < 0 || (n_expert == 0 && (n_expert_used != 0 || arch->experts == Experts::always))) {
+    return bad("a " + std::string(arch->name) + " model needs a positive expert count");
+  }
+  if (has_experts()) {
+    if (arch->experts == Experts::none) return bad(std::string(arch->name) + " has no experts");
+    if (n_expert_used < 1 || n_expert_used > n_expert) {
+      return bad(std::to_string(n_expert_used) + " experts used of " + std::to_string(n_expert) +
+                 ": must be at least 1 and at most the expert count");
+    }
+    if (n_ff_exp <= 0 || (arch->shared_expert && n_ff_shexp <= 0)) {
+      return bad("the experts' feed-forward sizes must be positive");
+    }
+  }
   return Status();
 }
 
 std::vector<Tensor*> LlamaLayerWeights::tensors() const {
   std::vector<Tensor*> out;
-  for (Tensor* t : {attn_norm, wq, wk, wv, wqkv, bq, bk, bv, q_norm, k_norm, wo, post_attn_norm, ffn_norm, ffn_gate,
-                    ffn_up, ffn_down, post_ffn_norm}) {
+  for (Tensor* t : {attn_norm,
+                    wq,
+                    wk,
+                    wv,
+                    wqkv,
+                    bq,
+                    bk,
+                    bv,
+                    q_norm,
+                    k_norm,
+                    wo,
+                    bo,
+                    sinks,
+                    post_attn_norm,
+                    ffn_norm,
+                    ffn_gate,
+                    ffn_up,
+                    ffn_down,
+                    post_ffn_norm,
+                    gate_inp,
+                    gate_inp_b,
+                    gate_exps,
+                    up_exps,
+                    down_exps,
+                    gate_exps_b,
+                    up_exps_b,
+                    down_exps_b,
+                    gate_inp_shexp,
+                    gate_shexp,
+                    up_shexp,
+                    down_shexp}) {
     if (t != nullptr) out.push_back(t);
   }
   return out;
@@ -99,6 +141,7 @@ std::vector<Tensor*> LlamaLayerWeights::tensors() const {
 Status LlamaWeights::validate(const LlamaHparams& hp) const {
   const ArchDescription& a = *hp.arch;
   const int64_t E = hp.n_embd, Q = hp.q_dim(), KV = hp.kv_dim(), F = hp.n_ff;
+  const bool moe = hp.has_experts();
   // A tensor the architecture has must be there with its shape; one it does
   // not have must not be, so that nothing in a file is silently left out.
   const auto has = [&](bool wanted, const char* name, const Tensor* t, std::initializer_list<int64_t> want) {
@@ -126,12 +169,29 @@ Status LlamaWeights::validate(const LlamaHparams& hp) const {
     TENSORPC_RETURN_IF_ERROR(has(a.qk_norm, "attn_q_norm.weight", l.q_norm, {hp.head_dim()}));
     TENSORPC_RETURN_IF_ERROR(has(a.qk_norm, "attn_k_norm.weight", l.k_norm, {hp.head_dim()}));
     TENSORPC_RETURN_IF_ERROR(check("attn_output.weight", l.wo, {Q, E}));
+    TENSORPC_RETURN_IF_ERROR(has(a.attn_output_bias, "attn_output.bias", l.bo, {E}));
+    TENSORPC_RETURN_IF_ERROR(has(a.attn_sinks, "attn_sinks.weight", l.sinks, {hp.n_head}));
     TENSORPC_RETURN_IF_ERROR(has(a.post_norms, "post_attention_norm.weight", l.post_attn_norm, {E}));
     TENSORPC_RETURN_IF_ERROR(check("ffn_norm.weight", l.ffn_norm, {E}));
-    TENSORPC_RETURN_IF_ERROR(has(!a.fused_gate_up, "ffn_gate.weight", l.ffn_gate, {E, F}));
-    TENSORPC_RETURN_IF_ERROR(check("ffn_up.weight", l.ffn_up, {E, a.fused_gate_up ? 2 * F : F}));
-    TENSORPC_RETURN_IF_ERROR(check("ffn_down.weight", l.ffn_down, {F, E}));
+    TENSORPC_RETURN_IF_ERROR(has(!moe && !a.fused_gate_up, "ffn_gate.weight", l.ffn_gate, {E, F}));
+    TENSORPC_RETURN_IF_ERROR(has(!moe, "ffn_up.weight", l.ffn_up, {E, a.fused_gate_up ? 2 * F : F}));
+    TENSORPC_RETURN_IF_ERROR(has(!moe, "ffn_down.weight", l.ffn_down, {F, E}));
     TENSORPC_RETURN_IF_ERROR(has(a.post_norms, "post_ffw_norm.weight", l.post_ffn_norm, {E}));
+    const int64_t X = hp.n_expert, FX = hp.n_ff_exp, FS = hp.n_ff_shexp;
+    TENSORPC_RETURN_IF_ERROR(has(moe, "ffn_gate_inp.weight", l.gate_inp, {E, X}));
+    TENSORPC_RETURN_IF_ERROR(has(moe, "ffn_gate_exps.weight", l.gate_exps, {E, FX, X}));
+    TENSORPC_RETURN_IF_ERROR(has(moe, "ffn_up_exps.weight", l.up_exps, {E, FX, X}));
+    TENSORPC_RETURN_IF_ERROR(has(moe, "ffn_down_exps.weight", l.down_exps, {FX, E, X}));
+    const bool biases = moe && a.expert_biases;
+    TENSORPC_RETURN_IF_ERROR(has(biases, "ffn_gate_inp.bias", l.gate_inp_b, {X}));
+    TENSORPC_RETURN_IF_ERROR(has(biases, "ffn_gate_exps.bias", l.gate_exps_b, {FX, X}));
+    TENSORPC_RETURN_IF_ERROR(has(biases, "ffn_up_exps.bias", l.up_exps_b, {FX, X}));
+    TENSORPC_RETURN_IF_ERROR(has(biases, "ffn_down_exps.bias", l.down_exps_b, {E, X}));
+    const bool shared = moe && a.shared_expert;
+    TENSORPC_RETURN_IF_ERROR(has(shared, "ffn_gate_inp_shexp.weight", l.gate_inp_shexp, {E}));
+    TENSORPC_RETURN_IF_ERROR(has(shared, "ffn_gate_shexp.weight", l.gate_shexp, {E, FS}));
+    TENSORPC_RETURN_IF_ERROR(has(shared, "ffn_up_shexp.weight", l.up_shexp, {E, FS}));
+    TENSORPC_RETURN_IF_ERROR(has(shared, "ffn_down_shexp.weight", l.down_shexp, {FS, E}));
   }
   TENSORPC_RETURN_IF_ERROR(check("output_norm.weight", output_norm, {E}));
   TENSORPC_RETURN_IF_ERROR(check("output.weight", output, {E, hp.n_vocab}));
@@ -151,6 +211,72 @@ Tensor* rows_of(Context& ctx, Tensor* m, int64_t first, int64_t count) {
 // c · tanh(x / c): a soft cap at ±c. `pre` scales x first (folded into the division).
 Tensor* soft_cap(Context& ctx, Tensor* x, float c, float pre = 1.0f) {
   return ctx.scale(ctx.tanh(ctx.scale(x, pre / c)), c);
+}
+
+// act(gate) * up, the architecture's gate activation (gpt-oss: its clamped
+// SwiGLU, with the model's constants).
+Tensor* gated(Context& ctx, const ArchDescription& arch, Tensor* gate, Tensor* up) {
+  switch (arch.activation) {
+    case GateActivation::silu: return ctx.swiglu(gate, up);
+    case GateActivation::gelu: return ctx.mul(ctx.gelu(gate), up);
+    case GateActivation::clamped: return ctx.swiglu_clamp(gate, up, /*alpha=*/1.702f, /*limit=*/7.0f);
+  }
+  return nullptr;
+}
+
+// Each token's rows of per-expert vectors b [m, E] for the experts ids [k, n]
+// chose: [m, k, n] (gpt-oss's expert biases).
+Tensor* expert_rows(Context& ctx, Tensor* b, Tensor* ids) {
+  const int64_t k = ids->ne[0], n = ids->ne[1];
+  return ctx.reshape(ctx.get_rows(b, ctx.reshape(ids, {k * n})), {b->ne[0], k, n});
+}
+
+// The mixture-of-experts feed-forward of h [n_embd, n]: [n_embd, n].
+Tensor* experts_ffn(Context& ctx, const LlamaHparams& hp, const LlamaLayerWeights& L, Tensor* h) {
+  const ArchDescription& arch = *hp.arch;
+  const int64_t n = h->ne[1], k = hp.n_expert_used, X = hp.n_expert;
+
+  // The router: a logit per expert (+ bias), the k largest choose; the
+  // weights are the softmax over the chosen logits, or (qwen2moe) the chosen
+  // experts' probabilities in the softmax over all.
+  Tensor* logits = ctx.mul_mat(L.gate_inp, h);  // [X, n]
+  if (L.gate_inp_b != nullptr) logits = ctx.add(logits, L.gate_inp_b);
+  Tensor* ids = ctx.top_k_ids(logits, static_cast<int>(k));  // [k, n]
+  Tensor* weights = nullptr;                                 // [1, k, n]
+  if (arch.expert_weights == ExpertWeights::softmax_all) {
+    weights = ctx.get_rows(ctx.reshape(ctx.soft_max(logits), {1, X, n}), ids);
+  } else {
+    Tensor* chosen = ctx.get_rows(ctx.reshape(logits, {1, X, n}), ids);
+    weights = ctx.reshape(ctx.soft_max(ctx.reshape(chosen, {k, n})), {1, k, n});
+  }
+
+  // y_s = W_down,e (act(W_gate,e h) * W_up,e h) for each chosen expert e of
+  // slot s (+ its biases), only the chosen experts' rows read
+  Tensor* x = ctx.reshape(h, {hp.n_embd, 1, n});
+  Tensor* gate = ctx.mul_mat_id(L.gate_exps, x, ids);  // [n_ff_exp, k, n]
+  Tensor* up = ctx.mul_mat_id(L.up_exps, x, ids);
+  if (arch.expert_biases) {
+    gate = ctx.add(gate, expert_rows(ctx, L.gate_exps_b, ids));
+    up = ctx.add(up, expert_rows(ctx, L.up_exps_b, ids));
+  }
+  Tensor* y = ctx.mul_mat_id(L.down_exps, gated(ctx, arch, gate, up), ids);  // [n_embd, k, n]
+  if (arch.expert_biases) y = ctx.add(y, expert_rows(ctx, L.down_exps_b, ids));
+
+  // out = sum_s weight_s y_s
+  y = ctx.mul(y, weights);
+  const auto slot = [&](int64_t s) {
+    return ctx.view(y, {hp.n_embd, n}, {y->nb[0], y->nb[2]}, static_cast<uint64_t>(s) * y->nb[1]);
+  };
+  Tensor* out = k == 1 ? ctx.cont(slot(0)) : ctx.add(slot(0), slot(1));
+  for (int64_t s = 2; s < k; ++s) out = ctx.add(out, slot(s));
+
+  // qwen2moe: + sigmoid(w_shexp · h) * W_down (act(W_gate h) * W_up h), the shared expert
+  if (arch.shared_expert) {
+    Tensor* shared =
+        ctx.mul_mat(L.down_shexp, gated(ctx, arch, ctx.mul_mat(L.gate_shexp, h), ctx.mul_mat(L.up_shexp, h)));
+    out = ctx.add(out, ctx.mul(shared, ctx.sigmoid(ctx.mul_mat(L.gate_inp_shexp, h))));
+  }
+  return out;
 }
 
 }  // namespace
@@ -255,9 +381,12 @@ LlamaStep build_llama_step(Context& ctx, const LlamaHparams& hp, const LlamaWeig
     // heads' queries are the columns of one product with the kv head, so each
     // head's keys and values are read once, not once per query head;
     // otherwise mul_mat broadcasts the kv head over its query heads.
+    // (gpt-oss: each head's sink logit joins its softmax.)
     const auto scores_of = [&](Tensor* kq) {
-      if (hp.attn_softcap > 0.0f) return ctx.soft_max(soft_cap(ctx, kq, hp.attn_softcap, attn_scale), mask, 1.0f);
-      return ctx.soft_max(kq, mask, attn_scale);
+      if (hp.attn_softcap > 0.0f) {
+        return ctx.soft_max(soft_cap(ctx, kq, hp.attn_softcap, attn_scale), mask, 1.0f, L.sinks);
+      }
+      return ctx.soft_max(kq, mask, attn_scale, L.sinks);
     };
     const int64_t group = hp.n_head / hp.n_head_kv;
     Tensor* attn = nullptr;
@@ -273,26 +402,32 @@ LlamaStep build_llama_step(Context& ctx, const LlamaHparams& hp, const LlamaWeig
       attn = ctx.reshape(ctx.cont(ctx.permute(attn, 0, 2, 1, 3)), {hp.q_dim(), n});
     }
 
-    // x = x + Wo attn (gemma2: x + RMSNorm(Wo attn) * post_attention_norm)
+    // x = x + Wo attn (+ bo) (gemma2: x + RMSNorm(Wo attn) * post_attention_norm)
     Tensor* o = ctx.mul_mat(L.wo, attn);
+    if (arch.attn_output_bias) o = ctx.add(o, L.bo);
     if (arch.post_norms) o = ctx.mul(ctx.rms_norm(o, hp.norm_eps), L.post_attn_norm);
     x = ctx.add(x, o);
 
     // x = x + W_down (act(W_gate h) * W_up h),  h = RMSNorm(x) * ffn_norm,
     // act = silu or gelu (phi3: gate and up are the two halves of one
-    // product; gemma2: the branch RMSNorm-ed * post_ffw_norm before the add)
+    // product; gemma2: the branch RMSNorm-ed * post_ffw_norm before the add;
+    // mixtures of experts: the chosen experts' feed-forwards, weighted)
     h = ctx.mul(ctx.rms_norm(x, hp.norm_eps), L.ffn_norm);
-    Tensor *gate = nullptr, *up = nullptr;
-    if (arch.fused_gate_up) {
-      Tensor* gu = ctx.mul_mat(L.ffn_up, h);  // [2 n_ff, n]
-      gate = rows_of(ctx, gu, 0, hp.n_ff);
-      up = rows_of(ctx, gu, hp.n_ff, hp.n_ff);
+    Tensor* d = nullptr;
+    if (hp.has_experts()) {
+      d = experts_ffn(ctx, hp, L, h);
     } else {
-      gate = ctx.mul_mat(L.ffn_gate, h);
-      up = ctx.mul_mat(L.ffn_up, h);
+      Tensor *gate = nullptr, *up = nullptr;
+      if (arch.fused_gate_up) {
+        Tensor* gu = ctx.mul_mat(L.ffn_up, h);  // [2 n_ff, n]
+        gate = rows_of(ctx, gu, 0, hp.n_ff);
+        up = rows_of(ctx, gu, hp.n_ff, hp.n_ff);
+      } else {
+        gate = ctx.mul_mat(L.ffn_gate, h);
+        up = ctx.mul_mat(L.ffn_up, h);
+      }
+      d = ctx.mul_mat(L.ffn_down, gated(ctx, arch, gate, up));
     }
-    Tensor* ffn = arch.activation == GateActivation::silu ? ctx.swiglu(gate, up) : ctx.mul(ctx.gelu(gate), up);
-    Tensor* d = ctx.mul_mat(L.ffn_down, ffn);
     if (arch.post_norms) d = ctx.mul(ctx.rms_norm(d, hp.norm_eps), L.post_ffn_norm);
     x = ctx.add(x, d);
   }

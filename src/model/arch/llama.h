@@ -56,6 +56,15 @@ struct LlamaHparams {
   float final_softcap = 0.0f;  // the same for the logits
   int64_t n_swa = 0;           // sliding window of the layers arch->sliding names; 0: none
 
+  // Mixture of experts (arch->experts): n_expert > 0 makes every layer's
+  // feed-forward a router over n_expert experts of n_ff_exp, n_expert_used
+  // of them run for each token; qwen2moe's shared expert is n_ff_shexp wide.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  int64_t n_ff_shexp = 0;
+
+  bool has_experts() const { return n_expert > 0; }
   int64_t head_dim() const { return n_head_dim > 0 ? n_head_dim : n_head > 0 ? n_embd / n_head : 0; }
   int64_t q_dim() const { return head_dim() * n_head; }
   // Values of one KV-cache row (one position, all kv heads).
@@ -80,12 +89,28 @@ struct LlamaLayerWeights {
   Tensor* q_norm = nullptr;     // qk_norm: f32 [head_dim]
   Tensor* k_norm = nullptr;     // qk_norm: f32 [head_dim]
   Tensor* wo = nullptr;         // [q_dim, n_embd]
+  Tensor* bo = nullptr;         // attn_output_bias: f32 [n_embd]
+  Tensor* sinks = nullptr;      // attn_sinks: f32 [n_head]
   Tensor* post_attn_norm = nullptr;  // post_norms: f32 [n_embd]
   Tensor* ffn_norm = nullptr;   // f32 [n_embd]
   Tensor* ffn_gate = nullptr;   // [n_embd, n_ff]; null when fused_gate_up
   Tensor* ffn_up = nullptr;     // [n_embd, n_ff]; fused_gate_up: [n_embd, 2 n_ff], the gate's rows first
   Tensor* ffn_down = nullptr;   // [n_ff, n_embd]
   Tensor* post_ffn_norm = nullptr;  // post_norms: f32 [n_embd]
+
+  // Mixture of experts (instead of ffn_gate, ffn_up and ffn_down); E experts of n_ff_exp.
+  Tensor* gate_inp = nullptr;        // the router: [n_embd, E]
+  Tensor* gate_inp_b = nullptr;      // expert_biases: f32 [E]
+  Tensor* gate_exps = nullptr;       // [n_embd, n_ff_exp, E]
+  Tensor* up_exps = nullptr;         // [n_embd, n_ff_exp, E]
+  Tensor* down_exps = nullptr;       // [n_ff_exp, n_embd, E]
+  Tensor* gate_exps_b = nullptr;     // expert_biases: f32 [n_ff_exp, E]
+  Tensor* up_exps_b = nullptr;       // expert_biases: f32 [n_ff_exp, E]
+  Tensor* down_exps_b = nullptr;     // expert_biases: f32 [n_embd, E]
+  Tensor* gate_inp_shexp = nullptr;  // shared_expert: the shared expert's gate, [n_embd]
+  Tensor* gate_shexp = nullptr;      // shared_expert: [n_embd, n_ff_shexp]
+  Tensor* up_shexp = nullptr;        // shared_expert: [n_embd, n_ff_shexp]
+  Tensor* down_shexp = nullptr;      // shared_expert: [n_ff_shexp, n_embd]
 
   // Every tensor the layer has (those its architecture does not use are null
   // and left out): what placement uploads and counts.

@@ -63,6 +63,7 @@ Status LlamaModel::read_hparams() {
 Status LlamaModel::read_weights() {
   const ArchDescription& a = *arch_;
   const std::string arch(a.name);
+  const bool moe = hp_.has_experts();
   // Loads tensor `name` into *out when `wanted`; a wanted tensor that is
   // missing is an error unless optional.
   const auto load = [&](const std::string& name, Tensor** out, bool wanted = true, bool optional = false) -> Status {
@@ -92,12 +93,28 @@ Status LlamaModel::read_weights() {
     TENSORPC_RETURN_IF_ERROR(load(p + "attn_q_norm.weight", &L.q_norm, a.qk_norm));
     TENSORPC_RETURN_IF_ERROR(load(p + "attn_k_norm.weight", &L.k_norm, a.qk_norm));
     TENSORPC_RETURN_IF_ERROR(load(p + "attn_output.weight", &L.wo));
+    TENSORPC_RETURN_IF_ERROR(load(p + "attn_output.bias", &L.bo, a.attn_output_bias));
+    TENSORPC_RETURN_IF_ERROR(load(p + "attn_sinks.weight", &L.sinks, a.attn_sinks));
     TENSORPC_RETURN_IF_ERROR(load(p + "post_attention_norm.weight", &L.post_attn_norm, a.post_norms));
-    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_norm.weight", &L.ffn_norm));
-    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_gate.weight", &L.ffn_gate, !a.fused_gate_up));
-    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_up.weight", &L.ffn_up));
-    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_down.weight", &L.ffn_down));
+    TENSORPC_RETURN_IF_ERROR(load(p + std::string(a.ffn_norm) + ".weight", &L.ffn_norm));
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_gate.weight", &L.ffn_gate, !moe && !a.fused_gate_up));
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_up.weight", &L.ffn_up, !moe));
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_down.weight", &L.ffn_down, !moe));
     TENSORPC_RETURN_IF_ERROR(load(p + "post_ffw_norm.weight", &L.post_ffn_norm, a.post_norms));
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_gate_inp.weight", &L.gate_inp, moe));
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_gate_exps.weight", &L.gate_exps, moe));
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_up_exps.weight", &L.up_exps, moe));
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_down_exps.weight", &L.down_exps, moe));
+    const bool biases = moe && a.expert_biases;
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_gate_inp.bias", &L.gate_inp_b, biases));
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_gate_exps.bias", &L.gate_exps_b, biases));
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_up_exps.bias", &L.up_exps_b, biases));
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_down_exps.bias", &L.down_exps_b, biases));
+    const bool shared = moe && a.shared_expert;
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_gate_inp_shexp.weight", &L.gate_inp_shexp, shared));
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_gate_shexp.weight", &L.gate_shexp, shared));
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_up_shexp.weight", &L.up_shexp, shared));
+    TENSORPC_RETURN_IF_ERROR(load(p + "ffn_down_shexp.weight", &L.down_shexp, shared));
   }
   TENSORPC_RETURN_IF_ERROR(load("output_norm.weight", &weights_.output_norm));
   TENSORPC_RETURN_IF_ERROR(load("output.weight", &weights_.output, true, /*optional=*/true));

@@ -237,7 +237,7 @@ class GgufParser {
     std::string runnable;
     for (DType d : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
                     DType::q5_1, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl,
-                    DType::iq4_xs, DType::i32}) {
+                    DType::iq4_xs, DType::mxfp4, DType::i32}) {
       runnable += (runnable.empty() ? "" : ", ") + std::string(name_of(d));
     }
     return unsupported(std::to_string(unsupported_.size()) + " tensor" + (unsupported_.size() == 1 ? " has a type" : "s have types") +

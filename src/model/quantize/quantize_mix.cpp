@@ -9,14 +9,23 @@ namespace {
 
 // llama.cpp's llama_ftype numbers.
 constexpr QuantMixInfo kMixes[] = {
-    {QuantMix::q4_0, "Q4_0", DType::q4_0, 2},        {QuantMix::q4_1, "Q4_1", DType::q4_1, 3},
-    {QuantMix::q5_0, "Q5_0", DType::q5_0, 8},        {QuantMix::q5_1, "Q5_1", DType::q5_1, 9},
-    {QuantMix::q8_0, "Q8_0", DType::q8_0, 7},        {QuantMix::q2_K, "Q2_K", DType::q2_K, 10},
-    {QuantMix::q3_K_M, "Q3_K_M", DType::q3_K, 12},   {QuantMix::q4_K_S, "Q4_K_S", DType::q4_K, 14},
-    {QuantMix::q4_K_M, "Q4_K_M", DType::q4_K, 15},   {QuantMix::q5_K_S, "Q5_K_S", DType::q5_K, 16},
-    {QuantMix::q5_K_M, "Q5_K_M", DType::q5_K, 17},   {QuantMix::q6_K, "Q6_K", DType::q6_K, 18},
-    {QuantMix::iq4_nl, "IQ4_NL", DType::iq4_nl, 25}, {QuantMix::iq4_xs, "IQ4_XS", DType::iq4_xs, 30},
-    {QuantMix::f16, "F16", DType::f16, 1},           {QuantMix::bf16, "BF16", DType::bf16, 32},
+    {QuantMix::q4_0, "Q4_0", DType::q4_0, 2},
+    {QuantMix::q4_1, "Q4_1", DType::q4_1, 3},
+    {QuantMix::q5_0, "Q5_0", DType::q5_0, 8},
+    {QuantMix::q5_1, "Q5_1", DType::q5_1, 9},
+    {QuantMix::q8_0, "Q8_0", DType::q8_0, 7},
+    {QuantMix::q2_K, "Q2_K", DType::q2_K, 10},
+    {QuantMix::q3_K_M, "Q3_K_M", DType::q3_K, 12},
+    {QuantMix::q4_K_S, "Q4_K_S", DType::q4_K, 14},
+    {QuantMix::q4_K_M, "Q4_K_M", DType::q4_K, 15},
+    {QuantMix::q5_K_S, "Q5_K_S", DType::q5_K, 16},
+    {QuantMix::q5_K_M, "Q5_K_M", DType::q5_K, 17},
+    {QuantMix::q6_K, "Q6_K", DType::q6_K, 18},
+    {QuantMix::iq4_nl, "IQ4_NL", DType::iq4_nl, 25},
+    {QuantMix::iq4_xs, "IQ4_XS", DType::iq4_xs, 30},
+    {QuantMix::mxfp4_moe, "MXFP4_MOE", DType::mxfp4, 38},
+    {QuantMix::f16, "F16", DType::f16, 1},
+    {QuantMix::bf16, "BF16", DType::bf16, 32},
     {QuantMix::f32, "F32", DType::f32, 0},
 };
 
@@ -34,9 +43,13 @@ DType wanted_type(QuantMix mix, const QuantModelShape& shape, std::string_view n
   const int64_t i = tensor_layer(name);
   using M = QuantMix;
 
+  if (mix == M::mxfp4_moe) return contains(name, "_exps.") ? DType::mxfp4 : DType::q8_0;
   if (name == "output.weight" || (!shape.has_output && name == "token_embd.weight")) {
     return mix == M::q8_0 ? DType::q8_0 : DType::q6_K;
   }
+  // Mixtral's attention is a small part of a model of 8 experts: more bits cost little.
+  const bool eight_experts = shape.n_expert == 8;
+  if (eight_experts && (ends_with(name, "attn_v.weight") || ends_with(name, "attn_k.weight"))) return DType::q8_0;
   if (ends_with(name, "attn_v.weight")) {
     if (mix == M::q2_K) return shape.n_gqa >= 4 ? DType::q4_K : DType::q3_K;
     if (mix == M::q3_K_M) return i < 2 ? DType::q5_K : DType::q4_K;
@@ -60,6 +73,11 @@ DType wanted_type(QuantMix mix, const QuantModelShape& shape, std::string_view n
     return base;
   }
   if (ends_with(name, "attn_output.weight")) {
+    if (eight_experts) {
+      const bool bumped =
+          mix == M::q2_K || mix == M::q3_K_M || mix == M::q4_K_S || mix == M::q4_K_M || mix == M::iq4_nl;
+      return bumped ? DType::q5_K : base;
+    }
     if (mix == M::q2_K) return DType::q3_K;
     if (mix == M::q3_K_M) return DType::q4_K;
   }
@@ -126,7 +144,10 @@ DType fallback_type(DType wanted, int64_t row_length) {
 TensorTypeChoice choose_tensor_type(QuantMix mix, const QuantModelShape& shape, std::string_view name, int n_dims,
                                     int64_t row_length, DType current) {
   if (current == DType::i32) return {current, current};
-  const bool is_matrix = n_dims >= 2 && ends_with(name, "weight") && !ends_with(name, "_norm.weight");
+  // The router (ffn_gate_inp) picks experts by small differences of its
+  // logits: it is kept exact.
+  const bool is_matrix = n_dims >= 2 && ends_with(name, "weight") && !ends_with(name, "_norm.weight") &&
+                         !ends_with(name, "ffn_gate_inp.weight");
   if (!is_matrix) return {DType::f32, DType::f32};
   const DType wanted = wanted_type(mix, shape, name);
   return {fallback_type(wanted, row_length), wanted};

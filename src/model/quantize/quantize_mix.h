@@ -12,9 +12,17 @@
 //     Q2_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_M, IQ4_NL and IQ4_XS mixes (see
 //     choose_tensor_type in quantize_mix.cpp, one line per rule);
 //   - attn_output.weight: q3_K in Q2_K, q4_K in Q3_K_M;
+//   - mixtures of experts: the experts (ffn_{gate,up,down}_exps) follow the
+//     rules of the dense ffn_gate, ffn_up and ffn_down; the router
+//     (ffn_gate_inp.weight) stays f32; with exactly 8 experts (Mixtral),
+//     attn_k and attn_v get q8_0 and attn_output q5_K in Q2_K, Q3_K_M,
+//     Q4_K_S, Q4_K_M and IQ4_NL;
 //   - attn_qkv.weight (phi3's fused q, k and v): q4_K in Q3_K_M, q5_K in
 //     Q4_K_M, q6_K in Q5_K_M;
 //   - everything else, token_embd included: the mix's base type.
+// MXFP4_MOE (gpt-oss's own form) has no per-layer rules: the experts'
+// matrices (three dims: ffn_{gate,up,down}_exps) are mxfp4, every other
+// matrix q8_0.
 // A type whose block does not divide the row length falls back to one that
 // does (fallback_type), as llama.cpp does.
 //
@@ -47,6 +55,7 @@ enum class QuantMix {
   q6_K,
   iq4_nl,
   iq4_xs,
+  mxfp4_moe,
   f16,
   bf16,
   f32,
@@ -72,6 +81,7 @@ struct QuantModelShape {
   int64_t n_layer = 0;     // blocks: use_more_bits and the "first layers" rules count in them
   int64_t n_gqa = 1;       // query heads per kv head: Q2_K and IQ4 give attn_v more bits at 4 or more
   bool has_output = true;  // false: token_embd is also the output projection and is treated as output.weight
+  int64_t n_expert = 0;    // <arch>.expert_count: 8 gives attention more bits
 };
 
 // N of a tensor named "blk.N.…", or -1 for a tensor outside the blocks.

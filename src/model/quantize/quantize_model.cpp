@@ -52,6 +52,7 @@ QuantModelShape quant_model_shape(const GgufFile& file) {
   const uint32_t kv_heads = or_else(file.get_u32(arch + ".attention.head_count_kv"), heads);
   shape.n_gqa = kv_heads > 0 && heads >= kv_heads ? heads / kv_heads : 1;
   shape.has_output = file.tensor("output.weight") != nullptr;
+  shape.n_expert = or_else(file.get_u32(arch + ".expert_count"), 0u);
   return shape;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <unordered_map>
 
 #include "core/format.h"
 #include "model/gguf/gguf_tensors.h"
@@ -64,7 +65,81 @@ bool writes_cache(const Device& device, DType cache_type, int64_t kv_dim, int64_
          device.supports(*ctx.set_rows(ctx.transpose(v_cache), v, cells));
 }
 
+// The device `o` names: the one device of that name.
+StatusOr<size_t> device_named(const std::vector<Device*>& devices, const PlacementOverride& o) {
+  std::vector<size_t> found;
+  std::string names;
+  for (size_t d = 0; d < devices.size(); ++d) {
+    if (devices[d]->name() == o.device) found.push_back(d);
+    names += (d == 0 ? "" : ", ") + devices[d]->name();
+  }
+  const std::string quoted = "tensor override '" + o.pattern + "=" + o.device + "'";
+  if (found.empty()) return not_found(quoted + ": no device is named '" + o.device + "' (the devices: " + names + ")");
+  if (found.size() > 1) {
+    return invalid_argument(quoted + ": " + std::to_string(found.size()) + " devices are named '" + o.device +
+                            "' (the devices: " + names + ")");
+  }
+  return found.front();
+}
+
+// Where the overrides put weights: each overridden weight's device, and what
+// each override took (its bytes aligned as its device holds them).
+struct OverridePlan {
+  std::unordered_map<const Tensor*, size_t> device;
+  std::vector<ModelPlacement::OverrideUse> uses;
+  std::vector<uint64_t> device_bytes;  // per device
+};
+
+StatusOr<OverridePlan> plan_overrides(const LlamaModel& model, const std::vector<Device*>& devices,
+                                      const std::vector<PlacementOverride>& overrides) {
+  OverridePlan plan;
+  plan.device_bytes.assign(devices.size(), 0);
+  if (overrides.empty()) return plan;
+  std::vector<std::regex> patterns;
+  for (const PlacementOverride& o : overrides) {
+    TENSORPC_ASSIGN_OR_RETURN(std::regex re, override_regex(o.pattern));
+    patterns.push_back(std::move(re));
+    TENSORPC_ASSIGN_OR_RETURN(const size_t d, device_named(devices, o));
+    plan.uses.push_back({.override = o, .device = d});
+  }
+  const LlamaWeights& w = model.weights();
+  std::vector<const Tensor*> all = {w.tok_embd, w.rope_freqs, w.output_norm, w.output};
+  for (const LlamaLayerWeights& layer : w.layers) {
+    for (const Tensor* t : layer.tensors()) all.push_back(t);
+  }
+  std::vector<bool> matched(overrides.size(), false);
+  for (const Tensor* t : all) {
+    const GgufTensorInfo* info = t != nullptr ? model.info_of(t) : nullptr;
+    if (info == nullptr || plan.device.contains(t)) continue;  // absent (rope_freqs), or tied and seen
+    for (size_t i = 0; i < patterns.size(); ++i) {
+      if (!std::regex_search(info->name, patterns[i])) continue;
+      matched[i] = true;
+      if (plan.device.contains(t)) continue;  // an earlier override has it
+      ModelPlacement::OverrideUse& use = plan.uses[i];
+      plan.device.emplace(t, use.device);
+      ++use.tensors;
+      use.bytes += aligned(t->nbytes(), devices[use.device]->alignment());
+      plan.device_bytes[use.device] += aligned(t->nbytes(), devices[use.device]->alignment());
+    }
+  }
+  for (size_t i = 0; i < overrides.size(); ++i) {
+    if (!matched[i]) {
+      return not_found("tensor override '" + overrides[i].pattern + "=" + overrides[i].device +
+                       "': the pattern matches no tensor of " + model.name());
+    }
+  }
+  return plan;
+}
+
 }  // namespace
+
+StatusOr<std::regex> override_regex(const std::string& pattern) {
+  try {
+    return std::regex(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    return invalid_argument("tensor override pattern '" + pattern + "' is not a regular expression: " + e.what());
+  }
+}
 
 std::vector<int64_t> layers_per_device(int64_t n_layer, const std::vector<double>& weights) {
   const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
@@ -91,16 +166,20 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
   std::unique_ptr<ModelPlacement> p(new ModelPlacement());
   p->devices_ = devices;
   const size_t nd = devices.size();
+  TENSORPC_ASSIGN_OR_RETURN(OverridePlan overridden, plan_overrides(model, devices, options.overrides));
 
-  // How many layers each device takes.
+  // How many layers each device takes: by free memory, what it has left
+  // after the overrides.
   std::vector<double> ratios = options.ratios;
   if (ratios.empty()) {
-    for (Device* d : devices) {
-      auto memory = d->memory();
+    for (size_t d = 0; d < nd; ++d) {
+      auto memory = devices[d]->memory();
       if (!memory.ok())
         return Status(memory.status().code(),
-                      "placement: free memory of " + d->name() + ": " + memory.status().message());
-      ratios.push_back(static_cast<double>(memory.value().free));
+                      "placement: free memory of " + devices[d]->name() + ": " + memory.status().message());
+      const uint64_t free = memory.value().free, taken = overridden.device_bytes[d];
+      const bool none = options.last_takes_no_layers && d + 1 == nd;
+      ratios.push_back(none || taken >= free ? 0.0 : static_cast<double>(free - taken));
     }
   }
   if (ratios.size() != nd) {
@@ -150,26 +229,40 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
     if (cache_device[d] == d) cache_device[d] = first([&](size_t c) { return devices[c]->kind() == DeviceKind::cpu; });
   }
 
-  // What lives where.
+  // What lives where: a weight on its override's device, else with its layer.
   std::vector<std::vector<Tensor*>> weights(nd), caches(nd);
+  const auto put = [&](Tensor* t, size_t d) {
+    const auto it = overridden.device.find(t);
+    weights[it == overridden.device.end() ? d : it->second].push_back(t);
+  };
   // rope_freqs (a few hundred bytes) lives with the embedding; layers on
   // other devices get it through the scheduler's copies.
-  weights[p->layer_device_.front()].push_back(w.tok_embd);
-  if (w.rope_freqs != nullptr) weights[p->layer_device_.front()].push_back(w.rope_freqs);
+  put(w.tok_embd, p->layer_device_.front());
+  if (w.rope_freqs != nullptr) put(w.rope_freqs, p->layer_device_.front());
   for (int64_t l = 0; l < hp.n_layer; ++l) {
     const size_t d = p->layer_device_[static_cast<size_t>(l)];
-    for (Tensor* t : w.layers[static_cast<size_t>(l)].tensors()) weights[d].push_back(t);
+    for (Tensor* t : w.layers[static_cast<size_t>(l)].tensors()) put(t, d);
     caches[cache_device[d]].push_back(p->cache_.k[static_cast<size_t>(l)]);
     caches[cache_device[d]].push_back(p->cache_.v[static_cast<size_t>(l)]);
   }
   const size_t last = p->layer_device_.back();
-  weights[last].push_back(w.output_norm);
-  if (w.output != w.tok_embd) weights[last].push_back(w.output);
-  if (w.output == w.tok_embd && last != p->layer_device_.front()) {
+  put(w.output_norm, last);
+  if (w.output != w.tok_embd) put(w.output, last);
+  if (w.output == w.tok_embd && last != p->layer_device_.front() && !overridden.device.contains(w.tok_embd)) {
     return unsupported("placement: tied embeddings need the first and last layers on one device");
   }
+  p->overrides_ = std::move(overridden.uses);
 
   // Room first, then buffers: nothing is allocated unless everything fits.
+  // What the overrides put on a device first: that is theirs to fix.
+  for (size_t d = 0; d < nd; ++d) {
+    const uint64_t taken = overridden.device_bytes[d];
+    auto memory = taken > 0 ? devices[d]->memory() : StatusOr<MemoryInfo>(MemoryInfo{});
+    if (memory.ok() && taken > memory.value().free) {
+      return out_of_memory("placement: tensor overrides put " + format_bytes(taken) + " of weights on " +
+                           devices[d]->name() + ", which has " + format_bytes(memory.value().free) + " free");
+    }
+  }
   p->device_weights_.assign(nd, 0);
   p->device_cache_.assign(nd, 0);
   for (size_t d = 0; d < nd; ++d) {
@@ -182,10 +275,11 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
       return Status(memory.status().code(),
                     "placement: free memory of " + devices[d]->name() + ": " + memory.status().message());
     }
-    const uint64_t free = memory.value().free;
+    const uint64_t free = memory.value().free, taken = overridden.device_bytes[d];
     if (need > free) {
+      const std::string with = taken > 0 ? " and the " + format_bytes(taken) + " tensor overrides put there" : "";
       return out_of_memory("placement: " + devices[d]->name() + " needs " + format_bytes(need) + " for its " +
-                           std::to_string(counts[d]) + " layers, and has " + format_bytes(free) + " free");
+                           std::to_string(counts[d]) + " layers" + with + ", and has " + format_bytes(free) + " free");
     }
   }
   p->weight_buffers_.resize(nd);
@@ -252,6 +346,17 @@ std::string ModelPlacement::table() const {
     std::snprintf(line, sizeof line, "%-32s %-10s %12s %12s\n", devices_[d]->name().c_str(), layers.c_str(),
                   format_bytes(device_weights_[d]).c_str(), format_bytes(device_cache_[d]).c_str());
     out += line;
+  }
+  if (overrides_.empty()) return out;
+  // Patterns and device names as long as they come: no fixed-width buffer.
+  const auto pad = [](std::string s, size_t width) {
+    s.resize(std::max(s.size(), width), ' ');
+    return s;
+  };
+  out += pad("override", 32) + " " + pad("device", 32) + "  tensors      weights\n";
+  for (const OverrideUse& u : overrides_) {
+    std::snprintf(line, sizeof line, "%9zu %12s\n", u.tensors, format_bytes(u.bytes).c_str());
+    out += pad(u.override.pattern, 32) + " " + pad(devices_[u.device]->name(), 32) + line;
   }
   return out;
 }

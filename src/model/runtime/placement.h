@@ -7,7 +7,12 @@
 // output norm and projection with the last; each layer's KV cache lives on
 // that layer's device when the device computes the cache writes (a GPU may
 // not), else on a device of the same server (or this process) that does,
-// else on a CPU. create() checks every device has room before
+// else on a CPU. Tensor overrides (PlacementOptions::overrides) come first:
+// a weight whose GGUF name an override's pattern is found in lives on that
+// override's device, whatever its layer's device; by free memory, the layers
+// are then shared out by what each device has left after the overrides (the
+// scheduler runs a node where its weights live, so the computation follows
+// the weight). create() checks every device has room before
 // allocating anything, then allocates one buffer per device and uploads the
 // weights from the file's mapping, 64 MiB at a time (Buffer::set_tensors: a
 // remote device asks its server's weights cache about 16 MiB of tensors per
@@ -24,6 +29,7 @@
 
 #include <functional>
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -32,8 +38,21 @@
 
 namespace tensorpc {
 
+// Weights whose GGUF name (`blk.3.ffn_up.weight`) `pattern`, an ECMAScript
+// regular expression, is found in (std::regex_search) go to the device whose
+// Device::name() is `device` ("cpu", "vulkan:0", "127.0.0.1:50052/cpu0").
+struct PlacementOverride {
+  std::string pattern;
+  std::string device;
+};
+
 struct PlacementOptions {
   std::vector<double> ratios{};  // one per device (≥ 0, not all 0); empty: by free memory
+  // By free memory, the last device takes no layers (a helper CPU that runs
+  // what the others cannot compute); with ratios, give it 0.
+  bool last_takes_no_layers = false;
+  // In order; a weight goes where the first one that matches it says.
+  std::vector<PlacementOverride> overrides{};
   int64_t n_ctx = 0;             // KV cache positions; 0: the model's context, at most 2048
   DType cache_type = DType::f32;
   // Called after each batch of tensors is uploaded: bytes done, bytes in all,
@@ -51,7 +70,16 @@ class ModelPlacement {
   const std::vector<Device*>& devices() const { return devices_; }
   // Index into devices() of each layer's device.
   const std::vector<size_t>& layer_device() const { return layer_device_; }
-  // A table: device, layers, weight bytes, KV-cache bytes.
+  // What one of PlacementOptions::overrides put on its device.
+  struct OverrideUse {
+    PlacementOverride override;
+    size_t device = 0;  // index into devices()
+    size_t tensors = 0;
+    uint64_t bytes = 0;  // as the device holds them (aligned)
+  };
+  const std::vector<OverrideUse>& overrides() const { return overrides_; }
+  // A table: device, layers, weight bytes, KV-cache bytes; then, with
+  // overrides, what each put where.
   std::string table() const;
   uint64_t weight_bytes() const;
 
@@ -65,11 +93,16 @@ class ModelPlacement {
   std::vector<size_t> layer_device_;
   std::vector<uint64_t> device_weights_;  // per device
   std::vector<uint64_t> device_cache_;    // per device
+  std::vector<OverrideUse> overrides_;
   Context cache_ctx_;
   KvCache cache_;
   std::vector<std::unique_ptr<Buffer>> weight_buffers_;  // per device (null when it holds nothing)
   std::vector<std::unique_ptr<Buffer>> cache_buffers_;
 };
+
+// The compiled pattern of an override, or invalid_argument quoting it with
+// std::regex's complaint.
+StatusOr<std::regex> override_regex(const std::string& pattern);
 
 // The KV-cache positions a placement asked for `requested` (PlacementOptions::n_ctx)
 // gets: `requested`, or for 0 the model's context, at most 2048.

@@ -120,6 +120,16 @@ bool RemoteDevice::supports(const Tensor& node) const {
       (node.op == Op::rope && (node.src[2] != nullptr || (node.param<int32_t>(kRopeParamMode) & kRopeYarnBit) != 0))) {
     needs = kRopeTanhMinor;
   }
+  const auto reads_mxfp4 = [&] {
+    for (const Tensor* s : node.src) {
+      if (s != nullptr && s->type == DType::mxfp4) return true;
+    }
+    return node.type == DType::mxfp4;
+  };
+  if (node.op == Op::mul_mat_id || node.op == Op::top_k_ids || node.op == Op::swiglu_clamp || node.op == Op::sigmoid ||
+      (node.op == Op::soft_max && node.src[2] != nullptr) || reads_mxfp4()) {
+    needs = kMoeMinor;
+  }
   // A server's CPU device computes every op its version knows; other kinds
   // (a GPU) compute some, which a 1.11 server says (SUPPORTS).
   auto i = info();

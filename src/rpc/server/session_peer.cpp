@@ -72,11 +72,17 @@ Status Session::send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t 
     // A plan's send: the destination's WAIT_FOR learns of the arrival, or of
     // a refused write (GrantArrivals::failure), so no round trip is spent here.
     const Status sent = connection.value()->send_one_way(request);
+    // The bytes are out of the buffer now; a peer that answers with bytes
+    // granted into the same memory (the allocator reuses a tensor's memory
+    // once it is sent) does so only after reading them: an order through
+    // the other server that ThreadSanitizer cannot see (on_write_granted).
+    happens_before(src.value());
     return sent.ok() ? sent : Status(sent.code(), route + sent.message());
   }
   // Waits for the destination's status: the client's reply means "written".
   // io_timeout bounds the wait: a destination that stalls must not hold this session.
   auto reply = connection.value()->call(request);
+  happens_before(src.value());
   if (!reply.ok()) return Status(reply.status().code(), route + reply.status().message());
   if (!reply.value().empty()) {
     return protocol_error(route + "the WRITE_GRANTED reply has " + std::to_string(reply.value().size()) +
@@ -135,6 +141,7 @@ Status Session::on_write_granted(WireReader&, Reply&) {
     return channel_.fail_draining(
         data, record(not_found(refused + "the granted buffer was freed, or its connection has ended")));
   }
+  happens_after(entry.get());  // after this buffer's bytes were sent to a peer (send_to_peer)
   Status s = record(receive_into(*entry, grant->offset, req.size, nullptr));
   // The table's lock orders these bytes before the granting session's next
   // use of the buffer (it looks its buffers up under the same lock).

@@ -44,6 +44,11 @@ inline constexpr uint32_t kSampleMinor = 10;
 // SUPPORTS, which says whether a device computes a node (a GPU computes only
 // some): from 1.11. An older server's devices compute every op it knows.
 inline constexpr uint32_t kSupportsMinor = 11;
+// The mixture-of-experts ops mul_mat_id, top_k_ids, swiglu_clamp and
+// sigmoid, soft_max with attention sinks (a src[2]) and the mxfp4 weight type:
+// from 1.12. An older server refuses the ops as unknown, the sinks as a
+// source soft_max does not read and type 39 as unknown.
+inline constexpr uint32_t kMoeMinor = 12;
 inline constexpr const char* kSkippedRun = "not run: an earlier run named a graph or plan this server no longer holds";
 inline constexpr uint32_t kVersionPatch = kProtocolVersionPatch;
 inline constexpr uint32_t kFrameMagic = 0x43505254;  // "TRPC"

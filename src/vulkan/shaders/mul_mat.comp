@@ -3,19 +3,31 @@
 // (i2 / (b2 / a2), i3 / (b3 / a3)) serves b's (i2, i3). Weights are
 // dequantized to f32 and the sums are in f32 (the CPU device quantizes b to
 // its weights' dot type instead).
-//   VEC 1, for N == 1 (decode): one output a workgroup, its 256 invocations
+//   MODE 1, for N == 1 (decode): one output a workgroup, its 256 invocations
 //     striding along K and summing in shared memory; each weight is read once.
-//   VEC 0 (prefill): a TILE_M x TILE_N tile of the node a workgroup. K goes
+//   MODE 0 (prefill): a TILE_M x TILE_N tile of the node a workgroup. K goes
 //     TILE_K at a time: the workgroup dequantizes a's TILE_M x TILE_K slice
 //     into shared memory once and loads b's TILE_N x TILE_K, then each
 //     invocation (tm, tn) of the 16 x 16 adds to the TILE_M / 16 x TILE_N / 16
 //     outputs (tm + 16 i, tn + 16 j) it owns, from registers.
+// mul_mat_id (op.h): node [M, k, T] = expert ids[s, t] of a [K, M, E] x b's
+// row (n_b == 1 ? 0 : s, t), b [K, n_b, T]; ids i32 [k, T] at binding 3 from
+// off.w, its element strides p.x and p.y. An id outside [0, E) makes its row
+// zeros and reads no weight.
+//   MODE 2 (few tokens): MODE 1's workgroup per output (m, s, t), the expert
+//     its id; only the chosen experts' rows are read.
+//   MODE 3: MODE 0's tiles over the k T pairs (pair s + k t a column),
+//     workgroup z an expert: a tile where no pair chose that expert returns
+//     at once; the others take the columns of the pairs that did (b's rows
+//     of the rest read as zeros) and write only those. Expert 0's tiles also
+//     write the zeros of the pairs whose id is out of range.
 #version 450
 #include "common.glsl"
 #include "quant.glsl"
 
 layout(constant_id = 0) const uint A_TYPE = 0;
-layout(constant_id = 1) const uint VEC = 0;
+layout(constant_id = 1) const uint MODE = 0;
+const bool BY_ID = MODE >= 2, VEC = MODE == 1 || MODE == 2;
 // Multiples of 16 (vk_ops.cpp chooses them).
 layout(constant_id = 2) const uint TILE_M = 64;
 layout(constant_id = 3) const uint TILE_N = 64;
@@ -24,6 +36,7 @@ layout(local_size_x = 256) in;
 
 layout(binding = 0) writeonly buffer D { float d[]; };
 layout(binding = 2) readonly buffer B { float b[]; };
+layout(binding = 3) readonly buffer Ids { int ids[]; };
 
 // [k][m] and [k][n], a row padded by one so that the loads, k fastest, spread
 // over the banks.
@@ -34,27 +47,81 @@ shared float partial[256];
 
 const uint WM = TILE_M / 16, WN = TILE_N / 16;
 
+// mul_mat_id: the expert of pair n (s + k t), -1 when its id is out of range.
+int expert_of(uint n) {
+  const uint k = args.ne[0].y;
+  const int id = ids[args.off.w + (n % k) * args.p.x + (n / k) * args.p.y];
+  return id >= 0 && id < int(args.ne[1].z) ? id : -1;
+}
+
+// Element k of column n of b: mul_mat's (n, i2, i3), mul_mat_id's row of
+// pair n (its slot's where n_b is k, else row 0).
+float b_value(uint k, uint n, uint i2, uint i3) {
+  if (!BY_ID) return b[at(2, k, n, i2, i3)];
+  const uint slots = args.ne[0].y;
+  return b[at(2, k, args.ne[2].y == 1 ? 0 : n % slots, n / slots, 0)];
+}
+
+// Output (m, n): mul_mat's at (i2, i3), mul_mat_id's pair n's row.
+void store(uint m, uint n, uint i2, uint i3, float v) {
+  const uint slots = args.ne[0].y;
+  if (BY_ID) d[at(0, m, n % slots, n / slots, 0)] = v;
+  else d[at(0, m, n, i2, i3)] = v;
+}
+
 void main() {
-  const uint K = args.ne[1].x, M = args.ne[0].x, N = args.ne[0].y;
-  const uint i2 = gl_WorkGroupID.z % args.ne[0].z, i3 = gl_WorkGroupID.z / args.ne[0].z;
-  const uint a2 = i2 / (args.ne[2].z / args.ne[1].z), a3 = i3 / (args.ne[2].w / args.ne[1].w);
+  const uint K = args.ne[1].x, M = args.ne[0].x;
+  // mul_mat_id's columns are its k T pairs, its dims 2 and 3 none.
+  const uint N = BY_ID ? args.ne[0].y * args.ne[0].z : args.ne[0].y;
+  const uint i2 = BY_ID ? 0 : gl_WorkGroupID.z % args.ne[0].z, i3 = BY_ID ? 0 : gl_WorkGroupID.z / args.ne[0].z;
+  uint a2 = BY_ID ? 0 : i2 / (args.ne[2].z / args.ne[1].z), a3 = BY_ID ? 0 : i3 / (args.ne[2].w / args.ne[1].w);
   const uint t = gl_LocalInvocationID.x;
-  if (VEC != 0) {
+  if (VEC) {
     // One output (m, n) a workgroup: 256 invocations along K, then a tree sum.
-    const uint m = gl_WorkGroupID.x, n = gl_WorkGroupID.y;
+    const uint m = gl_WorkGroupID.x;
+    const uint n = BY_ID ? gl_WorkGroupID.y + args.ne[0].y * gl_WorkGroupID.z : gl_WorkGroupID.y;
+    if (BY_ID) {
+      const int e = expert_of(n);
+      if (e < 0) {
+        if (t == 0) store(m, n, 0, 0, 0.0);
+        return;
+      }
+      a2 = uint(e);
+    }
     float s = 0.0;
-    for (uint k = t; k < K; k += 256) s += load_weight(A_TYPE, 1, k, m, a2, a3) * b[at(2, k, n, i2, i3)];
+    for (uint k = t; k < K; k += 256) s += load_weight(A_TYPE, 1, k, m, a2, a3) * b_value(k, n, i2, i3);
     partial[t] = s;
     barrier();
     for (uint h = 128; h > 0; h >>= 1) {
       if (t < h) partial[t] += partial[t + h];
       barrier();
     }
-    if (t == 0) d[at(0, m, n, i2, i3)] = partial[0];
+    if (t == 0) store(m, n, i2, i3, partial[0]);
     return;
   }
   const uint m0 = gl_WorkGroupID.x * TILE_M, n0 = gl_WorkGroupID.y * TILE_N;
   const uint tm = t % 16, tn = t / 16;
+  // MODE 3: which of the tile's columns take b (the pairs that chose this
+  // expert) and which are written (those, and for expert 0 the pairs whose id
+  // is out of range, zeros), as bits. Every invocation finds the same, so a
+  // tile with none returns as a whole.
+  const uint WORDS = (TILE_N + 31) / 32;
+  uint take[WORDS], write[WORDS];
+  if (BY_ID) {
+    const int expert = int(gl_WorkGroupID.z);
+    a2 = gl_WorkGroupID.z;
+    uint any = 0;
+    for (uint w = 0; w < WORDS; ++w) {
+      take[w] = write[w] = 0;
+      for (uint j = 0; j < 32 && 32 * w + j < TILE_N && n0 + 32 * w + j < N; ++j) {
+        const int e = expert_of(n0 + 32 * w + j);
+        if (e == expert) take[w] |= 1u << j;
+        if (e == expert || (e < 0 && expert == 0)) write[w] |= 1u << j;
+      }
+      any |= write[w];
+    }
+    if (any == 0) return;
+  }
   float acc[WM * WN];
   for (uint i = 0; i < WM * WN; ++i) acc[i] = 0.0;
   for (uint k0 = 0; k0 < K; k0 += TILE_K) {
@@ -63,8 +130,9 @@ void main() {
       tile_a[(e % TILE_K) * A_ROW + e / TILE_K] = (m < M && k < K) ? load_weight(A_TYPE, 1, k, m, a2, a3) : 0.0;
     }
     for (uint e = t; e < TILE_N * TILE_K; e += 256) {
-      const uint k = k0 + e % TILE_K, n = n0 + e / TILE_K;
-      tile_b[(e % TILE_K) * B_ROW + e / TILE_K] = (n < N && k < K) ? b[at(2, k, n, i2, i3)] : 0.0;
+      const uint k = k0 + e % TILE_K, j = e / TILE_K, n = n0 + j;
+      const bool take = n < N && k < K && (!BY_ID || ((take[j / 32] >> (j % 32)) & 1) != 0);
+      tile_b[(e % TILE_K) * B_ROW + j] = take ? b_value(k, n, i2, i3) : 0.0;
     }
     barrier();
     for (uint k = 0; k < TILE_K; ++k) {
@@ -78,9 +146,11 @@ void main() {
     barrier();
   }
   for (uint j = 0; j < WN; ++j) {
+    const uint c = tn + 16 * j;
+    if (BY_ID && ((write[c / 32] >> (c % 32)) & 1) == 0) continue;
     for (uint i = 0; i < WM; ++i) {
-      const uint m = m0 + tm + 16 * i, n = n0 + tn + 16 * j;
-      if (m < M && n < N) d[at(0, m, n, i2, i3)] = acc[j * WM + i];
+      const uint m = m0 + tm + 16 * i, n = n0 + c;
+      if (m < M && n < N) store(m, n, i2, i3, acc[j * WM + i]);
     }
   }
 }

@@ -1,8 +1,10 @@
-// top_k: the k largest values of each row of f32 a [n, ne1, ne2] and their
-// indices, into f32 [k, 2, ne1, ne2] (row 0 the values, largest first, row 1
-// the indices as floats), one workgroup a row, k = p.x <= 1024. The order is
-// the CPU device's (src/cpu/ops_top_k.cpp): larger values first, NaN below
-// -inf, equal values (-0 and +0 among them) by the lower index.
+// top_k: the k largest values of each row of f32 a [n, ne1, ne2, ne3] and
+// their indices, one workgroup a row, k = p.x <= 1024. IDS 0 (top_k, ne3 1):
+// into f32 [k, 2, ne1, ne2] (row 0 the values, largest first, row 1 the
+// indices as floats); IDS 1 (top_k_ids): the indices alone into i32
+// [k, ne1, ne2, ne3]. The order is the CPU device's
+// (src/cpu/ops_top_k.cpp): larger values first, NaN below -inf, equal values
+// (-0 and +0 among them) by the lower index.
 //
 // A radix select over the values' 32-bit order keys finds the key of the
 // k-th, threshold: every element above it is taken, and of those equal to it
@@ -11,9 +13,13 @@
 #version 450
 #include "common.glsl"
 
+layout(constant_id = 0) const uint IDS = 0;
 layout(local_size_x = 256) in;
 
 layout(binding = 0) writeonly buffer D { float d[]; };
+// The same binding as i32: an index written as float bits would be a
+// denormal, which a device may flush to zero.
+layout(binding = 0) writeonly buffer DI { int d_ids[]; };
 layout(binding = 1) readonly buffer A { float a[]; };
 
 const uint kMaxK = 1024;
@@ -39,9 +45,9 @@ bool ranks_above(uint i, uint j) {
 
 void main() {
   const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
-  const uint ne1 = args.ne[1].y, n = args.ne[1].x, k = args.p.x;
-  if (row >= ne1 * args.ne[1].z) return;
-  const uint r1 = row % ne1, r2 = row / ne1, t = gl_LocalInvocationID.x;
+  const uint ne1 = args.ne[1].y, ne2 = args.ne[1].z, n = args.ne[1].x, k = args.p.x;
+  if (row >= ne1 * ne2 * args.ne[1].w) return;
+  const uint r1 = row % ne1, r2 = (row / ne1) % ne2, r3 = row / (ne1 * ne2), t = gl_LocalInvocationID.x;
 
   // The threshold key, 8 bits a pass from the top: wanted_equal counts how
   // many of the elements whose key begins with the digits found so far are
@@ -55,7 +61,7 @@ void main() {
     hist[t] = 0;
     barrier();
     for (uint i = t; i < n; i += 256) {
-      const uint key = order_key(a[at(1, i, r1, r2, 0)]);
+      const uint key = order_key(a[at(1, i, r1, r2, r3)]);
       if ((key & mask) == threshold) atomicAdd(hist[(key >> shift) & 255], 1);
     }
     barrier();
@@ -81,7 +87,7 @@ void main() {
   const uint first_equal = k - wanted_equal;
   for (uint base = 0; base < n; base += 256) {
     const uint i = base + t;
-    const uint key = i < n ? order_key(a[at(1, i, r1, r2, 0)]) : 0;
+    const uint key = i < n ? order_key(a[at(1, i, r1, r2, r3)]) : 0;
     const bool above = i < n && key > threshold, equal = i < n && key == threshold;
     if (above) {
       const uint slot = atomicAdd(taken_above, 1);
@@ -130,7 +136,11 @@ void main() {
 
   for (uint j = t; j < k; j += 256) {
     const uint i = cand_index[j];
-    d[at(0, j, 0, r1, r2)] = a[at(1, i, r1, r2, 0)];
-    d[at(0, j, 1, r1, r2)] = float(i);
+    if (IDS != 0) {
+      d_ids[at(0, j, r1, r2, r3)] = int(i);
+    } else {
+      d[at(0, j, 0, r1, r2)] = a[at(1, i, r1, r2, r3)];
+      d[at(0, j, 1, r1, r2)] = float(i);
+    }
   }
 }

@@ -88,15 +88,39 @@ ReferenceDecoder reference_of(const LlamaModel& m, const ReferenceConfig& c, boo
       L.k_norm = values(m, p + "attn_k_norm.weight");
     }
     L.wo = values(m, p + "attn_output.weight");
-    L.ffn_norm = values(m, p + "ffn_norm.weight");
-    if (fused_gate_up) {  // the gate's rows, then up's
+    if (c.attn_output_bias) L.bo = values(m, p + "attn_output.bias");
+    if (c.sinks) L.sinks = values(m, p + "attn_sinks.weight");
+    // gpt-oss names its feed-forward norm post_attention_norm
+    L.ffn_norm = values(m, p + (m.arch().name == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight"));
+    if (c.n_expert > 0) {
+      L.router = values(m, p + "ffn_gate_inp.weight");
+      if (c.expert_biases) L.router_b = values(m, p + "ffn_gate_inp.bias");
+      // expert e: rows [e * rows, (e + 1) * rows) of each [in, rows, E] tensor
+      const int64_t F = c.n_ff_exp, E = c.n_embd;
+      for (int64_t e = 0; e < c.n_expert; ++e) {
+        L.gate_e.push_back(values(m, p + "ffn_gate_exps.weight", e * F, F));
+        L.up_e.push_back(values(m, p + "ffn_up_exps.weight", e * F, F));
+        L.down_e.push_back(values(m, p + "ffn_down_exps.weight", e * E, E));
+        if (c.expert_biases) {
+          L.gate_b.push_back(values(m, p + "ffn_gate_exps.bias", e, 1));
+          L.up_b.push_back(values(m, p + "ffn_up_exps.bias", e, 1));
+          L.down_b.push_back(values(m, p + "ffn_down_exps.bias", e, 1));
+        }
+      }
+      if (c.n_ff_shexp > 0) {
+        L.shexp_gate_inp = values(m, p + "ffn_gate_inp_shexp.weight");
+        L.shexp_gate = values(m, p + "ffn_gate_shexp.weight");
+        L.shexp_up = values(m, p + "ffn_up_shexp.weight");
+        L.shexp_down = values(m, p + "ffn_down_shexp.weight");
+      }
+    } else if (fused_gate_up) {  // the gate's rows, then up's
       L.gate = values(m, p + "ffn_up.weight", 0, c.n_ff);
       L.up = values(m, p + "ffn_up.weight", c.n_ff, c.n_ff);
     } else {
       L.gate = values(m, p + "ffn_gate.weight");
       L.up = values(m, p + "ffn_up.weight");
     }
-    L.down = values(m, p + "ffn_down.weight");
+    if (c.n_expert == 0) L.down = values(m, p + "ffn_down.weight");
     if (c.post_norms) {
       L.post_attn_norm = values(m, p + "post_attention_norm.weight");
       L.post_ffn_norm = values(m, p + "post_ffw_norm.weight");
@@ -139,6 +163,44 @@ std::pair<tools::RandomModelOptions, ReferenceConfig> gemma2_case() {
   c.final_softcap = 2.0;
   c.window = 3;
   c.window_even_layers = true;
+  return {o, c};
+}
+
+// A mixture of experts of each kind: n_expert experts, n_used a token.
+std::pair<tools::RandomModelOptions, ReferenceConfig> moe_case(const std::string& arch, int64_t n_expert,
+                                                               int64_t n_used) {
+  auto o = small(arch);
+  o.n_expert = n_expert;
+  o.n_expert_used = n_used;
+  o.n_ff_exp = arch == "llama" ? o.n_ff : 48;  // Mixtral's experts are feed_forward_length wide
+  o.n_ff_shexp = 80;
+  ReferenceConfig c = sizes(o);
+  c.n_expert = n_expert;
+  c.n_expert_used = n_used;
+  c.n_ff_exp = o.n_ff_exp;
+  c.neox = arch != "llama";
+  if (arch == "qwen2moe") {
+    c.qkv_bias = true;
+    c.softmax_all = true;
+    c.n_ff_shexp = o.n_ff_shexp;
+  }
+  if (arch == "qwen3moe") {
+    o.n_head_dim = 32;
+    c.head_dim = c.n_rot = 32;
+    c.qk_norm = true;
+  }
+  if (arch == "gpt-oss") {
+    o.n_head_dim = 32;  // q is 128 wide in a 64-wide model
+    o.sliding_window = 3;
+    c.head_dim = c.n_rot = 32;
+    c.qkv_bias = true;
+    c.attn_output_bias = true;
+    c.sinks = true;
+    c.expert_biases = true;
+    c.clamped = true;
+    c.window = 3;
+    c.window_even_layers = true;
+  }
   return {o, c};
 }
 
@@ -303,6 +365,38 @@ TEST(ArchitectureForward, Gemma2WithSoftCapsPostNormsAndAlternateWindowsMatchesT
   expect_matches_reference(o, c);
 }
 
+TEST(ArchitectureForward, MixtralExpertsOnLlamaMatchTheReference) {
+  const auto [o, c] = moe_case("llama", 6, 2);
+  expect_matches_reference(o, c);
+}
+
+TEST(ArchitectureForward, Qwen2MoeWithASharedExpertAndUnnormalisedWeightsMatchesTheReference) {
+  const auto [o, c] = moe_case("qwen2moe", 6, 3);
+  expect_matches_reference(o, c);
+}
+
+TEST(ArchitectureForward, Qwen3MoeMatchesTheReference) {
+  const auto [o, c] = moe_case("qwen3moe", 8, 4);
+  expect_matches_reference(o, c);
+}
+
+TEST(ArchitectureForward, GptOssWithSinksBiasesClampedSwigluAndAlternateWindowsMatchesTheReference) {
+  const auto [o, c] = moe_case("gpt-oss", 4, 2);
+  expect_matches_reference(o, c);
+}
+
+TEST(ArchitectureForward, OneExpertATokenMatchesTheReference) {
+  const auto [o, c] = moe_case("qwen3moe", 5, 1);
+  expect_matches_reference(o, c);
+}
+
+TEST(BatchedSequences, MixturesOfExpertsMatchTheReferencePerSequence) {
+  for (const char* arch : {"qwen2moe", "gpt-oss"}) {
+    const auto [o, c] = moe_case(arch, 6, 2);
+    expect_batches_match_reference(o, c);
+  }
+}
+
 TEST(BatchedSequences, LlamaWithGroupedQueryAttentionMatchesTheReferencePerSequence) {
   const auto o = small("llama");
   expect_batches_match_reference(o, sizes(o));
@@ -453,6 +547,40 @@ TEST(ArchitectureRefusals, ASlidingWindowWhereTheArchitectureHasNoneIsRefused) {
   o.sliding_window = 8;
   const std::string why = open_error(bytes_of(o));
   EXPECT_NE(why.find("qwen2.attention.sliding_window"), std::string::npos) << why;
+}
+
+TEST(ArchitectureRefusals, ExpertsWhereTheArchitectureHasNoneAreRefused) {
+  auto o = small("qwen2");
+  o.n_expert = 4;
+  const std::string why = open_error(bytes_of(o));
+  EXPECT_NE(why.find("qwen2.expert_count is 4"), std::string::npos) << why;
+}
+
+TEST(ArchitectureRefusals, AMixtureOfExpertsWithoutExpertsIsRefused) {
+  // a qwen3moe file with a dense layout: no expert_count
+  auto o = small("qwen3moe");
+  o.n_expert = 0;
+  const std::string why = open_error(bytes_of(o));
+  EXPECT_NE(why.find("qwen3moe.expert_count is missing or 0"), std::string::npos) << why;
+}
+
+TEST(ArchitectureRefusals, MoreExpertsUsedThanThereAreIsRefused) {
+  auto o = small("qwen3moe");
+  o.n_expert = 4;
+  o.n_expert_used = 5;
+  const std::string why = open_error(bytes_of(o));
+  EXPECT_NE(why.find("5 experts used of 4"), std::string::npos) << why;
+}
+
+TEST(ArchitectureRefusals, AMissingExpertTensorIsNamed) {
+  auto o = small("gpt-oss");
+  o.n_expert = 4;
+  std::vector<uint8_t> bytes = bytes_of(o);
+  replace(bytes, "blk.1.ffn_up_exps.bias", "blk.1.ffn_up_exps.xxxx");
+  const std::string why = open_error(bytes);
+  EXPECT_TRUE(why.find("blk.1.ffn_up_exps.bias is missing") != std::string::npos ||
+              why.find("blk.1.ffn_up_exps.xxxx") != std::string::npos)
+      << why;
 }
 
 TEST(ArchitectureRefusals, KeysAreReadUnderTheArchitecturesOwnPrefixOnly) {

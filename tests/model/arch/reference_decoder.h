@@ -40,13 +40,29 @@ struct ReferenceConfig {
   double final_softcap = 0.0;
   int64_t window = 0;               // sliding window; 0: none
   bool window_even_layers = false;  // the window on layers 0, 2, … only (else on all)
+  bool attn_output_bias = false;    // o = wo attn + bo
+  bool sinks = false;               // each head's sink logit joins its softmax's denominator
+
+  // Mixture of experts when n_expert > 0: the router's top n_expert_used
+  // experts (each n_ff_exp wide) run, weighted by the softmax over their
+  // logits, or (softmax_all) by their probabilities in the softmax over all.
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
+  bool softmax_all = false;
+  bool expert_biases = false;  // the router's and each expert's biases
+  int64_t n_ff_shexp = 0;      // > 0: a shared expert, gated by sigmoid(w · h)
+  bool clamped = false;        // gpt-oss's activation: g = min(gate, 7), u = clamp(up, ±7), g σ(1.702 g) (u + 1)
 };
 
 // A layer's weights. Fused matrices are given split (the test splits the
 // file's rows), so the reference reads the math, not the layout.
 struct ReferenceLayer {
-  Mat attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, post_attn_norm;
+  Mat attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, bo, sinks, post_attn_norm;
   Mat ffn_norm, gate, up, down, post_ffn_norm;
+  // experts: the router [n_expert][n_embd] and its bias; per expert e its
+  // matrices and biases; the shared expert
+  Mat router, router_b;
+  std::vector<Mat> gate_e, up_e, down_e, gate_b, up_b, down_b;
+  Mat shexp_gate_inp, shexp_gate, shexp_up, shexp_down;
 };
 
 class ReferenceDecoder {
@@ -93,7 +109,7 @@ class ReferenceDecoder {
       for (int64_t hh = 0; hh < c.n_head; ++hh) {
         const int64_t g = hh / (c.n_head / c.n_head_kv);
         std::vector<double> s(static_cast<size_t>(pos + 1), 0.0);
-        double mx = -1e300;
+        double mx = c.sinks ? L.sinks[hh] : -1e300;
         for (int j = first; j <= pos; ++j) {
           double d = 0;
           for (int64_t i = 0; i < hd; ++i) d += q[hh * hd + i] * kc[l][j * KV + g * hd + i];
@@ -101,20 +117,19 @@ class ReferenceDecoder {
           if (c.attn_softcap > 0) s[j] = c.attn_softcap * std::tanh(s[j] / c.attn_softcap);
           mx = std::max(mx, s[j]);
         }
-        double sum = 0;
+        double sum = c.sinks ? std::exp(L.sinks[hh] - mx) : 0.0;
         for (int j = first; j <= pos; ++j) sum += (s[j] = std::exp(s[j] - mx));
         for (int j = first; j <= pos; ++j)
           for (int64_t i = 0; i < hd; ++i) attn[hh * hd + i] += s[j] / sum * vc[l][j * KV + g * hd + i];
       }
       Mat o = matvec(L.wo, attn, E);
+      if (c.attn_output_bias) add(o, L.bo);
       if (c.post_norms) o = rmsnorm(o, L.post_attn_norm);
       for (int64_t i = 0; i < E; ++i) x[i] += o[i];
 
       // the gated feed-forward
       h = rmsnorm(x, L.ffn_norm);
-      Mat a = matvec(L.gate, h, c.n_ff), b = matvec(L.up, h, c.n_ff);
-      for (int64_t i = 0; i < c.n_ff; ++i) a[i] = (c.gelu ? gelu(a[i]) : a[i] / (1.0 + std::exp(-a[i]))) * b[i];
-      Mat d = matvec(L.down, a, E);
+      Mat d = c.n_expert > 0 ? experts(L, h) : feed_forward(L.gate, L.up, L.down, h, c.n_ff);
       if (c.post_norms) d = rmsnorm(d, L.post_ffn_norm);
       for (int64_t i = 0; i < E; ++i) x[i] += d[i];
     }
@@ -135,6 +150,59 @@ class ReferenceDecoder {
   }
 
  private:
+  static void add(Mat& y, const Mat& b) {
+    for (size_t i = 0; i < y.size(); ++i) y[i] += b[i];
+  }
+  static double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+  double act(double g, double u) const {
+    if (c.clamped) {
+      g = std::min(g, 7.0);
+      u = std::min(std::max(u, -7.0), 7.0);
+      return g * sigmoid(1.702 * g) * (u + 1.0);
+    }
+    return (c.gelu ? gelu(g) : g * sigmoid(g)) * u;
+  }
+  // down (act(gate h + gb) * (up h + ub)) + db; the biases when given
+  Mat feed_forward(const Mat& gate, const Mat& up, const Mat& down, const Mat& h, int64_t width,
+                   const Mat* gb = nullptr, const Mat* ub = nullptr, const Mat* db = nullptr) const {
+    Mat a = matvec(gate, h, width), b = matvec(up, h, width);
+    if (gb != nullptr) add(a, *gb), add(b, *ub);
+    for (int64_t i = 0; i < width; ++i) a[i] = act(a[i], b[i]);
+    Mat d = matvec(down, a, c.n_embd);
+    if (db != nullptr) add(d, *db);
+    return d;
+  }
+  Mat experts(const ReferenceLayer& L, const Mat& h) const {
+    Mat logits = matvec(L.router, h, c.n_expert);
+    if (c.expert_biases) add(logits, L.router_b);
+    // the top n_expert_used, larger first, ties to the lower index
+    std::vector<int64_t> order(static_cast<size_t>(c.n_expert));
+    for (int64_t e = 0; e < c.n_expert; ++e) order[e] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+    order.resize(static_cast<size_t>(c.n_expert_used));
+    // weights: over all experts' logits, or over the chosen ones' only
+    double mx = -1e300, sum = 0;
+    for (int64_t e = 0; e < c.n_expert; ++e) mx = std::max(mx, logits[e]);
+    if (c.softmax_all) {
+      for (int64_t e = 0; e < c.n_expert; ++e) sum += std::exp(logits[e] - mx);
+    } else {
+      for (int64_t e : order) sum += std::exp(logits[e] - mx);
+    }
+    Mat out(static_cast<size_t>(c.n_embd), 0.0);
+    for (int64_t e : order) {
+      const Mat y = c.expert_biases ? feed_forward(L.gate_e[e], L.up_e[e], L.down_e[e], h, c.n_ff_exp, &L.gate_b[e],
+                                                   &L.up_b[e], &L.down_b[e])
+                                    : feed_forward(L.gate_e[e], L.up_e[e], L.down_e[e], h, c.n_ff_exp);
+      const double w = std::exp(logits[e] - mx) / sum;
+      for (int64_t i = 0; i < c.n_embd; ++i) out[i] += w * y[i];
+    }
+    if (c.n_ff_shexp > 0) {
+      const Mat y = feed_forward(L.shexp_gate, L.shexp_up, L.shexp_down, h, c.n_ff_shexp);
+      const double g = sigmoid(matvec(L.shexp_gate_inp, h, 1)[0]);
+      for (int64_t i = 0; i < c.n_embd; ++i) out[i] += g * y[i];
+    }
+    return out;
+  }
   Mat rmsnorm(const Mat& x, const Mat& g) const {
     double ss = 0;
     for (double v : x) ss += v * v;

@@ -164,7 +164,7 @@ TEST(GgufHostile, EveryTensorOfATypeTensorpcDoesNotRunIsNamedInOneError) {
   b.header(4, 0)
       .tensor("token_embd.weight", {256, 2}, 16, 0)  // iq2_xxs
       .tensor("output_norm.weight", {8}, 0, 192)
-      .tensor("blk.0.ffn_up.weight", {256}, 39, 224)  // an id GGUF does not define here
+      .tensor("blk.0.ffn_up.weight", {256}, 99, 224)    // an id GGUF does not define here
       .tensor("blk.0.ffn_down.weight", {256}, 15, 480)  // q8_K: activations only
       .pad_to(32)
       .zeros(1024);
@@ -172,7 +172,7 @@ TEST(GgufHostile, EveryTensorOfATypeTensorpcDoesNotRunIsNamedInOneError) {
   EXPECT_EQ(s.code(), StatusCode::unsupported);
   expect_mentions(s, "3 tensors have types tensorpc does not run");
   expect_mentions(s, "'token_embd.weight' (iq2_xxs)");
-  expect_mentions(s, "'blk.0.ffn_up.weight' (type id 39 (unknown))");
+  expect_mentions(s, "'blk.0.ffn_up.weight' (type id 99 (unknown))");
   expect_mentions(s, "'blk.0.ffn_down.weight' (q8_K)");
   expect_mentions(s, "q6_K");  // the list of what it runs
   EXPECT_EQ(s.message().find("output_norm"), std::string::npos) << s.message();
