@@ -166,7 +166,10 @@ class ReferenceDecoder {
   Mat feed_forward(const Mat& gate, const Mat& up, const Mat& down, const Mat& h, int64_t width,
                    const Mat* gb = nullptr, const Mat* ub = nullptr, const Mat* db = nullptr) const {
     Mat a = matvec(gate, h, width), b = matvec(up, h, width);
-    if (gb != nullptr) add(a, *gb), add(b, *ub);
+    if (gb != nullptr) {
+      add(a, *gb);
+      add(b, *ub);
+    }
     for (int64_t i = 0; i < width; ++i) a[i] = act(a[i], b[i]);
     Mat d = matvec(down, a, c.n_embd);
     if (db != nullptr) add(d, *db);
