@@ -262,7 +262,8 @@ void run_prefill(const ComputeParams& p, const Job& job, const Layout& l, char* 
 
   // Items: for each chosen expert, its blocks of pairs by its blocks of rows.
   const int64_t blocks = blocks_per_batch_for(s.M, n_valid / job.n_used, job.n_used, p.nth);
-  const int64_t block_rows = std::min(kBlockRows, rows_per_block_for(s.M, blocks, /*N=*/2));
+  // Aligned whatever an expert's count of pairs: the same bits on any thread count (kRowAlign).
+  const int64_t block_rows = std::min(kBlockRows, round_up((s.M + blocks - 1) / blocks, kRowAlign));
   const int64_t row_blocks = (s.M + block_rows - 1) / block_rows;
   int64_t items = 0;
   for (int64_t u = 0; u < job.n_used; ++u) {
