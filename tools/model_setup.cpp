@@ -59,6 +59,9 @@ StatusOr<ModelOptions> model_options(const ModelSetup& setup) {
   o.split = setup.split;
   o.context_size = setup.n_ctx;
   o.tensor_overrides = setup.tensor_overrides;
+  o.recovery.enabled = setup.recover;
+  o.recovery.reconnect_wait_s = setup.reconnect_wait_s;
+  o.recovery.standby = setup.standby;
   return o;
 }
 
@@ -89,6 +92,10 @@ StatusOr<Model> open_model(std::unique_ptr<LlamaModel> model, const ModelSetup& 
   };
   UploadProgress bar(err);
   options.on_progress = bar.callback();
+  options.recovery.on_event = [err](const std::string& line) {
+    std::fprintf(err, "recovery: %s\n", line.c_str());
+    std::fflush(err);
+  };
   auto opened = ModelInternals::open(std::move(model), options);
   bar.end();
   if (!opened.ok()) return opened.status();
@@ -189,6 +196,16 @@ std::shared_ptr<ModelSetupFlags> ModelSetupFlags::add_to(CLI::App& cmd) {
                        return split_endpoints({list}).empty() ? std::string("no device named") : std::string();
                      })
                      ->capture_default_str();
+  cmd.add_flag("--no-recover", f->no_recover_,
+               "a lost server ends the work with its error, instead of loading its layers again (on it when it "
+               "comes back, on a standby, or on the devices left) and going on");
+  cmd.add_option("--reconnect-wait", f->reconnect_wait_s_,
+                 "seconds to wait for a lost server to answer again before its layers go elsewhere")
+      ->check(finite_number("a number of seconds from 0 to 1000000", [](double x) { return x >= 0 && x <= 1e6; }))
+      ->capture_default_str();
+  cmd.add_option("--standby", f->standby_,
+                 "servers, host:port[,host:port…] (repeatable), checked at start and holding no layers: a lost "
+                 "server's layers go to the first that answers");
   auto* local_only = cmd.add_flag("--local-only", f->local_only_, "use the local devices only");
   local_only->excludes(rpc);
   cmd.add_flag("--no-local", f->no_local_, "use only the servers' devices, not the local ones")
@@ -208,6 +225,9 @@ void ModelSetupFlags::apply(ModelSetup& setup) const {
   setup.threads = threads_;
   setup.use_local = !no_local_;
   setup.local_devices = split_endpoints({devices_});  // comma-separated, as --rpc
+  setup.recover = !no_recover_;
+  setup.reconnect_wait_s = reconnect_wait_s_;
+  setup.standby = split_endpoints(standby_);
 }
 
 }  // namespace tensorpc::tools

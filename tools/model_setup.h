@@ -36,6 +36,9 @@ struct ModelSetup {
   bool use_local = true;               // false with --no-local: only the servers' devices
   std::vector<std::string> local_devices{"cpu"};  // --device: cpu, vulkan, vulkan:N, in order
   std::vector<TensorOverride> tensor_overrides;   // --override-tensor, in order
+  bool recover = true;                            // false with --no-recover
+  double reconnect_wait_s = 30;                   // --reconnect-wait
+  std::vector<std::string> standby;               // --standby, after split_endpoints
 };
 
 // The library's options for `setup`, without the printing: the servers' key
@@ -98,6 +101,9 @@ class ModelSetupFlags {
   std::string devices_ = "cpu";
   std::string split_;
   std::vector<std::string> overrides_;
+  std::vector<std::string> standby_;
+  double reconnect_wait_s_ = 30;
+  bool no_recover_ = false;
   ClientFlags client_;
   int threads_ = 0;
   bool local_only_ = false;

@@ -52,6 +52,31 @@ struct TensorOverride {
   std::string device;
 };
 
+// What happens when a server is lost while the model runs (its process
+// killed or restarted, its machine gone, frozen past RemoteOptions::
+// reply_timeout). The step that failed is abandoned; the model waits up to
+// `reconnect_wait_s` for the server to answer again and loads its layers
+// there again (its weights cache, in memory or kept with --cache, makes that
+// a transfer of hashes), else moves them to the first `standby` server that
+// answers, else shares them out over the devices left (as a start without
+// that server would: by `split` less its devices, or by free memory). Then
+// it evaluates again the tokens the sequence holds, as a prefill, to rebuild
+// the KV cache, and goes on: the text is the one an unbroken run gives.
+// When nothing can take the server's place, generate() fails with
+// StatusCode::unavailable naming the server and what was tried, and the next
+// generate() tries again.
+struct RecoveryOptions {
+  bool enabled = true;           // false: a lost server's error ends the generation (`--no-recover`)
+  double reconnect_wait_s = 30;  // seconds to wait for a lost server to answer again (≥ 0)
+  // Servers ("host:port") connected and checked by open() that hold no
+  // layers: a lost server's layers go to the first that answers. A lost
+  // server that comes back later joins the end of the list.
+  std::vector<std::string> standby;
+  // One line for each thing lost and done ("server 10.0.0.3:50052 lost: …").
+  // May be empty. Called from the thread that generates.
+  std::function<void(const std::string& line)> on_event;
+};
+
 // What Model::open takes: the file, and where the model runs.
 struct ModelOptions {
   std::string path;                  // the GGUF file
@@ -80,6 +105,7 @@ struct ModelOptions {
   // Called as the weights are uploaded: bytes done, bytes in all, and the
   // device they went to. May be empty.
   std::function<void(uint64_t done, uint64_t total, const std::string& device)> on_progress;
+  RecoveryOptions recovery;  // when a server is lost
 };
 
 // How the next token is picked (the defaults of `tensorpc run`). The chain:
@@ -165,6 +191,8 @@ struct ModelInfo {
   // A caveat of a load that went through (the weights' digests could not be
   // saved, so the next load hashes them again); empty when there is none.
   std::string warning;
+  std::vector<std::string> standby;  // the standby servers not yet used (RecoveryOptions::standby)
+  uint64_t recoveries = 0;           // lost servers recovered from so far
 };
 
 class Model {

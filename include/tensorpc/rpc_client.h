@@ -53,4 +53,12 @@ ConnectionStats connection_stats(const std::string& endpoint);
 // For health checks and latency measurements.
 Status ping(const std::string& endpoint, const RemoteOptions& options = {});
 
+// Whether the session this process holds with `endpoint` — what its buffers
+// and plans live in — is still there: one PING on the live connection,
+// within options.reply_timeout, never opening a new one. Fails (io_error
+// naming the endpoint) when there is none, it broke, its server hung up
+// (killed, or restarted: a new process holds none of the old buffers) or
+// the PING has no reply in time (a frozen server; the connection is closed).
+Status check_session(const std::string& endpoint, const RemoteOptions& options = {});
+
 }  // namespace tensorpc

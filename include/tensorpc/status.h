@@ -23,6 +23,9 @@ enum class StatusCode {
   io_error = 5,          // the operating system or the network failed
   protocol_error = 6,    // a peer broke the wire protocol
   internal = 7,          // a bug in tensorpc
+  // A server the work needs was lost and nothing could take its place yet:
+  // the same request may succeed later. Never sent over the wire.
+  unavailable = 8,
 };
 
 const char* to_string(StatusCode code);
@@ -55,6 +58,7 @@ inline Status unsupported(std::string msg) { return {StatusCode::unsupported, st
 inline Status io_error(std::string msg) { return {StatusCode::io_error, std::move(msg)}; }
 inline Status protocol_error(std::string msg) { return {StatusCode::protocol_error, std::move(msg)}; }
 inline Status internal_error(std::string msg) { return {StatusCode::internal, std::move(msg)}; }
+inline Status unavailable(std::string msg) { return {StatusCode::unavailable, std::move(msg)}; }
 
 // The exception form of a failed Status, thrown by graph building and by
 // StatusOr::value() on a failed result.

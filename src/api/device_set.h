@@ -34,6 +34,18 @@ class DeviceSet {
 
   std::vector<Device*> devices() const;
   const std::vector<std::string>& endpoints() const { return endpoints_; }
+  // The server of devices()[i]; "" for a local device.
+  const std::string& server_of(size_t i) const { return servers_[i]; }
+  // Puts the devices server `with` lists now where those of `endpoint` (one
+  // of endpoints()) were — the same endpoint again after a restart, or a
+  // standby in its place; an empty `with` drops them. The old devices are
+  // destroyed: whatever held buffers or streams of them must be gone. A
+  // server that cannot be listed, or lists none, is an error naming it, and
+  // leaves the set as it was.
+  Status replace_server(const std::string& endpoint, const std::string& with, const RemoteOptions& options);
+  // The devices server `endpoint` lists now, after the other servers' (and
+  // before the helper CPU). An error naming it leaves the set as it was.
+  Status add_server(const std::string& endpoint, const RemoteOptions& options);
   // The helper CPU is the last of devices().
   bool helper_cpu() const { return helper_cpu_; }
 
@@ -41,6 +53,7 @@ class DeviceSet {
   Status add_local(const std::string& name, int local_threads);
 
   std::vector<std::unique_ptr<Device>> owned_;
+  std::vector<std::string> servers_;  // per device: its server, "" when local
   std::vector<std::string> endpoints_;
   bool helper_cpu_ = false;
   std::map<int, int> openings_;  // of each Vulkan device, for their names

@@ -4,9 +4,12 @@
 // src/api/model_internals.h).
 #include "tensorpc/model.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <map>
 
+#include "api/cluster_recovery.h"
 #include "api/model_internals.h"
 #include "model/runtime/generate.h"
 #include "model/runtime/generator.h"
@@ -56,6 +59,18 @@ struct UploadCount {
   uint64_t server_bytes_sent = 0;
 };
 
+// The placement options of `options` on `devices`: split, overrides, context.
+PlacementOptions placement_options(const ModelOptions& options, const DeviceSet& devices) {
+  PlacementOptions p;
+  p.ratios = options.split;
+  // The helper CPU last, with no layers; the others by the split or their free memory.
+  p.last_takes_no_layers = devices.helper_cpu();
+  if (devices.helper_cpu() && !p.ratios.empty()) p.ratios.push_back(0);
+  for (const TensorOverride& o : options.tensor_overrides) p.overrides.push_back({o.pattern, o.device});
+  p.n_ctx = options.context_size;
+  return p;
+}
+
 // ModelPlacement::create with the options' split, context and progress,
 // counting what the upload sent to the servers.
 StatusOr<std::unique_ptr<ModelPlacement>> place_counting(const LlamaModel& model, const DeviceSet& devices,
@@ -64,13 +79,7 @@ StatusOr<std::unique_ptr<ModelPlacement>> place_counting(const LlamaModel& model
   for (Device* d : devices.devices()) is_remote[d->name()] = d->kind() == DeviceKind::remote;
   uint64_t last_done = 0;
   const uint64_t sent_before = bytes_sent_to(devices.endpoints());
-  PlacementOptions p;
-  p.ratios = options.split;
-  // The helper CPU last, with no layers; the others by the split or their free memory.
-  p.last_takes_no_layers = devices.helper_cpu();
-  if (devices.helper_cpu() && !p.ratios.empty()) p.ratios.push_back(0);
-  for (const TensorOverride& o : options.tensor_overrides) p.overrides.push_back({o.pattern, o.device});
-  p.n_ctx = options.context_size;
+  PlacementOptions p = placement_options(options, devices);
   p.progress = [&](uint64_t done, uint64_t total, const std::string& device) {
     if (is_remote[device]) count.server_weight_bytes += done - last_done;
     last_done = done;
@@ -104,9 +113,28 @@ struct Model::State {
   PlacedModel placed;
   UploadCount upload;
   std::string warning;
+  std::chrono::milliseconds reply_timeout{0};  // the servers' (RemoteOptions::reply_timeout)
+  std::unique_ptr<ClusterRecovery> recovery;   // with servers, unless recovery is off
   std::unique_ptr<Generator> generator;  // made on first use, and kept: its plans serve the next generation too
   std::atomic<bool> cancel{false};
 };
+
+// The standby servers: none of the model's own, each listing its devices.
+Status check_standby(const ModelOptions& options) {
+  const RecoveryOptions& r = options.recovery;
+  if (!std::isfinite(r.reconnect_wait_s) || r.reconnect_wait_s < 0 || r.reconnect_wait_s > 1e6) {
+    return invalid_argument("the reconnect wait must be from 0 to 1000000 seconds");
+  }
+  for (const std::string& s : r.standby) {
+    if (std::find(options.servers.begin(), options.servers.end(), s) != options.servers.end()) {
+      return invalid_argument("standby server " + s + " is also one of the model's servers");
+    }
+    auto listed = connect_devices(s, options.remote);
+    if (!listed.ok()) return listed.status().with_context("standby server " + s);
+    if (listed.value().empty()) return not_found("standby server " + s + " has no devices");
+  }
+  return Status();
+}
 
 Model::Model(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Model::Model(Model&&) noexcept = default;
@@ -133,11 +161,18 @@ StatusOr<Model> ModelInternals::open(std::unique_ptr<LlamaModel> model, const Mo
   where.n_ctx = options.context_size;
   where.use_local = options.use_local_cpu;
   where.local_devices = options.local_devices;
+  TENSORPC_RETURN_IF_ERROR(check_standby(options));
   auto state = std::make_unique<Model::State>();
   TENSORPC_ASSIGN_OR_RETURN(state->placed,
                             place_model(std::move(model), where, [&](const LlamaModel& m, const DeviceSet& devices) {
                               return place_counting(m, devices, options, state->upload);
                             }));
+  state->reply_timeout = options.remote.reply_timeout;
+  if (options.recovery.enabled && !options.servers.empty()) {
+    state->recovery =
+        std::make_unique<ClusterRecovery>(state->placed, options.recovery, options.remote,
+                                          placement_options(options, state->placed.devices), options.split);
+  }
   if (const Status& s = state->placed.model->digests().save_failure(); !s.ok()) {
     state->warning = s.to_string() + " (the next load hashes the weights again)";
   }
@@ -146,9 +181,23 @@ StatusOr<Model> ModelInternals::open(std::unique_ptr<LlamaModel> model, const Mo
 
 PlacedModel& ModelInternals::placed(Model& model) { return model.state_->placed; }
 
+ClusterRecovery* ModelInternals::recovery(Model& model) { return model.state_->recovery.get(); }
+
+GeneratorOptions ModelInternals::generator_options(Model& model) {
+  const Model::State& s = *model.state_;
+  GeneratorOptions g;
+  g.recovery = s.recovery.get();
+  if (s.reply_timeout.count() > 0) {
+    g.scheduler.plan_wait_timeout_ms = static_cast<uint32_t>(std::min<int64_t>(s.reply_timeout.count(), UINT32_MAX));
+  }
+  return g;
+}
+
 Generator& ModelInternals::generator(Model& model) {
   Model::State& s = *model.state_;
-  if (s.generator == nullptr) s.generator = std::make_unique<Generator>(*s.placed.model, *s.placed.placement);
+  if (s.generator == nullptr) {
+    s.generator = std::make_unique<Generator>(*s.placed.model, *s.placed.placement, generator_options(model));
+  }
   return *s.generator;
 }
 
@@ -197,9 +246,15 @@ void Model::cancel() { state_->cancel.store(true); }
 
 ModelInfo Model::info() const {
   const PlacedModel& p = state_->placed;
-  ModelInfo info = describe(*p.model, p.placement->n_ctx());
+  // With no placement (a recovery failed), the context the model was opened with.
+  ModelInfo info = describe(*p.model, state_->generator ? state_->generator->n_ctx() : p.placement->n_ctx());
   for (Device* d : p.devices.devices()) info.devices.push_back(d->name());
-  info.placement = p.placement->table();
+  if (p.placement) info.placement = p.placement->table();
+  if (state_->recovery) {
+    const RecoveryState r = state_->recovery->state();
+    info.standby = r.standby;
+    info.recoveries = r.recoveries;
+  }
   info.server_weight_bytes = state_->upload.server_weight_bytes;
   info.server_bytes_sent = state_->upload.server_bytes_sent;
   info.warning = state_->warning;

@@ -9,6 +9,7 @@
 
 #include <memory>
 
+#include "api/cluster_recovery.h"
 #include "api/placed_model.h"
 #include "model/arch/llama_model.h"
 #include "model/runtime/generator.h"
@@ -24,6 +25,15 @@ struct ModelInternals {
   static StatusOr<Model> open(std::unique_ptr<LlamaModel> model, const ModelOptions& options);
   // The opened model, its devices and its placement.
   static PlacedModel& placed(Model& model);
+  // What recovers it from a lost server; null without servers or with
+  // RecoveryOptions::enabled false. Generators on its placement pass it in
+  // GeneratorOptions::recovery.
+  static ClusterRecovery* recovery(Model& model);
+  // The options of a generator on the model's placement: its recovery, and
+  // plans that wait for a server's hand-over as long as the servers'
+  // reply timeout (RemoteOptions::reply_timeout), so a frozen server is lost
+  // after that time however the pipeline meets it.
+  static GeneratorOptions generator_options(Model& model);
   // The generator Model::generate runs on, made on first use; another one on
   // the same placement (its own options) must not run while this one does.
   static Generator& generator(Model& model);

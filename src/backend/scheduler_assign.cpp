@@ -133,9 +133,11 @@ class Assigner {
     }
     if (writes_in_place(t) && device_[static_cast<size_t>(root)] >= 0) {
       const int d = device_[static_cast<size_t>(root)];
-      if (!devices_[static_cast<size_t>(d)]->supports(t)) {
-        return unsupported("scheduler: " + label(ix_, id) + " writes into bytes on " +
-                           devices_[static_cast<size_t>(d)]->name() + ", which cannot compute it");
+      if (const Device& dev = *devices_[static_cast<size_t>(d)]; !dev.supports(t)) {
+        // A server that cannot be reached says no to everything: its error is the reason.
+        const std::string what = "scheduler: " + label(ix_, id) + " writes into bytes on " + dev.name();
+        if (auto m = dev.memory(); !m.ok()) return m.status().with_context(what);
+        return unsupported(what + ", which cannot compute it");
       }
       device_[static_cast<size_t>(id)] = d;
       return Status();

@@ -12,6 +12,7 @@ const char* to_string(StatusCode code) {
     case StatusCode::io_error: return "I/O error";
     case StatusCode::protocol_error: return "protocol error";
     case StatusCode::internal: return "internal error";
+    case StatusCode::unavailable: return "unavailable";
   }
   return "unknown status";
 }

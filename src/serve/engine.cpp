@@ -61,6 +61,8 @@ Engine::Engine(const LlamaModel& model, ModelPlacement& placement, EngineOptions
   go.n_seq = options.parallel;
   go.n_batch = options.n_batch;
   go.kv_granularity = options.kv_granularity;
+  go.recovery = options.recovery;
+  go.scheduler = options.scheduler;
   gen_ = std::make_unique<Generator>(model, placement, go);
   slot_context_ = gen_->seq_ctx();
   for (int i = 0; i < options.parallel; ++i) {
@@ -305,8 +307,13 @@ void Engine::step() {
     std::lock_guard lock(mu_);
     ++stats_.steps;
     if (!out.ok()) stats_.last_error = out.status().to_string();
+    stats_.last_step_failed = !out.ok();
   }
   if (!out.ok()) {
+    if (options_.log) {
+      options_.log("a step failed, ending its " + std::to_string(entries.size()) + " request" +
+                   (entries.size() == 1 ? "" : "s") + ": " + out.status().to_string());
+    }
     for (const Entry& e : entries) {
       // What the failed step left in the cells is unknown: the slot starts over next time.
       e.slot->cached.clear();

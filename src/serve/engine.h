@@ -37,6 +37,7 @@
 #include "model/arch/llama_model.h"
 #include "model/runtime/generator.h"
 #include "model/runtime/placement.h"
+#include "model/runtime/recovery.h"
 #include "model/runtime/sampler.h"
 #include "tensorpc/status.h"
 
@@ -47,6 +48,13 @@ struct EngineOptions {
   int64_t n_batch = 64;   // tokens of one step at most (every decoding slot's one, prompt chunks the rest)
   int queue = 64;         // requests waiting for a slot at most; beyond: submit() refuses
   int64_t kv_granularity = 32;
+  // What the generator recovers from a lost server with (recovery.h): a
+  // step then pauses while it works, and goes on. Null: a failed step ends
+  // its requests with the error. Must outlive the engine.
+  PlacementRecovery* recovery = nullptr;
+  SchedulerOptions scheduler = {};  // the generator's (GeneratorOptions::scheduler)
+  // Told each failed step once (the requests it ended and the error); may be empty.
+  std::function<void(const std::string& line)> log = {};
 };
 
 enum class Finish { stop, length, cancelled, error };
@@ -88,6 +96,7 @@ struct EngineStats {
   uint64_t steps = 0;
   double tokens_per_second = 0;   // generated over the last few seconds
   std::string last_error;         // the last failed step's error, empty if none
+  bool last_step_failed = false;  // the latest step failed (a lost server, with no recovery to go on)
 };
 
 class Engine {

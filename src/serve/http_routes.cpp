@@ -106,11 +106,16 @@ struct Exchange {
   void on_done(const Outcome& o) {
     const Usage usage{o.prompt_tokens, o.completion_tokens};
     std::optional<ApiError> failure;
-    if (o.finish == Finish::error) failure = api_error(500, "server_error", "generation_failed", o.status.to_string());
+    // A server of the cluster lost with nothing to take its place yet: the next request tries again.
+    const bool later = o.finish == Finish::error && o.status.code() == StatusCode::unavailable;
+    if (o.finish == Finish::error) {
+      failure = later ? unavailable_error(o.status.message())
+                      : api_error(500, "server_error", "generation_failed", o.status.to_string());
+    }
     if (o.finish == Finish::cancelled) failure = unavailable_error("the server is shutting down");
     std::lock_guard lock(mu);
     if (!stream) {
-      if (failure) return out->reply(error_reply(*failure));
+      if (failure) return out->reply(later ? retry_later(*failure) : error_reply(*failure));
       out->reply(HttpReply{.status = 200,
                            .content_type = "application/json",
                            .body = endpoint == Endpoint::chat
@@ -244,9 +249,22 @@ HttpReply HttpRoutes::health() const {
     return r;
   }
   const EngineStats s = model_.engine->stats();
-  json body{{"status", "ok"}, {"slots_idle", s.slots - s.active}, {"slots_busy", s.active}, {"queued", s.queued}};
+  RecoveryView r = model_.recovery ? model_.recovery() : RecoveryView{};
+  if (!model_.recovery && s.last_step_failed) {
+    // No recovery (--no-recover, or no servers): the last step's failure is the news.
+    r.health = "degraded";
+    r.reason = "the last step failed: " + s.last_error;
+  }
+  json body{{"status", r.health}, {"slots_idle", s.slots - s.active}, {"slots_busy", s.active}, {"queued", s.queued}};
+  if (!r.reason.empty()) body["reason"] = r.reason;
   if (!s.last_error.empty()) body["last_error"] = s.last_error;
-  return {.status = 200, .content_type = "application/json", .body = body.dump(), .headers = {}};
+  // Recovering, or a lost server with nothing in its place: requests wait or are refused for now.
+  HttpReply reply{.status = r.serving && r.health != "recovering" ? 200 : 503,
+                  .content_type = "application/json",
+                  .body = body.dump(-1, ' ', false, json::error_handler_t::replace),
+                  .headers = {}};
+  if (reply.status == 503) reply.headers.emplace_back("Retry-After", "1");
+  return reply;
 }
 
 void HttpRoutes::completion(Endpoint endpoint, const std::string& body, std::shared_ptr<Responder> out) {
@@ -345,6 +363,17 @@ std::string HttpRoutes::metrics() const {
   metric("tensorpc_slots_total", "gauge", "Slots (--parallel).");
   value("tensorpc_slots_total", s.slots);
   if (model_.endpoints.empty()) return out;
+  const RecoveryView r = model_.recovery ? model_.recovery() : RecoveryView{};
+  metric("tensorpc_recoveries_total", "counter", "Lost servers recovered from (the generation went on).");
+  value("tensorpc_recoveries_total", static_cast<double>(r.recoveries));
+  metric("tensorpc_recovery_failures_total", "counter", "Recoveries that found nothing to take a lost server's place.");
+  value("tensorpc_recovery_failures_total", static_cast<double>(r.failures));
+  metric("tensorpc_recovery_seconds_total", "counter", "Seconds spent recovering, the replays included.");
+  value("tensorpc_recovery_seconds_total", r.seconds);
+  metric("tensorpc_recovery_tokens_replayed_total", "counter", "Tokens evaluated again to rebuild the KV cache.");
+  value("tensorpc_recovery_tokens_replayed_total", static_cast<double>(r.tokens_replayed));
+  metric("tensorpc_recovering", "gauge", "1 while a lost server is being recovered from.");
+  value("tensorpc_recovering", r.health == "recovering" ? 1 : 0);
   metric("tensorpc_server_round_trips_total", "counter", "Requests to the server that waited for its answer.");
   metric("tensorpc_server_bytes_sent_total", "counter", "Bytes sent to the server, frame headers included.");
   metric("tensorpc_server_bytes_received_total", "counter", "Bytes received from the server.");

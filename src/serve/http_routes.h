@@ -51,6 +51,16 @@ struct ClusterView {
   std::vector<DeviceView> devices;
 };
 
+// What the recovery from lost servers is doing and has done, for /health
+// and /metrics.
+struct RecoveryView {
+  std::string health = "ok";  // "ok", "recovering" or "degraded"
+  std::string reason;         // naming the server
+  bool serving = true;        // false after a recovery found nothing to take a lost server's place
+  uint64_t recoveries = 0, failures = 0, tokens_replayed = 0;
+  double seconds = 0;
+};
+
 // What the routes need of the loaded model besides the engine.
 struct ServedModel {
   Engine* engine = nullptr;
@@ -58,6 +68,7 @@ struct ServedModel {
   std::string chat_template_error;            // why there is none
   std::vector<std::string> endpoints;         // the servers, for the per-server metrics
   std::function<ClusterView()> cluster;       // called per /v1/cluster request
+  std::function<RecoveryView()> recovery;     // per /health and /metrics request; may be empty
 };
 
 // A whole answer.

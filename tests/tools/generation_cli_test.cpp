@@ -99,6 +99,20 @@ TEST(RunCommand, APromptFromAFileRunsAndAFullContextIsSaid) {
   EXPECT_EQ(err2.text().find("generation stopped"), std::string::npos) << err2.text();
 }
 
+TEST(RunCommand, APromptLongerThanTheContextIsRefusedBeforeItIsEchoed) {
+  RunOptions o;
+  o.setup.model = std::string(TENSORPC_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+  o.setup.threads = 1;
+  o.setup.n_ctx = 16;
+  for (int i = 0; i < 20; ++i) o.prompt += "and the earth ";
+  Capture out, err;
+  EXPECT_EQ(run_command(o, out.f, err.f), 1);
+  EXPECT_EQ(out.text(), "") << "the prompt was echoed";
+  EXPECT_NE(err.text().find("tensorpc run: the prompt has "), std::string::npos) << err.text();
+  EXPECT_NE(err.text().find("the context holds 16, the reply included (-c sets it)"), std::string::npos) << err.text();
+  EXPECT_EQ(err.text().find("out of memory"), std::string::npos) << err.text();
+}
+
 TEST(DemoCommand, AMissingModelIsAnErrorNamingTheFile) {
   DemoOptions o;
   o.model = "/nonexistent/dir/kjv-tiny.gguf";

@@ -47,8 +47,9 @@ int perplexity_command(const PerplexityCommandOptions& o, std::FILE* out, std::F
   const std::vector<int32_t> tokens = placed.model->tokenizer().encode(text.value());
 
   // One step per chunk where it is not too large: all its logits at once.
-  Generator gen(*placed.model, *placed.placement,
-                GeneratorOptions{.n_batch = std::min<int64_t>(setup.n_ctx, kDefaultChunk)});
+  GeneratorOptions go = ModelInternals::generator_options(opened_model.value());
+  go.n_batch = std::min<int64_t>(setup.n_ctx, kDefaultChunk);
+  Generator gen(*placed.model, *placed.placement, go);
   const bool tty = ::isatty(::fileno(err)) != 0;
   PerplexityOptions options;
   options.n_ctx = setup.n_ctx;

@@ -43,6 +43,15 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
   g.max_tokens = o.n_predict;
   g.sampling = o.sampler;
   g.special = o.special;
+  // Refused before it is echoed: a prompt the context cannot hold is a wrong argument.
+  const size_t prompt_tokens = model.value().tokenize(prompt, true, o.special).size();
+  const int64_t context = model.value().info().context_size;
+  if (static_cast<int64_t>(prompt_tokens) >= context) {
+    std::fprintf(err,
+                 "tensorpc run: the prompt has %zu tokens; the context holds %lld, the reply included (-c sets it)\n",
+                 prompt_tokens, static_cast<long long>(context));
+    return 1;
+  }
   std::fprintf(out, "%s", prompt.c_str());
   std::fflush(out);
   auto result = model.value().generate(prompt, g, [out](std::string_view piece, int32_t) {

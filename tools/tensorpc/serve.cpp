@@ -162,10 +162,18 @@ int serve_command(const ServeOptions& o, std::FILE* out, std::FILE* err, std::at
   }
   opened_model = std::move(m).value();
   const PlacedModel& placed = ModelInternals::placed(*opened_model);
+  ClusterRecovery* recovery = ModelInternals::recovery(*opened_model);
+  const GeneratorOptions go = ModelInternals::generator_options(*opened_model);
   serve::EngineOptions eo;
   eo.parallel = o.parallel;
   eo.n_batch = o.n_batch;
   eo.queue = o.queue;
+  eo.recovery = go.recovery;
+  eo.scheduler = go.scheduler;
+  eo.log = [err](const std::string& line) {
+    std::fprintf(err, "%s\n", line.c_str());
+    std::fflush(err);
+  };
   auto e = serve::Engine::create(*placed.model, *placed.placement, eo);
   if (!e.ok()) {
     return failed_loading(e.status());
@@ -180,9 +188,28 @@ int serve_command(const ServeOptions& o, std::FILE* out, std::FILE* err, std::at
   const LlamaModel* model = placed.model.get();
   const ModelPlacement* placement = placed.placement.get();
   const int parallel = o.parallel;
-  served.cluster = [id = http.model_id, model, placement, parallel] {
-    return cluster_of(id, *model, *placement, parallel);
+  served.cluster = [id = http.model_id, model, placement, parallel, recovery] {
+    if (recovery == nullptr) return cluster_of(id, *model, *placement, parallel);
+    // The placement a recovery made; none while one is under way.
+    serve::ClusterView v{
+        .model = id, .n_layer = model->hparams().n_layer, .n_ctx = 0, .parallel = parallel, .devices = {}};
+    recovery->with_placement([&](const ModelPlacement* now) {
+      if (now != nullptr) v = cluster_of(id, *model, *now, parallel);
+    });
+    return v;
   };
+  if (recovery != nullptr) {
+    served.recovery = [recovery] {
+      const RecoveryState r = recovery->state();
+      return serve::RecoveryView{.health = r.health,
+                                 .reason = r.reason,
+                                 .serving = r.serving,
+                                 .recoveries = r.recoveries,
+                                 .failures = r.failures,
+                                 .tokens_replayed = r.tokens_replayed,
+                                 .seconds = r.seconds};
+    };
+  }
   server.set_model(std::move(served));
   load_watch.done();
   std::fprintf(out, "serving %s at %s://%s:%d/ (%d slots of %lld positions)\n", http.model_id.c_str(), scheme,

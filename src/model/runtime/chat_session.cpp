@@ -17,7 +17,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 StatusOr<ChatSession> ChatSession::create(Generator& gen, ChatTemplate chat_template, ChatSessionOptions options) {
   if (options.n_predict < 0) return invalid_argument("chat: n_predict must be ≥ 0 (0: until the turn ends)");
-  if (options.reply_room < 0 || options.reply_room >= gen.placement().n_ctx()) {
+  if (options.reply_room < 0 || options.reply_room >= gen.n_ctx()) {
     return invalid_argument("chat: the room kept for a reply must be smaller than the context");
   }
   TENSORPC_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(options.sampler));
@@ -41,7 +41,7 @@ std::vector<int32_t> ChatSession::tokenize_all(const std::string& text) const {
 
 StatusOr<std::vector<int32_t>> ChatSession::tokens_for_turn(ChatTurn& turn) {
   const Tokenizer& tok = gen_->model().tokenizer();
-  const int64_t n_ctx = gen_->placement().n_ctx();
+  const int64_t n_ctx = gen_->n_ctx();
   const int64_t room = options_.reply_room > 0 ? options_.reply_room : std::max<int64_t>(1, n_ctx / 4);
 
   TENSORPC_ASSIGN_OR_RETURN(std::string rendered, template_.render(messages_, /*add_generation_prompt=*/true));
@@ -74,9 +74,9 @@ StatusOr<std::vector<int32_t>> ChatSession::tokens_for_turn(ChatTurn& turn) {
       all = tokenize_all(rendered);
     }
     if (static_cast<int64_t>(all.size()) >= n_ctx) {
-      return out_of_memory("chat: the conversation is " + std::to_string(all.size()) +
-                           " tokens with this message alone; the context holds " + std::to_string(n_ctx) +
-                           " (-c sets it)");
+      return invalid_argument("chat: the conversation is " + std::to_string(all.size()) +
+                              " tokens with this message alone; the context holds " + std::to_string(n_ctx) +
+                              " (-c sets it)");
     }
     TENSORPC_RETURN_IF_ERROR(gen_->reset());
     evaluated_.clear();
@@ -156,7 +156,7 @@ StatusOr<ChatTurn> ChatSession::generate_reply(const std::function<void(std::str
       turn.stop = ChatStop::n_predict;
       break;
     }
-    if (gen_->position() + 1 > gen_->placement().n_ctx()) {
+    if (gen_->position() + 1 > gen_->n_ctx()) {
       turn.stop = ChatStop::context_full;
       break;
     }

@@ -31,7 +31,6 @@ SchedulerCounters difference(const SchedulerCounters& after, const SchedulerCoun
 StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, const GenerateOptions& options,
                                        const TokenSink& on_token, const std::atomic<bool>* cancel) {
   const LlamaModel& model = gen.model();
-  ModelPlacement& placement = gen.placement();
   TENSORPC_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(options.sampler));
   const Tokenizer& tok = model.tokenizer();
   GenerateResult r;
@@ -46,7 +45,7 @@ StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, 
 
   Clock::time_point t0 = Clock::now();
   Clock::time_point decode_start;
-  SchedulerCounters before = gen.scheduler().totals();
+  SchedulerCounters before = gen.totals();
   for (int i = 0; i < options.n_predict; ++i) {
     if (cancelled()) {
       r.stop = StopReason::cancelled;
@@ -56,7 +55,7 @@ StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, 
     if (i == 0) {
       auto first = step(r.prompt);
       if (!first.ok()) return first.status().with_context("prompt");
-      before = gen.scheduler().totals();
+      before = gen.totals();
       next = first.value();
     } else {
       const int32_t last = r.generated.back();
@@ -83,7 +82,7 @@ StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, 
       break;
     }
     // Stop before a step that would pass the context; the text so far stands.
-    if (gen.position() + 1 > placement.n_ctx() && i + 1 < options.n_predict) {
+    if (gen.position() + 1 > gen.n_ctx() && i + 1 < options.n_predict) {
       r.stop = StopReason::context_full;
       break;
     }
@@ -93,8 +92,8 @@ StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, 
     if (on_token) on_token(rest, -1);
   }
   if (!r.generated.empty()) r.decode_seconds = seconds_since(decode_start);
-  r.decode = difference(gen.scheduler().totals(), before);
-  r.schedule = gen.scheduler().describe();
+  r.decode = difference(gen.totals(), before);
+  r.schedule = gen.describe();
   return r;
 }
 

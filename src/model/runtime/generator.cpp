@@ -3,22 +3,35 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstring>
 
 namespace tensorpc {
 
 Generator::Generator(const LlamaModel& model, ModelPlacement& placement, GeneratorOptions options)
     : model_(model),
-      placement_(placement),
+      placement_(&placement),
       options_(options),
-      scheduler_(placement.devices()),
-      positions_(static_cast<size_t>(std::max<int64_t>(1, options.n_seq)), 0) {}
+      n_ctx_(placement.n_ctx()),
+      scheduler_(std::make_unique<Scheduler>(placement.devices(), options.scheduler)),
+      positions_(static_cast<size_t>(std::max<int64_t>(1, options.n_seq)), 0),
+      history_(positions_.size()) {}
 
-int64_t Generator::seq_ctx() const { return placement_.n_ctx() / n_seq(); }
+int64_t Generator::seq_ctx() const { return n_ctx_ / n_seq(); }
+
+SchedulerCounters Generator::totals() const {
+  SchedulerCounters sum = carried_;
+  if (scheduler_) sum += scheduler_->totals();
+  return sum;
+}
+
+std::string Generator::describe() const { return scheduler_ ? scheduler_->describe() : std::string(); }
 
 Status Generator::reset() {
   std::fill(positions_.begin(), positions_.end(), 0);
-  return placement_.clear_cache();
+  for (auto& h : history_) h.clear();
+  // With no placement (a recovery failed), the next step makes a new one, its cache unused.
+  return placement_ != nullptr ? placement_->clear_cache() : Status();
 }
 
 Status Generator::rewind(int64_t seq, int64_t position) {
@@ -31,6 +44,7 @@ Status Generator::rewind(int64_t seq, int64_t position) {
                             std::to_string(at));
   }
   at = position;
+  history_[static_cast<size_t>(seq)].resize(static_cast<size_t>(position));
   return Status();
 }
 
@@ -63,8 +77,8 @@ StatusOr<int32_t> Generator::eval_sample(std::span<const int32_t> tokens, int64_
 }
 
 bool Generator::device_computes(const Tensor& node) const {
-  if (!options_.select_on_device || placement_.layer_device().empty()) return false;
-  return placement_.devices()[placement_.layer_device().back()]->supports(node);
+  if (!options_.select_on_device || placement_ == nullptr || placement_->layer_device().empty()) return false;
+  return placement_->devices()[placement_->layer_device().back()]->supports(node);
 }
 
 bool Generator::can_select_on_device() const {
@@ -121,8 +135,8 @@ StatusOr<std::vector<float>> Generator::run(std::span<const int32_t> tokens, int
   // Refused before any chunk runs, so a prompt too long leaves the sequence where it was.
   const int64_t need = positions_[0] + static_cast<int64_t>(tokens.size());
   if (need > seq_ctx()) {
-    return out_of_memory("generator: " + std::to_string(need) + " tokens do not fit the context of " +
-                         std::to_string(seq_ctx()));
+    return invalid_argument("generator: " + std::to_string(need) + " tokens do not fit the context of " +
+                            std::to_string(seq_ctx()));
   }
   std::vector<float> logits;
   StepTokens in;
@@ -141,6 +155,84 @@ StatusOr<std::vector<float>> Generator::run(std::span<const int32_t> tokens, int
 
 Status Generator::step(const StepTokens& in, int64_t k, bool all_logits, std::vector<float>& out,
                        const DeviceSampling* sampling) {
+  if (placement_ == nullptr) TENSORPC_RETURN_IF_ERROR(recover(Status()));
+  const size_t offset = out.size();
+  Status s = step_once(in, k, all_logits, out, sampling);
+  // A step that fails again after a recovery may have lost another server: a few tries, each bounded by its waits.
+  constexpr int kTries = 3;
+  for (int i = 0; i < kTries && !s.ok() && options_.recovery != nullptr; ++i) {
+    TENSORPC_RETURN_IF_ERROR(recover(s));
+    out.resize(offset);
+    s = step_once(in, k, all_logits, out, sampling);
+  }
+  if (!s.ok()) return s;
+  for (size_t i = 0; i < in.tokens.size(); ++i) history_[static_cast<size_t>(in.seqs[i])].push_back(in.tokens[i]);
+  return Status();
+}
+
+Status Generator::recover(Status failure) {
+  PlacementRecovery* r = options_.recovery;
+  if (r == nullptr) return failure;
+  std::vector<std::string> lost;
+  if (placement_ != nullptr) {
+    lost = r->lost(failure);
+    if (lost.empty()) return failure;  // not a lost server: the step's own error
+  }
+  constexpr int kTries = 3;  // a server lost during the replay too
+  for (int i = 0;; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    // Nothing of the old placement may outlive it: the plans and buffers the scheduler holds, the graph.
+    built_.reset();
+    if (scheduler_) carried_ += scheduler_->totals();
+    scheduler_.reset();
+    placement_ = nullptr;
+    TENSORPC_ASSIGN_OR_RETURN(ModelPlacement * fresh, r->replace(lost, failure));
+    if (fresh->n_ctx() != n_ctx_) {
+      return internal_error("generator: the new placement holds " + std::to_string(fresh->n_ctx()) +
+                            " positions, not " + std::to_string(n_ctx_));
+    }
+    placement_ = fresh;
+    scheduler_ = std::make_unique<Scheduler>(placement_->devices(), options_.scheduler);
+    const auto placed = std::chrono::steady_clock::now();
+    auto replayed = replay();
+    const auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+    r->recovered(replayed.ok() ? replayed.value() : 0, seconds(start, placed),
+                 seconds(placed, std::chrono::steady_clock::now()), replayed.status());
+    if (replayed.ok()) return Status();
+    failure = replayed.status();
+    lost = r->lost(failure);
+    if (lost.empty() || i + 1 == kTries) return failure.with_context("evaluating the sequences again");
+  }
+}
+
+StatusOr<int64_t> Generator::replay() {
+  std::fill(positions_.begin(), positions_.end(), 0);
+  const size_t chunk = static_cast<size_t>(std::max<int64_t>(1, options_.n_batch));
+  std::vector<size_t> done(history_.size(), 0);
+  int64_t total = 0;
+  std::vector<float> out;
+  for (;;) {
+    // The next n_batch tokens, each sequence's run after the last's.
+    StepTokens in;
+    for (size_t seq = 0; seq < history_.size() && in.tokens.size() < chunk; ++seq) {
+      const std::vector<int32_t>& h = history_[seq];
+      const size_t n = std::min(h.size() - done[seq], chunk - in.tokens.size());
+      if (n == 0) continue;
+      in.tokens.insert(in.tokens.end(), h.begin() + static_cast<std::ptrdiff_t>(done[seq]),
+                       h.begin() + static_cast<std::ptrdiff_t>(done[seq] + n));
+      in.seqs.insert(in.seqs.end(), n, static_cast<int32_t>(seq));
+      in.last.push_back(static_cast<int32_t>(in.tokens.size() - 1));
+      done[seq] += n;
+    }
+    if (in.tokens.empty()) return total;
+    out.clear();
+    TENSORPC_RETURN_IF_ERROR(step_once(in, 0, false, out, nullptr));
+    total += static_cast<int64_t>(in.tokens.size());
+  }
+}
+
+Status Generator::step_once(const StepTokens& in, int64_t k, bool all_logits, std::vector<float>& out,
+                            const DeviceSampling* sampling) {
   const LlamaHparams& hp = model_.hparams();
   const size_t n = in.tokens.size();
   const int64_t n_seq = this->n_seq();
@@ -154,8 +246,8 @@ Status Generator::step(const StepTokens& in, int64_t k, bool all_logits, std::ve
   }
   for (int64_t need : next) {
     if (need > seq_ctx()) {
-      return out_of_memory("generator: " + std::to_string(need) + " tokens do not fit the context of " +
-                           std::to_string(seq_ctx()));
+      return invalid_argument("generator: " + std::to_string(need) + " tokens do not fit the context of " +
+                              std::to_string(seq_ctx()));
     }
   }
   const int64_t end = *std::max_element(next.begin(), next.end());  // positions of the longest sequence after the step
@@ -182,7 +274,7 @@ Status Generator::step(const StepTokens& in, int64_t k, bool all_logits, std::ve
   if (!reuse) {
     built_.reset();
     auto b = std::make_unique<BuiltStep>();
-    b->step = build_llama_step(b->ctx, hp, model_.weights(), placement_.cache(), shape);
+    b->step = build_llama_step(b->ctx, hp, model_.weights(), placement_->cache(), shape);
     b->shape = shape;
     if (k > 0) {
       // The logits stay an output: read_logits() can still read them.
@@ -206,7 +298,7 @@ Status Generator::step(const StepTokens& in, int64_t k, bool all_logits, std::ve
   }
   const LlamaStep& step = built_->step;
   Graph& g = built_->graph;
-  TENSORPC_RETURN_IF_ERROR(reuse ? scheduler_.allocate_again(g) : scheduler_.allocate(g));
+  TENSORPC_RETURN_IF_ERROR(reuse ? scheduler_->allocate_again(g) : scheduler_->allocate(g));
 
   const auto set = [](Tensor* t, const auto& values) {
     return t->buffer->set(*t, values.data(), 0, sizeof(values[0]) * values.size());
@@ -231,7 +323,7 @@ Status Generator::step(const StepTokens& in, int64_t k, bool all_logits, std::ve
   const Tensor& result = built_->token ? *built_->token : built_->top ? *built_->top : *step.logits;
   const size_t offset = out.size();
   out.resize(offset + static_cast<size_t>(result.nelements()));
-  TENSORPC_RETURN_IF_ERROR(scheduler_.compute_and_read(g, result, out.data() + offset));
+  TENSORPC_RETURN_IF_ERROR(scheduler_->compute_and_read(g, result, out.data() + offset));
   positions_ = std::move(next);
   return Status();
 }

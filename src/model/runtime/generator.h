@@ -33,8 +33,16 @@
 // one's last token. A single-sequence caller never names a sequence: eval(),
 // position() and rewind() are sequence 0's.
 //
-// Ownership: the generator owns its scheduler; the model, the placement and
-// their devices must outlive it. One thread uses a generator at a time.
+// With a recovery (GeneratorOptions::recovery, recovery.h), a step that
+// fails because a server of the placement was lost is not the end: the
+// generator moves to the placement the recovery makes, evaluates again the
+// tokens every sequence holds (it keeps them: history()) to rebuild the KV
+// cache, and runs the step again, so its caller sees a slower step, not an
+// error. Without one, the step's error is the answer.
+//
+// Ownership: the generator owns its scheduler; the model, the placement (or
+// the recovery, which replaces it) and their devices must outlive it. One
+// thread uses a generator at a time.
 #pragma once
 
 #include <memory>
@@ -42,6 +50,7 @@
 #include <vector>
 
 #include "model/runtime/placement.h"
+#include "model/runtime/recovery.h"
 #include "tensorpc/context.h"
 #include "tensorpc/scheduler.h"
 
@@ -52,6 +61,9 @@ struct GeneratorOptions {
   int64_t kv_granularity = 32;   // decode graphs change only when the KV window grows by this
   bool select_on_device = true;  // false: can_select_on_device() says no (measurements, tests)
   int64_t n_seq = 1;             // sequences sharing the cache, each up to n_ctx / n_seq positions
+  // Asked when a step fails (recovery.h); null: a failed step is the answer.
+  PlacementRecovery* recovery = nullptr;
+  SchedulerOptions scheduler = {};  // of the scheduler of each placement
 };
 
 // What a device needs to sample as a Sampler would (sampler.h): its chain's
@@ -118,18 +130,31 @@ class Generator {
   int64_t position() const { return positions_[0]; }
   int64_t position(int64_t seq) const { return positions_[static_cast<size_t>(seq)]; }
   int64_t n_seq() const { return static_cast<int64_t>(positions_.size()); }
-  // Positions one sequence can hold.
+  // The tokens sequence `seq` holds, from position 0 (position(seq) of them).
+  const std::vector<int32_t>& history(int64_t seq) const { return history_[static_cast<size_t>(seq)]; }
+  // Positions of the KV cache, and the positions one sequence can hold.
+  int64_t n_ctx() const { return n_ctx_; }
   int64_t seq_ctx() const;
   const LlamaModel& model() const { return model_; }
-  ModelPlacement& placement() const { return placement_; }
-  const Scheduler& scheduler() const { return scheduler_; }
+  // The placement the steps run on: after a recovery, the one it made (null
+  // while a recovery has failed and the next step has not made one).
+  ModelPlacement* placement() const { return placement_; }
+  // The scheduler of the current placement (there must be one).
+  const Scheduler& scheduler() const { return *scheduler_; }
+  // The steps' counters, summed over every placement the generator ran on.
+  SchedulerCounters totals() const;
+  // The last step's plan (Scheduler::describe); empty before any.
+  std::string describe() const;
 
  private:
   const LlamaModel& model_;
-  ModelPlacement& placement_;
+  ModelPlacement* placement_;
   GeneratorOptions options_;
-  Scheduler scheduler_;
-  std::vector<int64_t> positions_;  // per sequence
+  int64_t n_ctx_ = 0;
+  std::unique_ptr<Scheduler> scheduler_;       // null with placement_
+  SchedulerCounters carried_;                  // of the schedulers of earlier placements
+  std::vector<int64_t> positions_;             // per sequence
+  std::vector<std::vector<int32_t>> history_;  // per sequence: its tokens, positions_ of them
 
   // The last step's graph, kept for the next step of the same shape.
   struct BuiltStep {
@@ -151,9 +176,21 @@ class Generator {
     std::vector<int32_t> tokens, seqs, last;
   };
   // Runs one step and appends its result (logits, top k, or with `sampling`
-  // the sampled token's bits as one float) to `out`.
+  // the sampled token's bits as one float) to `out`; recovers from a lost
+  // server (recover()) and runs it again.
   Status step(const StepTokens& in, int64_t k, bool all_logits, std::vector<float>& out,
               const DeviceSampling* sampling = nullptr);
+  // The step itself, on the current placement.
+  Status step_once(const StepTokens& in, int64_t k, bool all_logits, std::vector<float>& out,
+                   const DeviceSampling* sampling);
+  // After `failure`: when the recovery says servers were lost (or, with no
+  // placement, at once), moves to the placement it makes and replays the
+  // sequences. Returns `failure` when no server was lost, and the
+  // recovery's error when it could not recover.
+  Status recover(Status failure);
+  // Every sequence's history evaluated again from position 0, in steps of
+  // n_batch tokens; the number of tokens.
+  StatusOr<int64_t> replay();
   // Runs `tokens` through steps ending in top_k(logits, k) when k > 0 (and
   // then sample with `sampling`); reads the last step's result into the
   // returned vector, or with all_logits every step's logits, one after the other.

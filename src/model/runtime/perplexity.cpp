@@ -38,9 +38,9 @@ StatusOr<PerplexityResult> measure_perplexity(Generator& gen, std::span<const in
   const int64_t n_ctx = options.n_ctx;
   if (n_ctx < 4)
     return invalid_argument("perplexity: chunks of " + std::to_string(n_ctx) + " tokens are too short (4 at least)");
-  if (n_ctx > gen.placement().n_ctx()) {
+  if (n_ctx > gen.n_ctx()) {
     return invalid_argument("perplexity: chunks of " + std::to_string(n_ctx) + " tokens do not fit the context of " +
-                            std::to_string(gen.placement().n_ctx()));
+                            std::to_string(gen.n_ctx()));
   }
   const int64_t n_tokens = static_cast<int64_t>(tokens.size());
   if (n_tokens < 2 * n_ctx) {

@@ -32,4 +32,10 @@ Status ping(const std::string& endpoint, const RemoteOptions& options) {
   return connection->call_status_only(rpc::Command::ping, {}, options.reply_timeout);
 }
 
+Status check_session(const std::string& endpoint, const RemoteOptions& options) {
+  const std::shared_ptr<rpc::Connection> c = rpc::find_live_connection(endpoint);
+  if (c == nullptr || c->defunct()) return io_error(endpoint + ": the connection to the server ended");
+  return c->call_status_only(rpc::Command::ping, {}, options.reply_timeout);
+}
+
 }  // namespace tensorpc
