@@ -16,7 +16,7 @@ using Clock = std::chrono::steady_clock;
 // The probe of a session or of a server coming back waits at most this long
 // for its answer (less when the user's timeout is shorter).
 constexpr std::chrono::milliseconds kProbeTimeout{5000};
-constexpr std::chrono::milliseconds kRetryEvery{250};
+constexpr std::chrono::milliseconds kRetryEvery{100};
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;

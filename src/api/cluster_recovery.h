@@ -72,7 +72,7 @@ class ClusterRecovery : public PlacementRecovery {
   void say(const std::string& line);
   void set_health(const std::string& health, const std::string& reason);
   // Whether `endpoint` answers a PING within the probe's time, on a fresh
-  // connection if need be, before `deadline` (tried every quarter second).
+  // connection if need be, within `wait_s` seconds (tried every tenth of a second).
   bool answers(const std::string& endpoint, double wait_s) const;
   // The placement with per-device `ratios` (empty: by free memory), the
   // overrides whose device is still there.
