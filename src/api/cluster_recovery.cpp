@@ -64,8 +64,19 @@ void ClusterRecovery::with_placement(const std::function<void(const ModelPlaceme
 
 std::vector<std::string> ClusterRecovery::lost(const Status& failure) {
   std::vector<std::string> out;
-  if (!options_.enabled || failure.ok()) return out;
-  for (const std::string& e : placed_.devices.endpoints()) {
+  // A lost server fails a step with an I/O or protocol error, or a handle its new process never made.
+  const StatusCode c = failure.code();
+  const bool may_be_a_loss = c == StatusCode::io_error || c == StatusCode::protocol_error || c == StatusCode::not_found;
+  if (!options_.enabled || !may_be_a_loss || placed_.placement == nullptr) return out;
+  // The servers holding part of the model: layers, or weights an override put there.
+  std::vector<std::string> holding;
+  const auto hold = [&](size_t device) {
+    const std::string& e = placed_.devices.server_of(device);
+    if (!e.empty() && std::find(holding.begin(), holding.end(), e) == holding.end()) holding.push_back(e);
+  };
+  for (size_t d : placed_.placement->layer_device()) hold(d);
+  for (const ModelPlacement::OverrideUse& u : placed_.placement->overrides()) hold(u.device);
+  for (const std::string& e : holding) {
     if (!check_session(e, probe_).ok()) out.push_back(e);
   }
   for (const std::string& e : out) say("server " + e + " lost: " + failure.to_string());

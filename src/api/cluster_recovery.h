@@ -2,18 +2,17 @@
 // model placed over servers — what tensorpc::Model, and every command that
 // opens a model through it, recovers from a lost server with.
 //
-// lost() asks each server of the placement, on the connection its buffers
-// live on, whether the session is still there (check_session: a killed or
-// restarted server has none, a frozen one does not answer within the probe's
-// few seconds). replace() then, for each lost server in turn: waits up to
-// RecoveryOptions::reconnect_wait_s for it to answer again and takes its
-// devices anew; else puts the first standby server that answers in its
-// place; else drops it. The model is placed again: every device keeping the
-// layers it had (a standby sharing the lost server's) when every lost server
-// came back or found a standby — so the weights caches hold everything and
-// only hashes cross the network — else as a start without the lost servers
-// would place it (the split less their devices, or free memory). Tensor
-// overrides naming a device that is gone are left out, and said so.
+// lost() asks each server holding part of the placement, on the connection
+// its buffers live on, whether the session is still there (check_session: a
+// killed or restarted server has none, a frozen one does not answer within
+// the probe's few seconds) — for failures a lost server gives (I/O and
+// protocol errors, a handle not found); others are the step's own. replace() then, for each lost server in turn: waits
+// up to RecoveryOptions::reconnect_wait_s for it to answer again and takes its devices anew; else puts the first
+// standby server that answers in its place; else drops it. The model is placed again: every device keeping the layers
+// it had (a standby sharing the lost server's) when every lost server came back or found a standby — so the weights
+// caches hold everything and only hashes cross the network — else as a start without the lost servers would place it
+// (the split less their devices, or free memory). Tensor overrides naming a device that is gone are left out, and said
+// so.
 //
 // Every step is said once through RecoveryOptions::on_event, and state()
 // tells /health and /metrics what is happening: "recovering" during a
