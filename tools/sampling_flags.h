@@ -1,8 +1,13 @@
 // The sampling flags `tensorpc run` and `tensorpc chat` share, with the
 // defaults and meanings of the common GGUF tools — the library's own
 // (tensorpc::SamplingOptions): --temp 0.8, --top-k 40, --top-p 0.95,
-// --min-p 0.05, --repeat-penalty 1 (off), -s/--seed.
+// --min-p 0.05, --repeat-penalty 1 (off), -s/--seed, and OpenAI's
+// --presence-penalty, --frequency-penalty (0, off) and -l/--logit-bias.
 #pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
 
 #include "tensorpc/model.h"
 
@@ -14,5 +19,9 @@ namespace tensorpc::tools {
 
 // Adds the flags to `cmd`, writing into `*o`, which must outlive the app.
 void add_sampling_flags(CLI::App& cmd, SamplingOptions* o);
+
+// "15043+1.5", "15043-100": a --logit-bias item (token id, bias in
+// [-100, 100]); anything else is invalid_argument quoting it.
+StatusOr<std::pair<int32_t, float>> parse_logit_bias(std::string_view text);
 
 }  // namespace tensorpc::tools

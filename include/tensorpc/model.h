@@ -33,6 +33,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tensorpc/rpc_client.h"
@@ -109,8 +110,9 @@ struct ModelOptions {
 };
 
 // How the next token is picked (the defaults of `tensorpc run`). The chain:
-// repeat penalty over the last repeat_last_n tokens, then greedy when
-// temperature is 0, else top-k, temperature, top-p, min-p and a draw.
+// presence and frequency penalties and logit biases, repeat penalty over the
+// last repeat_last_n tokens, then greedy when temperature is 0, else top-k,
+// temperature, top-p, min-p and a draw.
 struct SamplingOptions {
   float temperature = 0.8f;     // >= 0; 0: greedy (the most likely token)
   int top_k = 40;               // >= 0; 0: off
@@ -119,6 +121,14 @@ struct SamplingOptions {
   float repeat_penalty = 1.0f;  // > 0; 1: off
   int repeat_last_n = 64;       // >= 0; 0: off
   uint64_t seed = 0;            // the same seed gives the same tokens
+  // OpenAI's penalties, in [-2, 2] (0: off): a token generated so far loses
+  // presence_penalty from its logit once, and frequency_penalty for every
+  // time it came, before the chain.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // Added to those tokens' logits before the chain: (token id, bias in
+  // [-100, 100]); -100 all but bans a token.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   // invalid_argument naming the first value out of its range (NaN included),
   // as generate() checks it: a caller can check before it loads a model.

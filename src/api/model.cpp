@@ -104,6 +104,9 @@ SamplerOptions sampler_options(const SamplingOptions& s) {
   o.repeat_penalty = s.repeat_penalty;
   o.repeat_last_n = s.repeat_last_n;
   o.seed = s.seed;
+  o.presence_penalty = s.presence_penalty;
+  o.frequency_penalty = s.frequency_penalty;
+  o.logit_bias = s.logit_bias;
   return o;
 }
 

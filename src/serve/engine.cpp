@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <optional>
+#include <span>
 
 #include "serve/stop_strings.h"
 
@@ -21,6 +24,40 @@ Outcome cancelled() {
 
 // Generated tokens/s is averaged over this many seconds.
 constexpr double kRateWindow = 5.0;
+
+// The log-softmax of `logits` at `token`, and the `top` most likely tokens'
+// (ties: the lower id first). Non-finite logits count as -inf.
+TokenLogprobs logprobs_of(std::span<const float> logits, int32_t token, int top) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (float l : logits) {
+    if (std::isfinite(l)) max = std::max(max, l);
+  }
+  double sum = 0.0;
+  for (float l : logits) {
+    if (std::isfinite(l)) sum += std::exp(static_cast<double>(l) - max);
+  }
+  const double log_sum = static_cast<double>(max) + std::log(sum);
+  const auto logprob = [&](int32_t id) {
+    const float l = logits[static_cast<size_t>(id)];
+    return std::isfinite(l) ? static_cast<float>(l - log_sum) : -std::numeric_limits<float>::infinity();
+  };
+  TokenLogprobs out;
+  out.chosen = {token, logprob(token)};
+  const size_t n = std::min(static_cast<size_t>(std::max(top, 0)), logits.size());
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  const auto more_likely = [&](int32_t a, int32_t b) {
+    const auto at = [&](int32_t id) {
+      const float l = logits[static_cast<size_t>(id)];
+      return std::isfinite(l) ? l : -std::numeric_limits<float>::infinity();
+    };
+    const float la = at(a), lb = at(b);
+    return la != lb ? la > lb : a < b;
+  };
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(), more_likely);
+  for (size_t i = 0; i < n; ++i) out.top.push_back({ids[i], logprob(ids[i])});
+  return out;
+}
 
 }  // namespace
 
@@ -96,6 +133,12 @@ Status Engine::submit(Request request) {
                             " (prompt and reply together)");
   }
   TENSORPC_RETURN_IF_ERROR(request.sampler.validate());
+  for (const auto& [id, bias] : request.sampler.logit_bias) {
+    if (id >= n_vocab) {
+      return invalid_argument("logit_bias names token " + std::to_string(id) + ", not in the vocabulary of " +
+                              std::to_string(n_vocab));
+    }
+  }
   if (!request.cancel) request.cancel = std::make_shared<std::atomic<bool>>(false);
   {
     std::lock_guard lock(mu_);
@@ -299,7 +342,8 @@ void Engine::step() {
   int64_t k = gen_->can_select_on_device() ? 1 : 0;
   for (const Entry& e : entries) {
     if (!e.sample) continue;
-    const int64_t need = e.slot->sampler->candidates_needed(n_vocab);
+    // Log probabilities need the softmax's whole denominator: every logit.
+    const int64_t need = e.slot->active->req.top_logprobs >= 0 ? 0 : e.slot->sampler->candidates_needed(n_vocab);
     k = need == 0 ? 0 : (k == 0 ? 0 : std::max(k, need));
   }
   auto out = gen_->eval_batch(batch, k);
@@ -369,10 +413,13 @@ void Engine::step() {
     if (s.outcome.completion_tokens == 0) s.outcome.first_token_seconds = seconds_between(p.submitted, Clock::now());
     ++s.outcome.completion_tokens;
     note_generated(1);
-    s.sampler->accept(t);
+    s.sampler->accept(t, /*generated=*/true);
     if (p.req.stop_at_eos && tok.is_end_of_generation(t)) {
       finish(s, Finish::stop);
       continue;
+    }
+    if (p.req.top_logprobs >= 0 && p.req.on_logprobs) {
+      p.req.on_logprobs(logprobs_of(std::span<const float>(row, static_cast<size_t>(n_vocab)), t, p.req.top_logprobs));
     }
     const StopMatcher::Result piece = s.stops->push(s.text->push(t));
     if (!piece.emit.empty() && p.req.on_text && !p.req.on_text(piece.emit)) {

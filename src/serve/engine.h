@@ -71,6 +71,17 @@ struct Outcome {
   double seconds = 0;             // from submit() to the end
 };
 
+// A generated token's log probability under the model (the log-softmax of
+// its logits, before any sampling setting), and the most likely tokens'.
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+struct TokenLogprobs {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;  // most likely first
+};
+
 struct Request {
   std::vector<int32_t> prompt;  // tokens, BOS included when the model wants one
   int64_t max_tokens = -1;      // generated tokens at most; < 1: until the end of the text or the slot's context
@@ -81,6 +92,13 @@ struct Request {
   std::function<bool(std::string_view piece)> on_text;
   // Once, at the end, whatever happened (also when the engine shuts down).
   std::function<void(const Outcome&)> on_done;
+  // With top_logprobs >= 0: each generated token's log probability and its
+  // top_logprobs most likely alternatives, before the token's text (which may
+  // come later: a character or stop string still incomplete); not for the
+  // token that ends the text. A step that carries such a request brings back
+  // every logit.
+  int top_logprobs = -1;
+  std::function<void(const TokenLogprobs&)> on_logprobs;
   // Set from any thread to stop the request at the next step.
   std::shared_ptr<std::atomic<bool>> cancel;
 };

@@ -83,15 +83,32 @@ struct Exchange {
   std::string id, model;
   int64_t created = 0;
   bool stream = false, include_usage = false;
+  bool with_logprobs = false;      // the request asked for log probabilities
+  const Tokenizer* tok = nullptr;  // their tokens' text
 
   std::mutex mu;
   std::string text;                 // guarded by mu: the whole text (not streamed) or events not yet sent (streamed)
   bool started = false;             // guarded by mu: the stream's header and first chunk handed to `out`
   std::optional<std::string> tail;  // guarded by mu: the stream's last events, once known
+  // Guarded by mu: every token's (not streamed), or those since the last chunk (streamed).
+  std::vector<LogprobEntry> logprobs;
+  size_t text_offset = 0;  // guarded by mu: a streamed completion's tokens' text before `logprobs`
 
-  std::string event(std::string_view piece, std::optional<FinishReason> finish) const {
-    return endpoint == Endpoint::chat ? chat_chunk_event(id, created, model, piece, false, finish, include_usage)
-                                      : text_chunk_event(id, created, model, piece, finish, include_usage);
+  // A chunk with `piece`, and the log probabilities of the tokens since the last one; mu held.
+  std::string event(std::string_view piece, std::optional<FinishReason> finish) {
+    const Logprobs lp = with_logprobs ? &logprobs : nullptr;
+    std::string e = endpoint == Endpoint::chat
+                        ? chat_chunk_event(id, created, model, piece, false, finish, include_usage, lp)
+                        : text_chunk_event(id, created, model, piece, finish, include_usage, lp, text_offset);
+    for (const LogprobEntry& entry : logprobs) text_offset += entry.token.size();
+    logprobs.clear();
+    return e;
+  }
+  void on_logprobs(const TokenLogprobs& t) {
+    LogprobEntry e{.token = tok->token_to_piece(t.chosen.token), .logprob = t.chosen.logprob, .top = {}};
+    for (const TokenLogprob& alt : t.top) e.top.emplace_back(tok->token_to_piece(alt.token), alt.logprob);
+    std::lock_guard lock(mu);
+    logprobs.push_back(std::move(e));
   }
   void on_text(std::string_view piece) {
     std::lock_guard lock(mu);
@@ -116,11 +133,13 @@ struct Exchange {
     std::lock_guard lock(mu);
     if (!stream) {
       if (failure) return out->reply(later ? retry_later(*failure) : error_reply(*failure));
+      const Logprobs lp = with_logprobs ? &logprobs : nullptr;
+      const FinishReason f = finish_reason(o.finish);
       out->reply(HttpReply{.status = 200,
                            .content_type = "application/json",
                            .body = endpoint == Endpoint::chat
-                                       ? chat_completion_json(id, created, model, text, finish_reason(o.finish), usage)
-                                       : text_completion_json(id, created, model, text, finish_reason(o.finish), usage),
+                                       ? chat_completion_json(id, created, model, text, f, usage, lp)
+                                       : text_completion_json(id, created, model, text, f, usage, lp),
                            .headers = {}});
       return;
     }
@@ -311,6 +330,10 @@ void HttpRoutes::completion(Endpoint endpoint, const std::string& body, std::sha
   ex->created = static_cast<int64_t>(std::time(nullptr));
   ex->stream = r.stream;
   ex->include_usage = r.include_usage;
+  ex->with_logprobs = r.top_logprobs >= 0;
+  ex->tok = &engine.model().tokenizer();
+  work.top_logprobs = r.top_logprobs;
+  if (ex->with_logprobs) work.on_logprobs = [ex](const TokenLogprobs& t) { ex->on_logprobs(t); };
   work.cancel = out->gone();
   work.on_text = [ex](std::string_view piece) {
     ex->on_text(piece);

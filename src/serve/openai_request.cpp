@@ -40,6 +40,26 @@ Problem read_max_tokens(const json& body, int64_t* out) {
 }
 
 // The sampler's options: OpenAI's defaults, then what the request sets.
+// "logit_bias": {"token id": bias in [-100, 100], ...}; ids as decimal strings.
+Problem read_logit_bias(const json& body, std::vector<std::pair<int32_t, float>>* out) {
+  const json* bias = field(body, "logit_bias");
+  if (bias == nullptr) return std::nullopt;
+  if (!bias->is_object()) return wrong_type("logit_bias", "an object", *bias);
+  constexpr NumberRange kBias{-100.0, 100.0, true, true, "between -100 and 100"};
+  for (const auto& [key, value] : bias->items()) {
+    const std::string param = "logit_bias." + key;
+    const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoll(key) > INT32_MAX) {
+      return invalid_request("invalid_value", "logit_bias",
+                             "'logit_bias' keys must be token ids (decimal integers), not " + json(key).dump());
+    }
+    double v = 0;
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_number(value, param, kBias, &v));
+    out->emplace_back(static_cast<int32_t>(std::stoll(key)), static_cast<float>(v));
+  }
+  return std::nullopt;
+}
+
 Problem read_sampling(const json& body, uint64_t default_seed, CompletionRequest* request) {
   SamplerOptions& sampler = request->sampler;
   double temperature = 1.0;
@@ -76,10 +96,12 @@ Problem read_sampling(const json& body, uint64_t default_seed, CompletionRequest
                                                       &seed, &request->seed_given));
   sampler.seed = request->seed_given ? static_cast<uint64_t>(seed) : default_seed;
 
-  // Accepted, as OpenAI's clients send them, and not applied.
-  double ignored = 0.0;
-  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_number_field(body, "frequency_penalty", kOpenAiPenalty, &ignored));
-  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_number_field(body, "presence_penalty", kOpenAiPenalty, &ignored));
+  double frequency = 0.0, presence = 0.0;
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_number_field(body, "frequency_penalty", kOpenAiPenalty, &frequency));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_number_field(body, "presence_penalty", kOpenAiPenalty, &presence));
+  sampler.frequency_penalty = static_cast<float>(frequency);
+  sampler.presence_penalty = static_cast<float>(presence);
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_logit_bias(body, &sampler.logit_bias));
 
   // Whatever got past the checks above but not the sampler's own (a top_p
   // too small for a float, say) is still the client's mistake.
@@ -154,22 +176,32 @@ Problem require_empty_list(const json& body, const char* name) {
   return std::nullopt;
 }
 
-// logprobs: false or absent. Chat sends a boolean, completions a count
-// (where even 0 asks for the chosen tokens' log probabilities).
-Problem refuse_logprobs(const json& body) {
-  if (const json* logprobs = field(body, "logprobs")) {
-    if (!logprobs->is_boolean() && !logprobs->is_number()) {
-      return wrong_type("logprobs", "a boolean or an integer", *logprobs);
+// Chat: "logprobs" a boolean and "top_logprobs" 0..20 (only with logprobs
+// true). Completions: "logprobs" an integer 0..5, the alternatives to give
+// (0: the chosen tokens' log probabilities alone).
+Problem read_logprobs(const json& body, CompletionRequest* request) {
+  const json* logprobs = field(body, "logprobs");
+  if (request->endpoint == Endpoint::completion) {
+    if (field(body, "top_logprobs") != nullptr) {
+      return invalid_request("unsupported_parameter", "top_logprobs",
+                             "'top_logprobs' is a chat field: completions give the count in 'logprobs'");
     }
-    if (!(logprobs->is_boolean() && !logprobs->get<bool>())) {
-      return invalid_request("unsupported_value", "logprobs", "'logprobs' is not supported: give false or null");
-    }
+    if (logprobs == nullptr) return std::nullopt;
+    int64_t count = 0;
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_integer(*logprobs, "logprobs", 0, 5, "from 0 to 5", &count));
+    request->top_logprobs = static_cast<int>(count);
+    return std::nullopt;
   }
-  int64_t top_logprobs = 0;
-  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_integer_field(body, "top_logprobs", 0, kInt64Max, ">= 0", &top_logprobs));
-  if (top_logprobs != 0) {
-    return invalid_request("unsupported_value", "top_logprobs", "'top_logprobs' is not supported: give 0 or null");
+  bool wanted = false;
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_bool_field(body, "logprobs", &wanted));
+  int64_t top = 0;
+  bool top_given = false;
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(
+      read_integer_field(body, "top_logprobs", 0, kMaxTopLogprobs, "from 0 to 20", &top, &top_given));
+  if (top_given && top > 0 && !wanted) {
+    return invalid_request("invalid_value", "top_logprobs", "'top_logprobs' needs 'logprobs': true");
   }
+  if (wanted) request->top_logprobs = static_cast<int>(top);
   return std::nullopt;
 }
 
@@ -188,14 +220,6 @@ Problem refuse_response_format(const json& body) {
   return std::nullopt;
 }
 
-Problem refuse_logit_bias(const json& body) {
-  const json* bias = field(body, "logit_bias");
-  if (bias == nullptr) return std::nullopt;
-  if (!bias->is_object()) return wrong_type("logit_bias", "an object", *bias);
-  if (!bias->empty()) return invalid_request("unsupported_parameter", "logit_bias", "'logit_bias' is not supported");
-  return std::nullopt;
-}
-
 // Completions' echo (only false) and suffix (only empty).
 Problem refuse_completion_extras(const json& body, CompletionRequest* request) {
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_bool_field(body, "echo", &request->echo));
@@ -211,11 +235,9 @@ Problem refuse_completion_extras(const json& body, CompletionRequest* request) {
 // What OpenAI defines and we cannot give: refused by name, never ignored.
 Problem refuse_unsupported(const json& body, CompletionRequest* request) {
   TENSORPC_SERVE_RETURN_IF_PROBLEM(require_one(body, "n"));
-  TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_logprobs(body));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(require_empty_list(body, "tools"));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(require_empty_list(body, "functions"));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_response_format(body));
-  TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_logit_bias(body));
   if (request->endpoint == Endpoint::completion) {
     TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_completion_extras(body, request));
   }
@@ -252,6 +274,7 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_sampling(body, default_seed, &request));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_stop(body, &request.stop));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_streaming(body, &request));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_logprobs(body, &request));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_unsupported(body, &request));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_string_field(body, "user", &request.user));
   return request;

@@ -12,7 +12,7 @@
 // Fields are read the way OpenAI documents them, with null meaning "not
 // given" everywhere; a field of the wrong type or out of range is a 400
 // naming it; a field OpenAI defines whose requested behaviour we cannot give
-// (n > 1, logprobs, tools, JSON response formats, ...) is a 400 naming it
+// (n > 1, tools, JSON response formats, ...) is a 400 naming it
 // rather than an answer that silently ignores it; fields nobody defines are
 // ignored, since clients send extras. Parsing never throws.
 #pragma once
@@ -66,6 +66,10 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage, and only when streaming
   bool echo = false;           // completions' "echo": only false is accepted
+  // Log probabilities: -1 none; else the chosen tokens' and this many most
+  // likely alternatives' (chat: logprobs true and top_logprobs; completions:
+  // logprobs N).
+  int top_logprobs = -1;
   std::string user;            // ignored, but must be a string if present
 };
 
@@ -77,12 +81,17 @@ struct CompletionRequest {
 // repeat_penalty 1 (> 0; "repetition_penalty" is the same field, and if both
 // are given they must agree), repeat_last_n as SamplerOptions has it. seed is
 // any int64, kept as its uint64 bit pattern. frequency_penalty and
-// presence_penalty must be numbers in [-2, 2] and are then ignored.
+// presence_penalty are numbers in [-2, 2] (OpenAI's penalties over the
+// tokens generated so far); logit_bias an object of token ids (decimal
+// strings) to numbers in [-100, 100] (the engine checks the ids against the
+// vocabulary).
 //
-// Refused with the field named: n other than 1; best_of other than 1;
-// logprobs (true, or any number for completions) and top_logprobs > 0; a
+// logprobs: chat "logprobs" a boolean with "top_logprobs" 0..20 (which
+// needs logprobs true); completions "logprobs" an integer 0..5.
+//
+// Refused with the field named: n other than 1; best_of other than 1; a
 // non-empty tools or functions list; response_format other than
-// {"type": "text"}; a non-empty logit_bias; echo: true; a non-empty suffix.
+// {"type": "text"}; echo: true; a non-empty suffix.
 //
 // Chat: "messages" is required and not empty; each message is an object
 // with "role" system, user or assistant and "content" a string or an array
@@ -95,6 +104,9 @@ struct CompletionRequest {
 // JSON type; nested deeper than kMaxJsonDepth) is 400 invalid_json.
 std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endpoint, std::string_view body,
                                                                    uint64_t default_seed);
+
+// The most alternatives top_logprobs may ask for (OpenAI's limit).
+inline constexpr int kMaxTopLogprobs = 20;
 
 // How deeply arrays and objects may nest in a body; deeper ones are refused
 // before they are parsed.

@@ -1,6 +1,7 @@
 // OpenAI response bodies; see openai_response.h.
 #include "serve/openai_response.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -37,6 +38,52 @@ std::string_view chunk_object(Endpoint endpoint) {
   return endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion";
 }
 
+// -inf has no JSON form: OpenAI's stand-in.
+float shown_logprob(float lp) { return std::isfinite(lp) ? lp : -9999.0f; }
+
+ojson bytes_json(const std::string& s) {
+  ojson out = ojson::array();
+  for (unsigned char c : s) out.push_back(static_cast<int>(c));
+  return out;
+}
+
+ojson chat_logprobs_json(Logprobs logprobs) {
+  if (logprobs == nullptr) return nullptr;
+  ojson content = ojson::array();
+  for (const LogprobEntry& e : *logprobs) {
+    ojson top = ojson::array();
+    for (const auto& [token, lp] : e.top) {
+      top.push_back({{"token", token}, {"logprob", shown_logprob(lp)}, {"bytes", bytes_json(token)}});
+    }
+    content.push_back({{"token", e.token},
+                       {"logprob", shown_logprob(e.logprob)},
+                       {"bytes", bytes_json(e.token)},
+                       {"top_logprobs", std::move(top)}});
+  }
+  return ojson{{"content", std::move(content)}};
+}
+
+ojson text_logprobs_json(Logprobs logprobs, size_t text_offset) {
+  if (logprobs == nullptr) return nullptr;
+  ojson tokens = ojson::array(), token_logprobs = ojson::array(), top_logprobs = ojson::array(),
+        offsets = ojson::array();
+  for (const LogprobEntry& e : *logprobs) {
+    tokens.push_back(e.token);
+    token_logprobs.push_back(shown_logprob(e.logprob));
+    ojson top = ojson::object();
+    for (const auto& [token, lp] : e.top) {
+      if (!top.contains(token)) top[token] = shown_logprob(lp);  // two tokens of one text: the likelier
+    }
+    top_logprobs.push_back(std::move(top));
+    offsets.push_back(text_offset);
+    text_offset += e.token.size();
+  }
+  return ojson{{"tokens", std::move(tokens)},
+               {"token_logprobs", std::move(token_logprobs)},
+               {"top_logprobs", std::move(top_logprobs)},
+               {"text_offset", std::move(offsets)}};
+}
+
 ojson error_object(const ApiError& error) {
   ojson fields{{"message", error.message},
                {"type", error.type},
@@ -56,11 +103,11 @@ std::string_view finish_reason_name(FinishReason reason) {
 }
 
 std::string chat_completion_json(std::string_view id, int64_t created, std::string_view model, std::string_view text,
-                                 FinishReason finish, Usage usage) {
+                                 FinishReason finish, Usage usage, Logprobs logprobs) {
   ojson response = envelope(id, "chat.completion", created, model);
   ojson choice{{"index", 0},
                {"message", {{"role", "assistant"}, {"content", string_json(text)}}},
-               {"logprobs", nullptr},
+               {"logprobs", chat_logprobs_json(logprobs)},
                {"finish_reason", string_json(finish_reason_name(finish))}};
   response["choices"] = ojson::array({std::move(choice)});
   response["usage"] = usage_json(usage);
@@ -68,11 +115,11 @@ std::string chat_completion_json(std::string_view id, int64_t created, std::stri
 }
 
 std::string text_completion_json(std::string_view id, int64_t created, std::string_view model, std::string_view text,
-                                 FinishReason finish, Usage usage) {
+                                 FinishReason finish, Usage usage, Logprobs logprobs) {
   ojson response = envelope(id, "text_completion", created, model);
   ojson choice{{"index", 0},
                {"text", string_json(text)},
-               {"logprobs", nullptr},
+               {"logprobs", text_logprobs_json(logprobs, 0)},
                {"finish_reason", string_json(finish_reason_name(finish))}};
   response["choices"] = ojson::array({std::move(choice)});
   response["usage"] = usage_json(usage);
@@ -80,23 +127,29 @@ std::string text_completion_json(std::string_view id, int64_t created, std::stri
 }
 
 std::string chat_chunk_event(std::string_view id, int64_t created, std::string_view model, std::string_view delta_text,
-                             bool first, std::optional<FinishReason> finish, bool include_usage_null) {
+                             bool first, std::optional<FinishReason> finish, bool include_usage_null,
+                             Logprobs logprobs) {
   ojson chunk = envelope(id, chunk_object(Endpoint::chat), created, model);
   ojson delta = ojson::object();
   if (first) delta["role"] = "assistant";
   if (!finish || first || !delta_text.empty()) delta["content"] = string_json(delta_text);
-  ojson choice{
-      {"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", finish_json(finish)}};
+  ojson choice{{"index", 0},
+               {"delta", std::move(delta)},
+               {"logprobs", chat_logprobs_json(logprobs)},
+               {"finish_reason", finish_json(finish)}};
   chunk["choices"] = ojson::array({std::move(choice)});
   if (include_usage_null) chunk["usage"] = nullptr;
   return event(chunk);
 }
 
 std::string text_chunk_event(std::string_view id, int64_t created, std::string_view model, std::string_view text,
-                             std::optional<FinishReason> finish, bool include_usage_null) {
+                             std::optional<FinishReason> finish, bool include_usage_null, Logprobs logprobs,
+                             size_t text_offset) {
   ojson chunk = envelope(id, chunk_object(Endpoint::completion), created, model);
-  ojson choice{
-      {"index", 0}, {"text", string_json(text)}, {"logprobs", nullptr}, {"finish_reason", finish_json(finish)}};
+  ojson choice{{"index", 0},
+               {"text", string_json(text)},
+               {"logprobs", text_logprobs_json(logprobs, text_offset)},
+               {"finish_reason", finish_json(finish)}};
   chunk["choices"] = ojson::array({std::move(choice)});
   if (include_usage_null) chunk["usage"] = nullptr;
   return event(chunk);

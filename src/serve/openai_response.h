@@ -5,13 +5,15 @@
 // Generated text goes in as it is: bytes that are not valid UTF-8 come out
 // as U+FFFD, so formatting never fails and always gives valid JSON. Fields
 // come in OpenAI's order; ones we never fill (system_fingerprint) are left
-// out, and logprobs is null.
+// out, and logprobs is null unless the request asked for them.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "serve/openai_request.h"
 
@@ -27,15 +29,30 @@ struct Usage {
 enum class FinishReason { stop, length };
 std::string_view finish_reason_name(FinishReason reason);
 
+// One generated token's log probabilities as a response shows them: its
+// text (the token's bytes), its log probability, and the most likely
+// tokens' (most likely first). A log probability of -inf shows as -9999.
+struct LogprobEntry {
+  std::string token;
+  float logprob = 0.0f;
+  std::vector<std::pair<std::string, float>> top;
+};
+// The tokens' log probabilities of a response or chunk; null: not asked for.
+using Logprobs = const std::vector<LogprobEntry>*;
+
 // Whole (non-streamed) responses.
 // {"id","object":"chat.completion","created","model","choices":[{"index":0,"message":{"role":"assistant",
 //  "content":text},"logprobs":null,"finish_reason":...}],"usage":{"prompt_tokens","completion_tokens","total_tokens"}}
+// With `logprobs`: "logprobs": {"content": [{"token","logprob","bytes","top_logprobs":
+// [{"token","logprob","bytes"}]}]}.
 std::string chat_completion_json(std::string_view id, int64_t created, std::string_view model, std::string_view text,
-                                 FinishReason finish, Usage usage);
+                                 FinishReason finish, Usage usage, Logprobs logprobs = nullptr);
 // {"id","object":"text_completion","created","model","choices":[{"index":0,"text":...,"logprobs":null,
 //  "finish_reason":...}],"usage":{...}}
+// With `logprobs`: "logprobs": {"tokens","token_logprobs","top_logprobs": [{token: logprob}],"text_offset"},
+// the offsets counted from the start of the completion's text.
 std::string text_completion_json(std::string_view id, int64_t created, std::string_view model, std::string_view text,
-                                 FinishReason finish, Usage usage);
+                                 FinishReason finish, Usage usage, Logprobs logprobs = nullptr);
 
 // Streaming: each returns one whole event, "data: {...}\n\n".
 //
@@ -44,10 +61,14 @@ std::string text_completion_json(std::string_view id, int64_t created, std::stri
 // content unless `delta_text` is not empty, so it is usually {}. With
 // `include_usage_null` (the request's stream_options.include_usage) the
 // chunk carries "usage": null, as OpenAI's do before the usage chunk.
+// `logprobs`, when given, are those of the tokens since the last chunk, as
+// the whole response has them; a text chunk's offsets start at `text_offset`.
 std::string chat_chunk_event(std::string_view id, int64_t created, std::string_view model, std::string_view delta_text,
-                             bool first, std::optional<FinishReason> finish, bool include_usage_null);
+                             bool first, std::optional<FinishReason> finish, bool include_usage_null,
+                             Logprobs logprobs = nullptr);
 std::string text_chunk_event(std::string_view id, int64_t created, std::string_view model, std::string_view text,
-                             std::optional<FinishReason> finish, bool include_usage_null);
+                             std::optional<FinishReason> finish, bool include_usage_null, Logprobs logprobs = nullptr,
+                             size_t text_offset = 0);
 // The last chunk when stream_options.include_usage: "choices": [] and the usage.
 std::string usage_chunk_event(Endpoint endpoint, std::string_view id, int64_t created, std::string_view model,
                               Usage usage);

@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -131,6 +133,76 @@ TEST_F(EngineTest, APromptASlotStillHoldsIsNotEvaluatedAgain) {
   ASSERT_TRUE(fresh->submit(third.request(tokens("In the beginning God created the heaven"), 8)).ok());
   EXPECT_EQ(third.wait().cached_tokens, 0);
   EXPECT_EQ(second.text, third.text);
+}
+
+// OpenAI's penalties and biases change a greedy reply as they say: a
+// frequency penalty breaks the reply's repetitions, a bias of -100 on the
+// greedy first token makes the reply start otherwise, and a bias naming a
+// token outside the vocabulary is refused at submit.
+TEST_F(EngineTest, PenaltiesAndBiasesChangeAGreedyReply) {
+  auto e = engine(2);
+  const auto reply = [&](const std::function<void(Request&)>& adjust) {
+    Collected c;
+    Request r = c.request(tokens("In the beginning"), 32);
+    adjust(r);
+    EXPECT_TRUE(e->submit(std::move(r)).ok());
+    c.wait();
+    return c.text;
+  };
+  const std::string plain = reply([](Request&) {});
+  const std::string penalised = reply([](Request& r) { r.sampler.frequency_penalty = 2.0f; });
+  EXPECT_NE(penalised, plain);
+  // The reply's first token: the prompt's tokens and the reply's text read as one.
+  const std::vector<int32_t> prompt = tokens("In the beginning");
+  const std::vector<int32_t> whole = tokens("In the beginning" + plain);
+  ASSERT_GT(whole.size(), prompt.size());
+  ASSERT_TRUE(std::equal(prompt.begin(), prompt.end(), whole.begin()));
+  const int32_t first = whole[prompt.size()];
+  const std::string banned = reply([&](Request& r) { r.sampler.logit_bias = {{first, -100.0f}}; });
+  const std::vector<int32_t> after = tokens("In the beginning" + banned);
+  ASSERT_GT(after.size(), prompt.size());
+  EXPECT_NE(after[prompt.size()], first) << banned << " | " << plain;
+  EXPECT_EQ(reply([](Request&) {}), plain) << "a request after them is unchanged";
+
+  Collected bad;
+  Request r = bad.request(tokens("In the beginning"), 4);
+  r.sampler.logit_bias = {{model->hparams().n_vocab, 1.0f}};
+  const Status refused = e->submit(std::move(r));
+  EXPECT_EQ(refused.code(), StatusCode::invalid_argument);
+  EXPECT_NE(refused.message().find("logit_bias names token"), std::string::npos) << refused.to_string();
+}
+
+// Log probabilities: greedy, each token is its step's most likely one, the
+// alternatives come most likely first, and they are log probabilities (≤ 0,
+// their probabilities summing to at most 1); the text is the one without them.
+TEST_F(EngineTest, LogprobsOfGreedyTokensAreTheMostLikely) {
+  auto e = engine(2);
+  Collected plain, with;
+  ASSERT_TRUE(e->submit(plain.request(tokens("In the beginning"), 12)).ok());
+  std::vector<TokenLogprobs> got;
+  Request r = with.request(tokens("In the beginning"), 12);
+  r.top_logprobs = 5;
+  r.on_logprobs = [&](const TokenLogprobs& t) { got.push_back(t); };  // the engine's thread; read after wait()
+  ASSERT_TRUE(e->submit(std::move(r)).ok());
+  plain.wait();
+  with.wait();
+  EXPECT_EQ(with.text, plain.text);
+  ASSERT_EQ(got.size(), 12u);
+  for (const TokenLogprobs& t : got) {
+    ASSERT_EQ(t.top.size(), 5u);
+    EXPECT_EQ(t.top[0].token, t.chosen.token) << "greedy picks the most likely";
+    EXPECT_FLOAT_EQ(t.top[0].logprob, t.chosen.logprob);
+    double sum = 0;
+    for (size_t i = 0; i < t.top.size(); ++i) {
+      EXPECT_LE(t.top[i].logprob, 0.0f);
+      if (i > 0) {
+        EXPECT_LE(t.top[i].logprob, t.top[i - 1].logprob);
+      }
+      sum += std::exp(t.top[i].logprob);
+    }
+    EXPECT_LE(sum, 1.0 + 1e-5);
+    EXPECT_GT(sum, 0.0);
+  }
 }
 
 TEST_F(EngineTest, AFullQueueRefusesAndACancelledRequestFreesItsSlot) {

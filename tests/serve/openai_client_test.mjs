@@ -13,6 +13,10 @@
 //   - with stream_options.include_usage the last chunk carries the usage;
 //   - completions.create equals the same completion fetched as plain JSON,
 //     and its stream concatenates to it;
+//   - logprobs (chat, streamed or not, and completions): at temperature 0 each
+//     token is its own top alternative, the text unchanged;
+//   - presence/frequency penalties change a temperature-0 reply, and a
+//     logit_bias on a token the vocabulary lacks throws BadRequestError;
 //   - with KEYED_URL: the right key is served, a wrong key throws
 //     AuthenticationError (401);
 //   - a malformed request (temperature "hot", messages missing) throws
@@ -171,6 +175,45 @@ if (keyedUrl) {
     assert.equal(e.type, 'authentication_error');
   });
 }
+
+await check('logprobs: each token is its top alternative at temperature 0, streamed or not, same text', async () => {
+  const request = { model, messages: MESSAGES, temperature: 0, max_tokens: MAX_TOKENS, logprobs: true, top_logprobs: 3 };
+  const r = await client.chat.completions.create(request);
+  const choice = r.choices[0];
+  assert.equal(choice.message.content, chat.choices[0].message.content, 'logprobs changed the text');
+  const content = choice.logprobs?.content;
+  assert.ok(Array.isArray(content) && content.length > 0, `logprobs: ${JSON.stringify(choice.logprobs)}`);
+  const joined = content.map((t) => t.token).join('');
+  assert.ok(choice.message.content.startsWith(joined.trimStart()) || joined.startsWith(choice.message.content),
+    `tokens ${JSON.stringify(joined)} against ${JSON.stringify(choice.message.content)}`);
+  for (const t of content) {
+    assert.equal(t.top_logprobs.length, 3);
+    assert.equal(t.top_logprobs[0].token, t.token, `greedy took ${t.token}, the top was ${t.top_logprobs[0].token}`);
+    assert.ok(t.logprob <= 0 && t.top_logprobs[1].logprob <= t.top_logprobs[0].logprob);
+    assert.deepEqual(t.bytes, [...Buffer.from(t.token)]);
+  }
+  const stream = await client.chat.completions.create({ ...request, stream: true });
+  const streamed = [];
+  for await (const chunk of stream) streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+  assert.deepEqual(streamed.map((t) => t.token), content.map((t) => t.token));
+  const completion = await client.completions.create({ model, prompt: PROMPT, temperature: 0, max_tokens: MAX_TOKENS, logprobs: 2 });
+  const lp = completion.choices[0].logprobs;
+  assert.equal(lp.tokens.length, lp.token_logprobs.length);
+  assert.equal(lp.top_logprobs.length, lp.tokens.length);
+  assert.equal(lp.text_offset[0], 0);
+});
+
+await check('presence/frequency penalties change a reply at temperature 0; a bias on no token is a 400', async () => {
+  const base = chat.choices[0].message.content;
+  const penalised = await client.chat.completions.create({
+    model, messages: MESSAGES, temperature: 0, max_tokens: MAX_TOKENS, frequency_penalty: 2, presence_penalty: 2,
+  });
+  assert.notEqual(penalised.choices[0].message.content, base, 'the penalties changed nothing');
+  // A bias on a token id the vocabulary lacks is the client's mistake.
+  await expectThrows(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
+    model, messages: MESSAGES, temperature: 0, max_tokens: 4, logit_bias: { 99999999: 1 },
+  }));
+});
 
 await check('temperature "hot" throws BadRequestError (400) naming it', async () => {
   const e = await expectThrows(OpenAI.BadRequestError, 400, () =>

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -402,9 +403,13 @@ TEST(OpenaiRequest, RepeatPenaltyMustBePositiveAndAgreeAcrossNames) {
                    "repetition_penalty");
 }
 
-TEST(OpenaiRequest, FrequencyAndPresencePenaltiesAreCheckedThenIgnored) {
-  const CompletionRequest r = chat_with(R"("frequency_penalty":2,"presence_penalty":-2)");
+TEST(OpenaiRequest, FrequencyAndPresencePenaltiesGoToTheSampler) {
+  const CompletionRequest r = chat_with(R"("frequency_penalty":2,"presence_penalty":-1.5)");
   EXPECT_FLOAT_EQ(r.sampler.repeat_penalty, 1.0f);
+  EXPECT_FLOAT_EQ(r.sampler.frequency_penalty, 2.0f);
+  EXPECT_FLOAT_EQ(r.sampler.presence_penalty, -1.5f);
+  EXPECT_TRUE(r.sampler.adjusts_logits());
+  EXPECT_FALSE(chat_with("").sampler.adjusts_logits());
   EXPECT_API_ERROR(chat_refusing(R"("frequency_penalty":2.5)"), "invalid_value", "frequency_penalty");
   EXPECT_API_ERROR(chat_refusing(R"("presence_penalty":-3)"), "invalid_value", "presence_penalty");
   EXPECT_API_ERROR(chat_refusing(R"("presence_penalty":"0")"), "invalid_type", "presence_penalty");
@@ -473,15 +478,23 @@ TEST(OpenaiRequest, OnlyNOfOneIsSupported) {
   EXPECT_API_ERROR(chat_refusing(R"("n":"1")"), "invalid_type", "n");
 }
 
-TEST(OpenaiRequest, LogprobsAreUnsupported) {
-  chat_with(R"("logprobs":false)");
-  chat_with(R"("logprobs":null,"top_logprobs":0)");
-  EXPECT_API_ERROR(chat_refusing(R"("logprobs":true)"), "unsupported_value", "logprobs");
-  EXPECT_API_ERROR(completion_refusing(R"("logprobs":0)"), "unsupported_value", "logprobs");
-  EXPECT_API_ERROR(completion_refusing(R"("logprobs":5)"), "unsupported_value", "logprobs");
+TEST(OpenaiRequest, LogprobsAsChatAndCompletionsSpellThem) {
+  EXPECT_EQ(chat_with(R"("logprobs":false)").top_logprobs, -1);
+  EXPECT_EQ(chat_with(R"("logprobs":null,"top_logprobs":0)").top_logprobs, -1);
+  EXPECT_EQ(chat_with("").top_logprobs, -1);
+  EXPECT_EQ(chat_with(R"("logprobs":true)").top_logprobs, 0);
+  EXPECT_EQ(chat_with(R"("logprobs":true,"top_logprobs":20)").top_logprobs, 20);
+  EXPECT_EQ(completion_with(R"("logprobs":0)").top_logprobs, 0);
+  EXPECT_EQ(completion_with(R"("logprobs":5)").top_logprobs, 5);
+  EXPECT_EQ(completion_with(R"("logprobs":null)").top_logprobs, -1);
   EXPECT_API_ERROR(chat_refusing(R"("logprobs":"yes")"), "invalid_type", "logprobs");
-  EXPECT_API_ERROR(chat_refusing(R"("top_logprobs":3)"), "unsupported_value", "top_logprobs");
+  EXPECT_API_ERROR(chat_refusing(R"("logprobs":1)"), "invalid_type", "logprobs");
+  EXPECT_API_ERROR(chat_refusing(R"("top_logprobs":3)"), "invalid_value", "top_logprobs");
+  EXPECT_API_ERROR(chat_refusing(R"("logprobs":true,"top_logprobs":21)"), "invalid_value", "top_logprobs");
   EXPECT_API_ERROR(chat_refusing(R"("top_logprobs":-1)"), "invalid_value", "top_logprobs");
+  EXPECT_API_ERROR(completion_refusing(R"("logprobs":6)"), "invalid_value", "logprobs");
+  EXPECT_API_ERROR(completion_refusing(R"("logprobs":true)"), "invalid_type", "logprobs");
+  EXPECT_API_ERROR(completion_refusing(R"("logprobs":1,"top_logprobs":1)"), "unsupported_parameter", "top_logprobs");
 }
 
 TEST(OpenaiRequest, ToolsAndFunctionsAreUnsupportedUnlessEmpty) {
@@ -504,11 +517,20 @@ TEST(OpenaiRequest, ResponseFormatMustBeText) {
   EXPECT_API_ERROR(chat_refusing(R"("response_format":"text")"), "invalid_type", "response_format");
 }
 
-TEST(OpenaiRequest, LogitBiasIsUnsupportedUnlessEmpty) {
-  chat_with(R"("logit_bias":{})");
-  chat_with(R"("logit_bias":null)");
-  EXPECT_API_ERROR(chat_refusing(R"("logit_bias":{"50256":-100})"), "unsupported_parameter", "logit_bias");
+TEST(OpenaiRequest, LogitBiasGoesToTheSamplerAndIsChecked) {
+  EXPECT_TRUE(chat_with(R"("logit_bias":{})").sampler.logit_bias.empty());
+  EXPECT_TRUE(chat_with(R"("logit_bias":null)").sampler.logit_bias.empty());
+  const CompletionRequest r = chat_with(R"("logit_bias":{"50256":-100,"7":2.5})");
+  ASSERT_EQ(r.sampler.logit_bias.size(), 2u);
+  std::map<int32_t, float> bias(r.sampler.logit_bias.begin(), r.sampler.logit_bias.end());
+  EXPECT_FLOAT_EQ(bias[50256], -100.0f);
+  EXPECT_FLOAT_EQ(bias[7], 2.5f);
   EXPECT_API_ERROR(chat_refusing(R"("logit_bias":[1])"), "invalid_type", "logit_bias");
+  EXPECT_API_ERROR(chat_refusing(R"("logit_bias":{"abc":1})"), "invalid_value", "logit_bias");
+  EXPECT_API_ERROR(chat_refusing(R"("logit_bias":{"-1":1})"), "invalid_value", "logit_bias");
+  EXPECT_API_ERROR(chat_refusing(R"("logit_bias":{"99999999999":1})"), "invalid_value", "logit_bias");
+  EXPECT_API_ERROR(chat_refusing(R"("logit_bias":{"5":101})"), "invalid_value", "logit_bias.5");
+  EXPECT_API_ERROR(chat_refusing(R"("logit_bias":{"5":"1"})"), "invalid_type", "logit_bias.5");
 }
 
 TEST(OpenaiRequest, CompletionEchoMustBeFalse) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -74,6 +75,40 @@ TEST(OpenaiResponse, TextCompletionHasOpenAiShape) {
   EXPECT_TRUE(choice["logprobs"].is_null());
   EXPECT_EQ(choice["finish_reason"], "length");
   EXPECT_EQ(r["usage"]["total_tokens"], 5);
+}
+
+// Log probabilities as OpenAI lays them out: chat's content list with bytes
+// and alternatives, completions' parallel arrays with text offsets; -inf as -9999.
+TEST(OpenaiResponse, LogprobsHaveOpenAisShapes) {
+  const std::vector<LogprobEntry> lp = {
+      {.token = " God", .logprob = -0.25f, .top = {{" God", -0.25f}, {" the", -2.0f}}},
+      {.token = " cre", .logprob = -std::numeric_limits<float>::infinity(), .top = {}},
+  };
+  const json chat = parsed(chat_completion_json("c", 1, "m", " God cre", FinishReason::stop, {}, &lp));
+  const json& content = chat["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(keys(content[0]), (Keys{"token", "logprob", "bytes", "top_logprobs"}));
+  EXPECT_EQ(content[0]["token"], " God");
+  EXPECT_FLOAT_EQ(content[0]["logprob"].get<float>(), -0.25f);
+  EXPECT_EQ(content[0]["bytes"], json({32, 71, 111, 100}));
+  ASSERT_EQ(content[0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(content[0]["top_logprobs"][1]["token"], " the");
+  EXPECT_EQ(keys(content[0]["top_logprobs"][1]), (Keys{"token", "logprob", "bytes"}));
+  EXPECT_FLOAT_EQ(content[1]["logprob"].get<float>(), -9999.0f);
+  EXPECT_TRUE(content[1]["top_logprobs"].empty());
+
+  const json text = parsed(text_completion_json("t", 1, "m", " God cre", FinishReason::stop, {}, &lp));
+  const json& l = text["choices"][0]["logprobs"];
+  EXPECT_EQ(keys(l), (Keys{"tokens", "token_logprobs", "top_logprobs", "text_offset"}));
+  EXPECT_EQ(l["tokens"], json({" God", " cre"}));
+  EXPECT_EQ(l["text_offset"], json({0, 4}));
+  EXPECT_FLOAT_EQ(l["top_logprobs"][0][" the"].get<float>(), -2.0f);
+
+  // A chunk carries its tokens' log probabilities; a text chunk's offsets go on from where the last ended.
+  const json chunk = event_json(text_chunk_event("t", 1, "m", " cre", std::nullopt, false, &lp, 10));
+  EXPECT_EQ(chunk["choices"][0]["logprobs"]["text_offset"], json({10, 14}));
+  const json delta = event_json(chat_chunk_event("c", 1, "m", " God", false, std::nullopt, false, &lp));
+  EXPECT_EQ(delta["choices"][0]["logprobs"]["content"].size(), 2u);
 }
 
 TEST(OpenaiResponse, QuotesControlCharactersAndUnicodeRoundTrip) {

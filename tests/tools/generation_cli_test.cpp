@@ -4,10 +4,12 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "file_util.h"
 #include "model/gguf/gguf_bytes.h"
 #include "model_setup.h"
+#include "sampling_flags.h"
 #include "tensorpc/demo.h"
 #include "tensorpc/run.h"
 
@@ -27,6 +29,17 @@ TEST(ParseSplit, RejectsWhatIsNotAListOfRatios) {
     auto r = parse_split(bad);
     ASSERT_FALSE(r.ok()) << "'" << bad << "'";
     EXPECT_NE(r.status().message().find("--split"), std::string::npos) << r.status().to_string();
+  }
+}
+
+TEST(ParseLogitBias, ReadsATokenAndASignedBias) {
+  EXPECT_EQ(parse_logit_bias("15043+1.5").value(), (std::pair<int32_t, float>{15043, 1.5f}));
+  EXPECT_EQ(parse_logit_bias("7-100").value(), (std::pair<int32_t, float>{7, -100.0f}));
+  EXPECT_EQ(parse_logit_bias("0+0").value(), (std::pair<int32_t, float>{0, 0.0f}));
+  for (const char* bad : {"", "abc", "+1", "-1+1", "5", "5+", "5+101", "5-100.5", "5+nan", "5+1x", "99999999999+1"}) {
+    auto r = parse_logit_bias(bad);
+    ASSERT_FALSE(r.ok()) << "'" << bad << "'";
+    EXPECT_NE(r.status().message().find("--logit-bias"), std::string::npos) << r.status().to_string();
   }
 }
 

@@ -145,7 +145,7 @@ StatusOr<ChatTurn> ChatSession::generate_reply(const std::function<void(std::str
       turn.stop = ChatStop::end_of_turn;
       break;
     }
-    sampler_.accept(t);
+    sampler_.accept(t, /*generated=*/true);
     ++turn.generated;
     emit(stream.push(t));
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {

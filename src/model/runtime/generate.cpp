@@ -64,7 +64,7 @@ StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, 
       next = sampled.value();
       ++r.decode_steps;
     }
-    sampler.accept(next);
+    sampler.accept(next, /*generated=*/true);
     r.generated.push_back(next);
     if (i == 0) {
       r.prompt_seconds = seconds_since(t0);

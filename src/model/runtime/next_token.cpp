@@ -7,7 +7,8 @@ StatusOr<int32_t> next_token(Generator& gen, Sampler& sampler, std::span<const i
   const int64_t n_vocab = gen.model().hparams().n_vocab;
   const int64_t candidates = sampler.candidates_needed(n_vocab);
   StatusOr<int32_t> token = -1;
-  if (candidates > 0 && gen.can_sample_on_device()) {
+  // The device runs the chain alone: penalties and biases of OpenAI's kind are picked here.
+  if (candidates > 0 && !sampler.options().adjusts_logits() && gen.can_sample_on_device()) {
     // The device picks the token with this sampler's settings, recent tokens
     // and next draw; the draw is used up only when it did.
     const SampleSettings settings = sampler.options().chain_settings();

@@ -3,7 +3,9 @@
 #include "model/runtime/sampler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <set>
 
 namespace tensorpc {
 
@@ -11,6 +13,18 @@ Status SamplerOptions::validate() const {
   TENSORPC_RETURN_IF_ERROR(chain_settings().validate("sampler"));
   if (repeat_last_n < 0)
     return invalid_argument("sampler: repeat_last_n must be >= 0 (0 = off), not " + std::to_string(repeat_last_n));
+  const auto in = [](float x, float lo, float hi) { return std::isfinite(x) && x >= lo && x <= hi; };
+  if (!in(presence_penalty, -2, 2)) return invalid_argument("sampler: presence_penalty must be in [-2, 2]");
+  if (!in(frequency_penalty, -2, 2)) return invalid_argument("sampler: frequency_penalty must be in [-2, 2]");
+  std::set<int32_t> ids;
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0) return invalid_argument("sampler: logit_bias names token " + std::to_string(id));
+    if (!ids.insert(id).second)
+      return invalid_argument("sampler: logit_bias names token " + std::to_string(id) + " twice");
+    if (!in(bias, -100, 100)) {
+      return invalid_argument("sampler: the logit_bias of token " + std::to_string(id) + " must be in [-100, 100]");
+    }
+  }
   return Status();
 }
 
@@ -19,8 +33,10 @@ StatusOr<Sampler> Sampler::create(const SamplerOptions& options) {
   return Sampler(options);
 }
 
-void Sampler::accept(int32_t token) {
-  if (token < 0 || options_.repeat_last_n == 0) return;
+void Sampler::accept(int32_t token, bool generated) {
+  if (token < 0) return;
+  if (generated && (options_.presence_penalty != 0.0f || options_.frequency_penalty != 0.0f)) ++generated_[token];
+  if (options_.repeat_last_n == 0) return;
   history_.push_back(token);
   while (history_.size() > static_cast<size_t>(options_.repeat_last_n)) history_.pop_front();
 }
@@ -44,7 +60,14 @@ std::vector<int32_t> Sampler::recent() const {
 
 int64_t Sampler::candidates_needed(int64_t n_vocab) const {
   if (penalising() && options_.repeat_penalty < 1.0f) return 0;
-  const int64_t penalised = penalising() ? options_.repeat_last_n : 0;
+  if (options_.presence_penalty < 0.0f || options_.frequency_penalty < 0.0f) return 0;
+  // Tokens whose logits may have been lowered: the top-k after are among the top k + these before.
+  int64_t penalised = penalising() ? options_.repeat_last_n : 0;
+  penalised += static_cast<int64_t>(generated_.size());
+  for (const auto& [id, bias] : options_.logit_bias) {
+    if (bias > 0.0f) return 0;
+    ++penalised;
+  }
   int64_t kept = 1;  // greedy
   if (options_.temperature > 0.0f) {
     if (options_.top_k == 0) return 0;
@@ -69,7 +92,24 @@ StatusOr<int32_t> Sampler::sample_candidates(std::span<const float> top, int64_t
   return choose();
 }
 
+void Sampler::adjust() {
+  const auto find = [&](int32_t id) -> SampleToken* {
+    const auto it = std::lower_bound(pool_.begin(), pool_.end(), id,
+                                     [](const SampleToken& t, int32_t want) { return t.id < want; });
+    return it != pool_.end() && it->id == id ? &*it : nullptr;
+  };
+  for (const auto& [id, count] : generated_) {
+    if (SampleToken* t = find(id)) {
+      t->logit -= options_.presence_penalty + static_cast<float>(count) * options_.frequency_penalty;
+    }
+  }
+  for (const auto& [id, bias] : options_.logit_bias) {
+    if (SampleToken* t = find(id)) t->logit += bias;
+  }
+}
+
 int32_t Sampler::choose() {
+  if (options_.adjusts_logits()) adjust();
   std::vector<int32_t> recent;
   if (options_.repeat_penalty != 1.0f) recent.assign(history_.begin(), history_.end());
   uint64_t draw = 0;

@@ -1,6 +1,10 @@
 // Sampler: picks the next token from a model's logits.
 //
 // The chain, in order:
+//   0. OpenAI's adjustments, when asked: each token generated so far
+//      (accept(token, /*generated=*/true)) loses presence_penalty once and
+//      frequency_penalty for every time it came; logit_bias is added to the
+//      tokens it names;
 //   1. non-finite logits: NaN counts as -inf; if any logit is +inf, only the
 //      +inf tokens remain, equally likely;
 //   2. repetition penalty over the last repeat_last_n accepted tokens (each
@@ -37,6 +41,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <random>
 #include <span>
 #include <vector>
@@ -51,11 +56,21 @@ namespace tensorpc {
 struct SamplerOptions : SampleSettings {
   int repeat_last_n = 64;  // >= 0; 0 = off
   uint64_t seed = 0;       // used as is: the same seed gives the same tokens
+  // OpenAI's penalties over the tokens generated so far, each in [-2, 2]
+  // (0 = off; a negative one favours repeating).
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // Added to the logits of the tokens named (id, bias in [-100, 100]; -100
+  // all but bans a token, 100 all but forces it), ids distinct and >= 0.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   // invalid_argument naming the first option out of range (NaN included).
   Status validate() const;
   // The options the chain reads (all but the history's length and the seed).
   const SampleSettings& chain_settings() const { return *this; }
+  // Whether step 0 changes anything: then a device's sample op, which runs
+  // the chain alone, cannot pick the token for this sampler.
+  bool adjusts_logits() const { return presence_penalty != 0.0f || frequency_penalty != 0.0f || !logit_bias.empty(); }
 };
 
 class Sampler {
@@ -68,8 +83,9 @@ class Sampler {
   int32_t sample(std::span<const float> logits);
 
   // How many of the largest logits sample_candidates() needs to decide: 0
-  // when it needs all of them (temperature > 0 without top-k, or a penalty
-  // below 1, which raises logits). At most n_vocab.
+  // when it needs all of them (temperature > 0 without top-k, or anything
+  // that raises logits: a repeat penalty below 1, a negative presence or
+  // frequency penalty, a positive bias). At most n_vocab.
   int64_t candidates_needed(int64_t n_vocab) const;
 
   // What sample() would give for a vocabulary of n_vocab tokens, from its
@@ -81,12 +97,16 @@ class Sampler {
   static constexpr int32_t kUndecided = kSampleUndecided;
   StatusOr<int32_t> sample_candidates(std::span<const float> top, int64_t n_vocab);
 
-  // Records `token` (a prompt or generated token) for the repetition penalty.
+  // Records `token` (a prompt or generated token) for the repetition
+  // penalty, and a generated one for the presence and frequency penalties.
   // Negative ids are ignored.
-  void accept(int32_t token);
+  void accept(int32_t token, bool generated = false);
 
   // Forgets the history (a new conversation); the random engine continues.
-  void reset_history() { history_.clear(); }
+  void reset_history() {
+    history_.clear();
+    generated_.clear();
+  }
 
   const SamplerOptions& options() const { return options_; }
 
@@ -106,14 +126,17 @@ class Sampler {
   // Whether the repetition penalty applies (not 1, over some tokens).
   bool penalising() const { return options_.repeat_penalty != 1.0f && options_.repeat_last_n > 0; }
   // The chain over pool_ (tokens in id order: all of the vocabulary, or the
-  // candidates that decide it); takes a draw when temperature > 0.
+  // candidates that decide it), after step 0; takes a draw when temperature > 0.
   int32_t choose();
+  // Step 0 on pool_'s logits.
+  void adjust();
 
   SamplerOptions options_;
   std::mt19937_64 rng_;
   uint64_t draw_ = 0;  // the next draw, when pending_draw_
   bool pending_draw_ = false;
   std::deque<int32_t> history_;  // the last repeat_last_n accepted tokens, oldest first
+  std::map<int32_t, int64_t> generated_;  // generated tokens: how many times each came (with penalties only)
   SampleChain chain_;
   std::vector<SampleToken> pool_;  // scratch: the tokens the chain chooses among
 };

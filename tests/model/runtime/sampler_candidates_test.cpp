@@ -32,10 +32,11 @@ TEST(SamplerCandidates, PickTheSameTokensAsAllLogitsDrawForDraw) {
       o.seed = 99;
       Sampler full = Sampler::create(o).value();
       Sampler partial = Sampler::create(o).value();
-      const int64_t k = partial.candidates_needed(vocab);
-      ASSERT_GT(k, 0) << chain.name;
-      ASSERT_LE(k, vocab);
       for (int step = 0; step < 200; ++step) {
+        // Asked each step, as the generator does: OpenAI's penalties need more as more tokens come.
+        const int64_t k = partial.candidates_needed(vocab);
+        ASSERT_GT(k, 0) << chain.name;
+        ASSERT_LE(k, vocab);
         const std::vector<float> logits = rough_logits(rng, vocab);
         const int32_t want = full.sample(logits);
         StatusOr<int32_t> got = partial.sample_candidates(top_of(logits, k), vocab);
@@ -44,8 +45,8 @@ TEST(SamplerCandidates, PickTheSameTokensAsAllLogitsDrawForDraw) {
         // Both accept the same token, so the histories stay equal and the
         // penalty bites on later steps.
         const int32_t accepted = want >= 0 ? want : step % vocab;
-        full.accept(accepted);
-        partial.accept(accepted);
+        full.accept(accepted, /*generated=*/true);
+        partial.accept(accepted, /*generated=*/true);
       }
     }
   }
@@ -65,6 +66,26 @@ TEST(SamplerCandidates, HowManyAreNeeded) {
   SamplerOptions no_top_k;
   no_top_k.top_k = 0;
   EXPECT_EQ(Sampler::create(no_top_k).value().candidates_needed(32000), 0);
+
+  // OpenAI's adjustments: each token they lower is one more candidate; raising any needs all logits.
+  SamplerOptions openai;
+  openai.temperature = 0;
+  openai.repeat_penalty = 1.0f;
+  openai.presence_penalty = 0.5f;
+  openai.logit_bias = {{7, -3.0f}};
+  Sampler s = Sampler::create(openai).value();
+  EXPECT_EQ(s.candidates_needed(32000), 1 + 1);
+  s.accept(5);  // a prompt token: not penalised
+  EXPECT_EQ(s.candidates_needed(32000), 1 + 1);
+  s.accept(5, /*generated=*/true);
+  s.accept(5, /*generated=*/true);
+  s.accept(9, /*generated=*/true);
+  EXPECT_EQ(s.candidates_needed(32000), 1 + 1 + 2);
+  openai.logit_bias = {{7, 3.0f}};
+  EXPECT_EQ(Sampler::create(openai).value().candidates_needed(32000), 0);
+  openai.logit_bias.clear();
+  openai.frequency_penalty = -0.5f;
+  EXPECT_EQ(Sampler::create(openai).value().candidates_needed(32000), 0);
 }
 
 TEST(SamplerCandidates, AllInfiniteCandidatesAreUndecided) {

@@ -144,6 +144,45 @@ TEST(SamplerRepeatPenalty, DemotesRecentlySeenTokens) {
   EXPECT_EQ(s.sample(positive), 0);
 }
 
+// OpenAI's definitions: logit - count * frequency_penalty - (count > 0) * presence_penalty,
+// count being how many times the token was generated (prompt tokens do not count).
+TEST(SamplerOpenAiPenalties, LowerGeneratedTokensByPresenceOnceAndFrequencyPerTime) {
+  SamplerOptions o = plain(0.0f);
+  o.presence_penalty = 0.5f;
+  o.frequency_penalty = 0.25f;
+  Sampler s = make(o);
+  const std::vector<float> logits = {2.0f, 1.3f, 1.0f, 0.0f};
+  s.accept(0);  // a prompt token
+  EXPECT_EQ(s.sample(logits), 0);
+  s.accept(0, /*generated=*/true);  // 2.0 - 0.5 - 0.25 = 1.25 < 1.3
+  EXPECT_EQ(s.sample(logits), 1);
+  s.accept(1, /*generated=*/true);  // token 1: 1.3 - 0.75 = 0.55; token 0 still 1.25
+  EXPECT_EQ(s.sample(logits), 0);
+  s.accept(0, /*generated=*/true);  // token 0: 2.0 - 0.5 - 0.5 = 1.0, a tie with token 2 (lowest id wins)
+  EXPECT_EQ(s.sample(logits), 0);
+  s.accept(0, /*generated=*/true);  // 0.75 < 1.0
+  EXPECT_EQ(s.sample(logits), 2);
+  s.reset_history();
+  EXPECT_EQ(s.sample(logits), 0);
+  o.presence_penalty = -2.0f;  // negative: favours what came
+  o.frequency_penalty = 0.0f;
+  Sampler eager = make(o);
+  eager.accept(2, /*generated=*/true);
+  EXPECT_EQ(eager.sample(logits), 2);  // 1.0 + 2 = 3.0
+}
+
+TEST(SamplerLogitBias, AddsToTheNamedTokensAndMinus100Bans) {
+  SamplerOptions o = plain(0.0f);
+  o.logit_bias = {{0, -100.0f}, {3, 1.5f}};
+  Sampler s = make(o);
+  EXPECT_EQ(s.sample(std::vector<float>{2.0f, 1.0f, 0.0f, 0.0f}), 3);  // 0 + 1.5 > 1.0; 2 - 100 < all
+  o.logit_bias = {{1, 5.0f}};
+  o.temperature = 1.0f;
+  Sampler hot = make(o);
+  std::vector<double> f = frequencies(hot, {0.0f, 0.0f, 0.0f}, 2000);
+  EXPECT_GT(f[1], 0.97);  // e^5 / (e^5 + 2) = 0.987
+}
+
 TEST(SamplerNonFinite, NaNIsNeverChosenAndInfinityWins) {
   const std::vector<float> with_nan = {kNaN, 1.0f, kNaN, 0.5f};
   EXPECT_EQ(make(plain(0.0f)).sample(with_nan), 1);

@@ -74,6 +74,11 @@ inline std::vector<Chain> chains() {
   wide.top_k = 300;  // more than the finite logits of a small vocabulary
   wide.top_p = 0.5f;
   c.push_back({"top-k above the finite count", wide});
+  SamplerOptions openai = hot;
+  openai.presence_penalty = 0.7f;
+  openai.frequency_penalty = 0.3f;
+  openai.logit_bias = {{0, -100.0f}, {2, -1.5f}};  // lowered only: a few candidates still decide
+  c.push_back({"top-k 5 with presence and frequency penalties and negative biases", openai});
   return c;
 }
 
