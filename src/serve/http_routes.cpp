@@ -76,7 +76,9 @@ StatusOr<std::vector<int32_t>> prompt_tokens(Endpoint endpoint, CompletionReques
   return tok.encode(r.prompt, /*add_special=*/true, /*parse_special=*/false);
 }
 
-// A request's answer, put together from what the engine hands over on its thread.
+// A request's answer, put together from what the engine hands over on its
+// thread: one engine request per choice (`n`), the answer whole once every
+// choice has ended, or streamed chunk by chunk with each chunk's choice index.
 struct Exchange {
   std::shared_ptr<Responder> out;
   Endpoint endpoint;
@@ -86,78 +88,122 @@ struct Exchange {
   bool with_logprobs = false;      // the request asked for log probabilities
   const Tokenizer* tok = nullptr;  // their tokens' text
 
+  struct ChoiceState {
+    std::string text;  // the whole text (not streamed)
+    // Every token's (not streamed), or those since the choice's last chunk (streamed).
+    std::vector<LogprobEntry> logprobs;
+    size_t text_offset = 0;  // a streamed completion's text before `logprobs`
+    std::optional<Outcome> outcome;
+  };
   std::mutex mu;
-  std::string text;                 // guarded by mu: the whole text (not streamed) or events not yet sent (streamed)
-  bool started = false;             // guarded by mu: the stream's header and first chunk handed to `out`
-  std::optional<std::string> tail;  // guarded by mu: the stream's last events, once known
-  // Guarded by mu: every token's (not streamed), or those since the last chunk (streamed).
-  std::vector<LogprobEntry> logprobs;
-  size_t text_offset = 0;  // guarded by mu: a streamed completion's tokens' text before `logprobs`
+  std::vector<ChoiceState> choices;  // guarded by mu
+  int ended = 0;                     // guarded by mu: choices whose outcome came
+  bool abandoned = false;            // guarded by mu: answered early (a choice could not be submitted)
+  std::string pending;               // guarded by mu: events before the stream began
+  bool started = false;              // guarded by mu: the stream's header and first chunks handed to `out`
+  std::optional<std::string> tail;   // guarded by mu: the stream's last events, once known
 
-  // A chunk with `piece`, and the log probabilities of the tokens since the last one; mu held.
-  std::string event(std::string_view piece, std::optional<FinishReason> finish) {
-    const Logprobs lp = with_logprobs ? &logprobs : nullptr;
+  // A chunk of choice `i` with `piece`, and the log probabilities of its tokens since its last chunk; mu held.
+  std::string event(int i, std::string_view piece, std::optional<FinishReason> finish) {
+    ChoiceState& c = choices[static_cast<size_t>(i)];
+    const Logprobs lp = with_logprobs ? &c.logprobs : nullptr;
     std::string e = endpoint == Endpoint::chat
-                        ? chat_chunk_event(id, created, model, piece, false, finish, include_usage, lp)
-                        : text_chunk_event(id, created, model, piece, finish, include_usage, lp, text_offset);
-    for (const LogprobEntry& entry : logprobs) text_offset += entry.token.size();
-    logprobs.clear();
+                        ? chat_chunk_event(id, created, model, piece, false, finish, include_usage, lp, i)
+                        : text_chunk_event(id, created, model, piece, finish, include_usage, lp, c.text_offset, i);
+    for (const LogprobEntry& entry : c.logprobs) c.text_offset += entry.token.size();
+    c.logprobs.clear();
     return e;
   }
-  void on_logprobs(const TokenLogprobs& t) {
+  void send(std::string events) {  // mu held
+    if (started) {
+      out->send(std::move(events));
+    } else {
+      pending += events;
+    }
+  }
+  void on_logprobs(int i, const TokenLogprobs& t) {
     LogprobEntry e{.token = tok->token_to_piece(t.chosen.token), .logprob = t.chosen.logprob, .top = {}};
     for (const TokenLogprob& alt : t.top) e.top.emplace_back(tok->token_to_piece(alt.token), alt.logprob);
     std::lock_guard lock(mu);
-    logprobs.push_back(std::move(e));
+    choices[static_cast<size_t>(i)].logprobs.push_back(std::move(e));
   }
-  void on_text(std::string_view piece) {
+  // False once the answer no longer wants text: the client is gone, or it was answered early.
+  bool on_text(int i, std::string_view piece) {
     std::lock_guard lock(mu);
+    if (abandoned) return false;
     if (!stream) {
-      text += piece;
-    } else if (started) {
-      out->send(event(piece, std::nullopt));
+      choices[static_cast<size_t>(i)].text += piece;
     } else {
-      text += event(piece, std::nullopt);
+      send(event(i, piece, std::nullopt));
     }
+    return !out->gone()->load();
   }
-  void on_done(const Outcome& o) {
-    const Usage usage{o.prompt_tokens, o.completion_tokens};
-    std::optional<ApiError> failure;
+  // The failure an outcome is, if any.
+  static std::optional<ApiError> failure_of(const Outcome& o, bool* later) {
     // A server of the cluster lost with nothing to take its place yet: the next request tries again.
-    const bool later = o.finish == Finish::error && o.status.code() == StatusCode::unavailable;
+    *later = o.finish == Finish::error && o.status.code() == StatusCode::unavailable;
     if (o.finish == Finish::error) {
-      failure = later ? unavailable_error(o.status.message())
-                      : api_error(500, "server_error", "generation_failed", o.status.to_string());
+      return *later ? unavailable_error(o.status.message())
+                    : api_error(500, "server_error", "generation_failed", o.status.to_string());
     }
-    if (o.finish == Finish::cancelled) failure = unavailable_error("the server is shutting down");
+    if (o.finish == Finish::cancelled) return unavailable_error("the server is shutting down");
+    return std::nullopt;
+  }
+  void on_done(int i, const Outcome& o) {
     std::lock_guard lock(mu);
+    if (abandoned) return;
+    choices[static_cast<size_t>(i)].outcome = o;
+    ++ended;
+    bool later = false;
+    if (stream && !failure_of(o, &later)) send(event(i, "", finish_reason(o.finish)));
+    if (ended < static_cast<int>(choices.size())) return;
+    // Every choice ended: the answer, or the first failure.
+    Usage usage{choices[0].outcome->prompt_tokens, 0};
+    std::optional<ApiError> failure;
+    for (const ChoiceState& c : choices) {
+      usage.completion_tokens += c.outcome->completion_tokens;
+      if (!failure) failure = failure_of(*c.outcome, &later);
+    }
     if (!stream) {
       if (failure) return out->reply(later ? retry_later(*failure) : error_reply(*failure));
-      const Logprobs lp = with_logprobs ? &logprobs : nullptr;
-      const FinishReason f = finish_reason(o.finish);
+      std::vector<Choice> list;
+      for (const ChoiceState& c : choices) {
+        list.push_back({c.text, finish_reason(c.outcome->finish), with_logprobs ? &c.logprobs : nullptr});
+      }
       out->reply(HttpReply{.status = 200,
                            .content_type = "application/json",
-                           .body = endpoint == Endpoint::chat
-                                       ? chat_completion_json(id, created, model, text, f, usage, lp)
-                                       : text_completion_json(id, created, model, text, f, usage, lp),
+                           .body = endpoint == Endpoint::chat ? chat_completion_json(id, created, model, list, usage)
+                                                              : text_completion_json(id, created, model, list, usage),
                            .headers = {}});
       return;
     }
-    std::string last = failure ? error_event(*failure) : event("", finish_reason(o.finish));
+    std::string last = failure ? error_event(*failure) : std::string();
     if (!failure && include_usage) last += usage_chunk_event(endpoint, id, created, model, usage);
     last += done_event();
     if (started) return out->end(std::move(last));
     tail = std::move(last);
   }
-  // After submit(): the stream begins, with what the engine said meanwhile.
+  // A choice could not be submitted: `reply` answers now, and the choices already
+  // submitted stop at their first text (their outcomes are dropped).
+  void abandon(HttpReply reply) {
+    std::lock_guard lock(mu);
+    abandoned = true;
+    out->reply(std::move(reply));
+  }
+  // After every submit(): the stream begins, with what the engine said meanwhile.
   void begin_stream() {
     std::lock_guard lock(mu);
     started = true;
     out->start_events();
-    std::string first =
-        endpoint == Endpoint::chat ? chat_chunk_event(id, created, model, "", true, std::nullopt, include_usage) : "";
-    first += text;
-    text.clear();
+    std::string first;
+    if (endpoint == Endpoint::chat) {
+      for (size_t i = 0; i < choices.size(); ++i) {
+        first +=
+            chat_chunk_event(id, created, model, "", true, std::nullopt, include_usage, nullptr, static_cast<int>(i));
+      }
+    }
+    first += pending;
+    pending.clear();
     if (!first.empty()) out->send(std::move(first));
     if (tail) out->end(std::move(*tail));
   }
@@ -322,6 +368,12 @@ void HttpRoutes::completion(Endpoint endpoint, const std::string& body, std::sha
   work.sampler = r.sampler;
   work.stop = r.stop;
 
+  if (r.n > engine.options().parallel) {
+    return out->reply(
+        error_reply(invalid_request("invalid_value", "n",
+                                    "'n' is " + std::to_string(r.n) + ": this server generates at most " +
+                                        std::to_string(engine.options().parallel) + " at once (--parallel)")));
+  }
   auto ex = std::make_shared<Exchange>();
   ex->out = out;
   ex->endpoint = endpoint;
@@ -332,17 +384,19 @@ void HttpRoutes::completion(Endpoint endpoint, const std::string& body, std::sha
   ex->include_usage = r.include_usage;
   ex->with_logprobs = r.top_logprobs >= 0;
   ex->tok = &engine.model().tokenizer();
+  ex->choices.resize(static_cast<size_t>(r.n));
   work.top_logprobs = r.top_logprobs;
-  if (ex->with_logprobs) work.on_logprobs = [ex](const TokenLogprobs& t) { ex->on_logprobs(t); };
   work.cancel = out->gone();
-  work.on_text = [ex](std::string_view piece) {
-    ex->on_text(piece);
-    return !ex->out->gone()->load();
-  };
-  work.on_done = [ex](const Outcome& o) { ex->on_done(o); };
-  if (const Status s = engine.submit(std::move(work)); !s.ok()) {
-    if (s.code() == StatusCode::out_of_memory) return out->reply(retry_later(unavailable_error(s.message())));
-    return out->reply(error_reply(invalid_request("invalid_value", "", s.message())));
+  for (int i = 0; i < static_cast<int>(r.n); ++i) {
+    Request choice = work;
+    choice.sampler.seed = r.sampler.seed + static_cast<uint64_t>(i);  // each choice its own draws
+    if (ex->with_logprobs) choice.on_logprobs = [ex, i](const TokenLogprobs& t) { ex->on_logprobs(i, t); };
+    choice.on_text = [ex, i](std::string_view piece) { return ex->on_text(i, piece); };
+    choice.on_done = [ex, i](const Outcome& o) { ex->on_done(i, o); };
+    if (const Status s = engine.submit(std::move(choice)); !s.ok()) {
+      if (s.code() == StatusCode::out_of_memory) return ex->abandon(retry_later(unavailable_error(s.message())));
+      return ex->abandon(error_reply(invalid_request("invalid_value", "", s.message())));
+    }
   }
   if (ex->stream) ex->begin_stream();
 }

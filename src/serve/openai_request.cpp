@@ -234,7 +234,7 @@ Problem refuse_completion_extras(const json& body, CompletionRequest* request) {
 
 // What OpenAI defines and we cannot give: refused by name, never ignored.
 Problem refuse_unsupported(const json& body, CompletionRequest* request) {
-  TENSORPC_SERVE_RETURN_IF_PROBLEM(require_one(body, "n"));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_integer_field(body, "n", 1, kMaxChoices, "from 1 to 16", &request->n));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(require_empty_list(body, "tools"));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(require_empty_list(body, "functions"));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_response_format(body));

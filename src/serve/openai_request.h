@@ -12,7 +12,7 @@
 // Fields are read the way OpenAI documents them, with null meaning "not
 // given" everywhere; a field of the wrong type or out of range is a 400
 // naming it; a field OpenAI defines whose requested behaviour we cannot give
-// (n > 1, tools, JSON response formats, ...) is a 400 naming it
+// (tools, JSON response formats, ...) is a 400 naming it
 // rather than an answer that silently ignores it; fields nobody defines are
 // ignored, since clients send extras. Parsing never throws.
 #pragma once
@@ -70,6 +70,9 @@ struct CompletionRequest {
   // likely alternatives' (chat: logprobs true and top_logprobs; completions:
   // logprobs N).
   int top_logprobs = -1;
+  // Choices generated together, each with its own draws (seed, seed + 1, …);
+  // the server allows at most its --parallel.
+  int64_t n = 1;
   std::string user;            // ignored, but must be a string if present
 };
 
@@ -89,7 +92,9 @@ struct CompletionRequest {
 // logprobs: chat "logprobs" a boolean with "top_logprobs" 0..20 (which
 // needs logprobs true); completions "logprobs" an integer 0..5.
 //
-// Refused with the field named: n other than 1; best_of other than 1; a
+// n: 1 to kMaxChoices.
+//
+// Refused with the field named: best_of other than 1; a
 // non-empty tools or functions list; response_format other than
 // {"type": "text"}; echo: true; a non-empty suffix.
 //
@@ -104,6 +109,9 @@ struct CompletionRequest {
 // JSON type; nested deeper than kMaxJsonDepth) is 400 invalid_json.
 std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endpoint, std::string_view body,
                                                                    uint64_t default_seed);
+
+// The most choices one request may ask for ("n").
+inline constexpr int64_t kMaxChoices = 16;
 
 // The most alternatives top_logprobs may ask for (OpenAI's limit).
 inline constexpr int kMaxTopLogprobs = 20;

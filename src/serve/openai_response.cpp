@@ -102,38 +102,54 @@ std::string_view finish_reason_name(FinishReason reason) {
   return "stop";
 }
 
-std::string chat_completion_json(std::string_view id, int64_t created, std::string_view model, std::string_view text,
-                                 FinishReason finish, Usage usage, Logprobs logprobs) {
+std::string chat_completion_json(std::string_view id, int64_t created, std::string_view model,
+                                 const std::vector<Choice>& choices, Usage usage) {
   ojson response = envelope(id, "chat.completion", created, model);
-  ojson choice{{"index", 0},
-               {"message", {{"role", "assistant"}, {"content", string_json(text)}}},
-               {"logprobs", chat_logprobs_json(logprobs)},
-               {"finish_reason", string_json(finish_reason_name(finish))}};
-  response["choices"] = ojson::array({std::move(choice)});
+  ojson list = ojson::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    list.push_back({{"index", i},
+                    {"message", {{"role", "assistant"}, {"content", string_json(choices[i].text)}}},
+                    {"logprobs", chat_logprobs_json(choices[i].logprobs)},
+                    {"finish_reason", string_json(finish_reason_name(choices[i].finish))}});
+  }
+  response["choices"] = std::move(list);
   response["usage"] = usage_json(usage);
   return dump(response);
+}
+
+std::string text_completion_json(std::string_view id, int64_t created, std::string_view model,
+                                 const std::vector<Choice>& choices, Usage usage) {
+  ojson response = envelope(id, "text_completion", created, model);
+  ojson list = ojson::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    list.push_back({{"index", i},
+                    {"text", string_json(choices[i].text)},
+                    {"logprobs", text_logprobs_json(choices[i].logprobs, 0)},
+                    {"finish_reason", string_json(finish_reason_name(choices[i].finish))}});
+  }
+  response["choices"] = std::move(list);
+  response["usage"] = usage_json(usage);
+  return dump(response);
+}
+
+std::string chat_completion_json(std::string_view id, int64_t created, std::string_view model, std::string_view text,
+                                 FinishReason finish, Usage usage, Logprobs logprobs) {
+  return chat_completion_json(id, created, model, {Choice{text, finish, logprobs}}, usage);
 }
 
 std::string text_completion_json(std::string_view id, int64_t created, std::string_view model, std::string_view text,
                                  FinishReason finish, Usage usage, Logprobs logprobs) {
-  ojson response = envelope(id, "text_completion", created, model);
-  ojson choice{{"index", 0},
-               {"text", string_json(text)},
-               {"logprobs", text_logprobs_json(logprobs, 0)},
-               {"finish_reason", string_json(finish_reason_name(finish))}};
-  response["choices"] = ojson::array({std::move(choice)});
-  response["usage"] = usage_json(usage);
-  return dump(response);
+  return text_completion_json(id, created, model, {Choice{text, finish, logprobs}}, usage);
 }
 
 std::string chat_chunk_event(std::string_view id, int64_t created, std::string_view model, std::string_view delta_text,
-                             bool first, std::optional<FinishReason> finish, bool include_usage_null,
-                             Logprobs logprobs) {
+                             bool first, std::optional<FinishReason> finish, bool include_usage_null, Logprobs logprobs,
+                             int index) {
   ojson chunk = envelope(id, chunk_object(Endpoint::chat), created, model);
   ojson delta = ojson::object();
   if (first) delta["role"] = "assistant";
   if (!finish || first || !delta_text.empty()) delta["content"] = string_json(delta_text);
-  ojson choice{{"index", 0},
+  ojson choice{{"index", index},
                {"delta", std::move(delta)},
                {"logprobs", chat_logprobs_json(logprobs)},
                {"finish_reason", finish_json(finish)}};
@@ -144,9 +160,9 @@ std::string chat_chunk_event(std::string_view id, int64_t created, std::string_v
 
 std::string text_chunk_event(std::string_view id, int64_t created, std::string_view model, std::string_view text,
                              std::optional<FinishReason> finish, bool include_usage_null, Logprobs logprobs,
-                             size_t text_offset) {
+                             size_t text_offset, int index) {
   ojson chunk = envelope(id, chunk_object(Endpoint::completion), created, model);
-  ojson choice{{"index", 0},
+  ojson choice{{"index", index},
                {"text", string_json(text)},
                {"logprobs", text_logprobs_json(logprobs, text_offset)},
                {"finish_reason", finish_json(finish)}};

@@ -40,7 +40,16 @@ struct LogprobEntry {
 // The tokens' log probabilities of a response or chunk; null: not asked for.
 using Logprobs = const std::vector<LogprobEntry>*;
 
-// Whole (non-streamed) responses.
+// Whole (non-streamed) responses. One choice each, or several (`n`).
+struct Choice {
+  std::string_view text;
+  FinishReason finish = FinishReason::stop;
+  Logprobs logprobs = nullptr;
+};
+std::string chat_completion_json(std::string_view id, int64_t created, std::string_view model,
+                                 const std::vector<Choice>& choices, Usage usage);
+std::string text_completion_json(std::string_view id, int64_t created, std::string_view model,
+                                 const std::vector<Choice>& choices, Usage usage);
 // {"id","object":"chat.completion","created","model","choices":[{"index":0,"message":{"role":"assistant",
 //  "content":text},"logprobs":null,"finish_reason":...}],"usage":{"prompt_tokens","completion_tokens","total_tokens"}}
 // With `logprobs`: "logprobs": {"content": [{"token","logprob","bytes","top_logprobs":
@@ -63,12 +72,13 @@ std::string text_completion_json(std::string_view id, int64_t created, std::stri
 // chunk carries "usage": null, as OpenAI's do before the usage chunk.
 // `logprobs`, when given, are those of the tokens since the last chunk, as
 // the whole response has them; a text chunk's offsets start at `text_offset`.
+// `index` is the choice's (n > 1).
 std::string chat_chunk_event(std::string_view id, int64_t created, std::string_view model, std::string_view delta_text,
                              bool first, std::optional<FinishReason> finish, bool include_usage_null,
-                             Logprobs logprobs = nullptr);
+                             Logprobs logprobs = nullptr, int index = 0);
 std::string text_chunk_event(std::string_view id, int64_t created, std::string_view model, std::string_view text,
                              std::optional<FinishReason> finish, bool include_usage_null, Logprobs logprobs = nullptr,
-                             size_t text_offset = 0);
+                             size_t text_offset = 0, int index = 0);
 // The last chunk when stream_options.include_usage: "choices": [] and the usage.
 std::string usage_chunk_event(Endpoint endpoint, std::string_view id, int64_t created, std::string_view model,
                               Usage usage);

@@ -17,6 +17,8 @@
 //     token is its own top alternative, the text unchanged;
 //   - presence/frequency penalties change a temperature-0 reply, and a
 //     logit_bias on a token the vocabulary lacks throws BadRequestError;
+//   - n: 3 gives three indexed choices with their own draws, streamed or not
+//     alike; n above --parallel throws BadRequestError;
 //   - with KEYED_URL: the right key is served, a wrong key throws
 //     AuthenticationError (401);
 //   - a malformed request (temperature "hot", messages missing) throws
@@ -213,6 +215,21 @@ await check('presence/frequency penalties change a reply at temperature 0; a bia
   await expectThrows(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
     model, messages: MESSAGES, temperature: 0, max_tokens: 4, logit_bias: { 99999999: 1 },
   }));
+});
+
+await check('n: 3 choices generated together, indexed, each its own draws; streamed, the same texts', async () => {
+  const request = { model, messages: MESSAGES, temperature: 1, seed: 7, max_tokens: MAX_TOKENS, n: 3 };
+  const r = await client.chat.completions.create(request);
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
+  for (const c of r.choices) assert.ok(c.message.content.length > 0, `choice ${c.index} is empty`);
+  assert.ok(new Set(r.choices.map((c) => c.message.content)).size > 1, 'three draws gave one text');
+  assert.ok(r.usage.completion_tokens >= 3);
+  const stream = await client.chat.completions.create({ ...request, stream: true });
+  const texts = ['', '', ''];
+  for await (const chunk of stream) for (const c of chunk.choices) texts[c.index] += c.delta?.content ?? '';
+  assert.deepEqual(texts, r.choices.map((c) => c.message.content));
+  const e = await expectThrows(OpenAI.BadRequestError, 400, () => client.chat.completions.create({ ...request, n: 16 }));
+  assert.match(e.message, /--parallel/);
 });
 
 await check('temperature "hot" throws BadRequestError (400) naming it', async () => {

@@ -468,13 +468,14 @@ TEST(OpenaiRequest, StreamOptionsOfTheWrongTypeAreRefused) {
 
 // --- Features refused by name --------------------------------------------------
 
-TEST(OpenaiRequest, OnlyNOfOneIsSupported) {
-  chat_with(R"("n":1)");
-  chat_with(R"("n":null)");
-  const ApiError e = chat_refusing(R"("n":2)");
-  EXPECT_API_ERROR(e, "unsupported_value", "n");
-  EXPECT_NE(e.message.find("only n = 1 is supported"), std::string::npos) << e.message;
-  EXPECT_API_ERROR(chat_refusing(R"("n":0)"), "unsupported_value", "n");
+TEST(OpenaiRequest, NIsFrom1To16) {
+  EXPECT_EQ(chat_with(R"("n":1)").n, 1);
+  EXPECT_EQ(chat_with(R"("n":null)").n, 1);
+  EXPECT_EQ(chat_with("").n, 1);
+  EXPECT_EQ(chat_with(R"("n":3)").n, 3);
+  EXPECT_EQ(completion_with(R"("n":16)").n, 16);
+  EXPECT_API_ERROR(chat_refusing(R"("n":17)"), "invalid_value", "n");
+  EXPECT_API_ERROR(chat_refusing(R"("n":0)"), "invalid_value", "n");
   EXPECT_API_ERROR(chat_refusing(R"("n":"1")"), "invalid_type", "n");
 }
 

@@ -111,6 +111,22 @@ TEST(OpenaiResponse, LogprobsHaveOpenAisShapes) {
   EXPECT_EQ(delta["choices"][0]["logprobs"]["content"].size(), 2u);
 }
 
+TEST(OpenaiResponse, SeveralChoicesAreIndexedInOrder) {
+  const std::vector<Choice> choices = {{"a", FinishReason::stop, nullptr}, {"b", FinishReason::length, nullptr}};
+  const json chat = parsed(chat_completion_json("c", 1, "m", choices, {.prompt_tokens = 2, .completion_tokens = 5}));
+  ASSERT_EQ(chat["choices"].size(), 2u);
+  EXPECT_EQ(chat["choices"][1]["index"], 1);
+  EXPECT_EQ(chat["choices"][1]["message"]["content"], "b");
+  EXPECT_EQ(chat["choices"][1]["finish_reason"], "length");
+  const json text = parsed(text_completion_json("t", 1, "m", choices, {}));
+  EXPECT_EQ(text["choices"][0]["text"], "a");
+  EXPECT_EQ(text["choices"][1]["index"], 1);
+  EXPECT_EQ(
+      event_json(chat_chunk_event("c", 1, "m", "x", false, std::nullopt, false, nullptr, 2))["choices"][0]["index"], 2);
+  EXPECT_EQ(event_json(text_chunk_event("t", 1, "m", "x", std::nullopt, false, nullptr, 0, 3))["choices"][0]["index"],
+            3);
+}
+
 TEST(OpenaiResponse, QuotesControlCharactersAndUnicodeRoundTrip) {
   const std::string text = "say \"hi\"\\\n\t\x01 h\xc3\xa9llo \xf0\x9f\x99\x82";
   const json r = parsed(chat_completion_json("id", 0, "m", text, FinishReason::stop, {}));
