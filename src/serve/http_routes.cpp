@@ -8,6 +8,7 @@
 #include <random>
 
 #include "serve/openai_response.h"
+#include "serve/token_api.h"
 #include "serve/web_assets.h"
 #include "tensorpc/rpc_client.h"
 
@@ -232,6 +233,17 @@ HttpRoutes::HttpRoutes(std::string model_id, std::string api_key)
       {.path = "/v1/chat/completions", .get = false, .post = true, .open = false, .quick = false, .label = "chat"});
   routes_.push_back(
       {.path = "/v1/completions", .get = false, .post = true, .open = false, .quick = false, .label = "completions"});
+  // The tokenizer and the template alone: no step, but text as long as a body may be.
+  routes_.push_back(
+      {.path = "/tokenize", .get = false, .post = true, .open = false, .quick = false, .label = "tokenize"});
+  routes_.push_back(
+      {.path = "/detokenize", .get = false, .post = true, .open = false, .quick = false, .label = "detokenize"});
+  routes_.push_back({.path = "/apply-template",
+                     .get = false,
+                     .post = true,
+                     .open = false,
+                     .quick = false,
+                     .label = "apply-template"});
 }
 
 const RouteInfo* HttpRoutes::find(std::string_view path) const {
@@ -300,6 +312,17 @@ void HttpRoutes::handle(const RouteInfo& route, std::string body, std::shared_pt
   if (path == "/v1/cluster") {
     if (auto e = not_ready()) return out->reply(error_reply(*e));
     return out->reply({.status = 200, .content_type = "application/json", .body = cluster(), .headers = {}});
+  }
+  if (path == "/tokenize" || path == "/detokenize" || path == "/apply-template") {
+    if (auto e = not_ready()) return out->reply(retry_later(*e));
+    const Tokenizer& tok = model_.engine->model().tokenizer();
+    const ChatTemplate* chat_template = model_.chat_template ? &*model_.chat_template : nullptr;
+    const auto answer = path == "/tokenize"     ? tokenize_json(tok, body)
+                        : path == "/detokenize" ? detokenize_json(tok, body)
+                                                : apply_template_json(chat_template, model_.chat_template_error, body);
+    if (auto* e = std::get_if<ApiError>(&answer)) return out->reply(error_reply(*e));
+    return out->reply(
+        {.status = 200, .content_type = "application/json", .body = std::get<std::string>(answer), .headers = {}});
   }
   completion(path == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completion, body, std::move(out));
 }

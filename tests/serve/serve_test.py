@@ -327,6 +327,21 @@ class Cases:
         ids = [m["id"] for m in r.json()["data"]]
         check(ids == ["kjv-bpe"], f"/v1/models lists {ids}")
 
+    def token_endpoints(self, base):
+        text = "In the beginning God created the heaven"
+        r = http(base + "/tokenize", "POST", {"content": text})
+        check(r.status == 200, f"/tokenize answered {r.status}: {r.body[:200]}")
+        tokens = r.json()["tokens"]
+        check(tokens and all(isinstance(t, int) for t in tokens), f"/tokenize gave {tokens}")
+        r = http(base + "/detokenize", "POST", {"tokens": tokens})
+        check(r.status == 200 and r.json()["content"] == text, f"/detokenize gave {r.status} {r.body[:200]}")
+        r = http(base + "/detokenize", "POST", {"tokens": [10 ** 9]})
+        expect_error(r, 400, "invalid_request_error", param="tokens[0]")
+        r = http(base + "/apply-template", "POST", {"messages": [{"role": "user", "content": "Who made the heaven?"}]})
+        check(r.status == 200 and "Who made the heaven?" in r.json()["prompt"],
+              f"/apply-template gave {r.status} {r.body[:200]}")
+        return f"{len(tokens)} tokens"
+
     def metrics_and_cluster(self, base, endpoints):
         m = metrics(base)
         check(m.get("tensorpc_slots_total") == 4, f"tensorpc_slots_total {m.get('tensorpc_slots_total')}")
@@ -565,6 +580,7 @@ def main():
         case("GET /v1/models lists the model", cases.models, base)
         case("bad requests: 400 (JSON, type, model, context) and 404, as OpenAI errors", cases.bad_requests, base,
              n_ctx["main"])
+        case("POST /tokenize, /detokenize and /apply-template", cases.token_endpoints, base)
         case("/metrics and /v1/cluster name both servers", cases.metrics_and_cluster, base, endpoints)
         case("16 streams at once over 4 slots: [DONE], each the text it gets alone, batched",
              cases.concurrent_streams, base)
