@@ -427,6 +427,7 @@ void Engine::step() {
       continue;
     }
     if (piece.stopped) {
+      s.outcome.stop_string = s.stops->stopped_by();
       finish(s, Finish::stop);
       continue;
     }

@@ -66,6 +66,7 @@ struct Outcome {
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;      // of the prompt, found in the slot's cache
   int64_t completion_tokens = 0;
+  std::string stop_string;        // the stop string that ended the text, if one did
   double queue_seconds = 0;       // waiting for a slot
   double first_token_seconds = 0; // from submit() to the first sampled token
   double seconds = 0;             // from submit() to the end

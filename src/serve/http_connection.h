@@ -208,7 +208,7 @@ class HttpConnection : public Responder, public std::enable_shared_from_this<Htt
       return refuse(405, "invalid_request_error", "method_not_allowed", path_ + " takes " + allow + ", not " + method_,
                     {{"Allow", allow}});
     }
-    if (!route_->open && !front_.routes->authorized(req[http::field::authorization])) {
+    if (!route_->open && !front_.routes->authorized(req[http::field::authorization], req["x-api-key"])) {
       const bool sent = req.find(http::field::authorization) != req.end();
       return refuse(401, "authentication_error", "invalid_api_key",
                     sent ? "the API key is wrong" : "an API key is needed: Authorization: Bearer KEY",

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "serve/anthropic_api.h"
 #include "serve/openai_response.h"
 #include "serve/token_api.h"
 #include "serve/web_assets.h"
@@ -210,6 +211,68 @@ struct Exchange {
   }
 };
 
+// An Anthropic message's answer (POST /v1/messages), from the engine's thread.
+struct MessageExchange {
+  std::shared_ptr<Responder> out;
+  std::string id, model;
+  bool stream = false;
+  int64_t input_tokens = 0;
+
+  std::mutex mu;
+  std::string text;                 // guarded by mu: the whole text (not streamed) or events not yet sent (streamed)
+  bool started = false;             // guarded by mu
+  std::optional<std::string> tail;  // guarded by mu
+
+  static HttpReply error(const ApiError& e) {
+    HttpReply r{.status = e.status, .content_type = "application/json", .body = anthropic_error_json(e), .headers = {}};
+    if (e.status == 503) r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
+  bool on_text(std::string_view piece) {
+    std::lock_guard lock(mu);
+    if (!stream) {
+      text += piece;
+    } else if (started) {
+      out->send(text_delta_event(piece));
+    } else {
+      text += text_delta_event(piece);
+    }
+    return !out->gone()->load();
+  }
+  void on_done(const Outcome& o) {
+    std::optional<ApiError> failure;
+    if (o.finish == Finish::error) {
+      failure = o.status.code() == StatusCode::unavailable
+                    ? unavailable_error(o.status.message())
+                    : api_error(500, "server_error", "generation_failed", o.status.to_string());
+    }
+    if (o.finish == Finish::cancelled) failure = unavailable_error("the server is shutting down");
+    MessageEnd end;
+    if (o.finish == Finish::length) end.stop_reason = "max_tokens";
+    if (!o.stop_string.empty()) end = {.stop_reason = "stop_sequence", .stop_sequence = o.stop_string};
+    std::lock_guard lock(mu);
+    if (!stream) {
+      if (failure) return out->reply(error(*failure));
+      out->reply({.status = 200,
+                  .content_type = "application/json",
+                  .body = message_json(id, model, text, end, input_tokens, o.completion_tokens),
+                  .headers = {}});
+      return;
+    }
+    std::string last = failure ? anthropic_error_event(*failure) : message_end_events(end, o.completion_tokens);
+    if (started) return out->end(std::move(last));
+    tail = std::move(last);
+  }
+  void begin_stream() {
+    std::lock_guard lock(mu);
+    started = true;
+    out->start_events();
+    out->send(message_start_events(id, model, input_tokens) + text);
+    text.clear();
+    if (tail) out->end(std::move(*tail));
+  }
+};
+
 }  // namespace
 
 HttpReply error_reply(const ApiError& e) {
@@ -233,6 +296,8 @@ HttpRoutes::HttpRoutes(std::string model_id, std::string api_key)
       {.path = "/v1/chat/completions", .get = false, .post = true, .open = false, .quick = false, .label = "chat"});
   routes_.push_back(
       {.path = "/v1/completions", .get = false, .post = true, .open = false, .quick = false, .label = "completions"});
+  routes_.push_back(
+      {.path = "/v1/messages", .get = false, .post = true, .open = false, .quick = false, .label = "messages"});
   // The tokenizer and the template alone: no step, but text as long as a body may be.
   routes_.push_back(
       {.path = "/tokenize", .get = false, .post = true, .open = false, .quick = false, .label = "tokenize"});
@@ -253,11 +318,13 @@ const RouteInfo* HttpRoutes::find(std::string_view path) const {
   return nullptr;
 }
 
-bool HttpRoutes::authorized(std::string_view authorization) const {
+bool HttpRoutes::authorized(std::string_view authorization, std::string_view x_api_key) const {
   if (api_key_.empty()) return true;
-  const std::string want = "Bearer " + api_key_;
   // Constant time over the key: the comparison does not stop at the first difference.
-  return authorization.size() == want.size() && CRYPTO_memcmp(authorization.data(), want.data(), want.size()) == 0;
+  const auto same = [](std::string_view got, const std::string& want) {
+    return got.size() == want.size() && CRYPTO_memcmp(got.data(), want.data(), want.size()) == 0;
+  };
+  return same(authorization, "Bearer " + api_key_) || same(x_api_key, api_key_);
 }
 
 void HttpRoutes::count(std::string_view label, int status) {
@@ -324,6 +391,7 @@ void HttpRoutes::handle(const RouteInfo& route, std::string body, std::shared_pt
     return out->reply(
         {.status = 200, .content_type = "application/json", .body = std::get<std::string>(answer), .headers = {}});
   }
+  if (path == "/v1/messages") return messages(body, std::move(out));
   completion(path == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completion, body, std::move(out));
 }
 
@@ -507,6 +575,67 @@ std::string HttpRoutes::cluster() const {
   return json{
       {"model", v.model}, {"n_layer", v.n_layer}, {"n_ctx", v.n_ctx}, {"parallel", v.parallel}, {"devices", devices}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace tensorpc::serve
+
+namespace tensorpc::serve {
+
+void HttpRoutes::messages(const std::string& body, std::shared_ptr<Responder> out) {
+  if (auto e = not_ready()) return out->reply(MessageExchange::error(*e));
+  thread_local std::mt19937_64 seeds(std::random_device{}());
+  auto parsed = parse_messages_request(body, seeds());
+  if (auto* e = std::get_if<ApiError>(&parsed)) return out->reply(MessageExchange::error(*e));
+  MessagesRequest r = std::move(std::get<MessagesRequest>(parsed));
+  const auto refuse = [&](std::string param, std::string message) {
+    out->reply(MessageExchange::error(invalid_request("invalid_value", std::move(param), std::move(message))));
+  };
+  if (!r.model.empty() && r.model != model_id_) {
+    return out->reply(MessageExchange::error(
+        {.status = 404,
+         .type = {},
+         .message = "the model '" + r.model + "' is not served here; this server serves '" + model_id_ + "'",
+         .code = {},
+         .param = "model"}));
+  }
+  if (!model_.chat_template) {
+    return refuse("messages",
+                  "this model has no chat template tensorpc understands (" + model_.chat_template_error + ")");
+  }
+  Engine& engine = *model_.engine;
+  const Tokenizer& tok = engine.model().tokenizer();
+  auto rendered = model_.chat_template->render(r.messages, /*add_generation_prompt=*/true);
+  if (!rendered.ok()) return refuse("messages", rendered.status().message());
+  if (Status s = check_prompt_bytes(rendered.value().size(), tok, engine.slot_context()); !s.ok()) {
+    return refuse("messages", s.message());
+  }
+  Request work;
+  work.prompt = tok.encode(rendered.value(), /*add_special=*/false, /*parse_special=*/true);
+  if (tok.add_bos() && tok.bos() >= 0 && (work.prompt.empty() || work.prompt.front() != tok.bos())) {
+    work.prompt.insert(work.prompt.begin(), tok.bos());
+  }
+  if (static_cast<int64_t>(work.prompt.size()) >= engine.slot_context()) {
+    return refuse("messages", "the prompt has " + std::to_string(work.prompt.size()) + " tokens; the context holds " +
+                                  std::to_string(engine.slot_context()) + " (prompt and reply together)");
+  }
+  work.max_tokens = r.max_tokens;
+  work.sampler = r.sampler;
+  work.stop = r.stop;
+  auto ex = std::make_shared<MessageExchange>();
+  ex->out = out;
+  ex->id = request_id("msg_");
+  ex->model = model_id_;
+  ex->stream = r.stream;
+  ex->input_tokens = static_cast<int64_t>(work.prompt.size());
+  work.cancel = out->gone();
+  work.on_text = [ex](std::string_view piece) { return ex->on_text(piece); };
+  work.on_done = [ex](const Outcome& o) { ex->on_done(o); };
+  if (const Status s = engine.submit(std::move(work)); !s.ok()) {
+    if (s.code() == StatusCode::out_of_memory)
+      return out->reply(MessageExchange::error(unavailable_error(s.message())));
+    return refuse("", s.message());
+  }
+  if (ex->stream) ex->begin_stream();
 }
 
 }  // namespace tensorpc::serve

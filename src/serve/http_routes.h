@@ -113,8 +113,9 @@ class HttpRoutes {
 
   // The route of an exact path; nullptr for none.
   const RouteInfo* find(std::string_view path) const;
-  // Whether an Authorization header value carries the key (always true without a key).
-  bool authorized(std::string_view authorization) const;
+  // Whether the Authorization header ("Bearer KEY") or the x-api-key header
+  // (Anthropic's clients) carries the key (always true without a key).
+  bool authorized(std::string_view authorization, std::string_view x_api_key = {}) const;
   // Answers a complete request to `route` (a method it takes; HEAD is answered
   // as GET, the front dropping the body) whose body is `body`.
   void handle(const RouteInfo& route, std::string body, std::shared_ptr<Responder> out);
@@ -130,6 +131,8 @@ class HttpRoutes {
   std::optional<ApiError> not_ready() const;
   HttpReply health() const;
   void completion(Endpoint endpoint, const std::string& body, std::shared_ptr<Responder> out);
+  // POST /v1/messages: Anthropic's Messages API (anthropic_api.h).
+  void messages(const std::string& body, std::shared_ptr<Responder> out);
   std::string metrics() const;
   std::string cluster() const;
 

@@ -11,34 +11,6 @@ namespace {
 
 std::string indexed(const std::string& param, size_t i) { return param + "[" + std::to_string(i) + "]"; }
 
-// A message's content: a string, or an array of text parts joined by "\n"
-// (as llama.cpp and vLLM join them for templates that take plain text).
-Problem read_content(const json& content, const std::string& param, std::string* out) {
-  if (content.is_string()) return read_string(content, param, out);
-  if (!content.is_array()) return wrong_type(param, "a string or an array of content parts", content);
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const json& part = content[i];
-    const std::string part_param = indexed(param, i);
-    if (!part.is_object()) return wrong_type(part_param, "an object", part);
-    const json* type = field(part, "type");
-    if (type == nullptr) return missing_field(part_param + ".type");
-    if (!type->is_string()) return wrong_type(part_param + ".type", "a string", *type);
-    if (*type != "text") {
-      return invalid_request("unsupported_value", part_param + ".type",
-                             "content parts of type " + shown(*type) + " are not supported: only \"text\" is");
-    }
-    const json* part_text = field(part, "text");
-    if (part_text == nullptr) return missing_field(part_param + ".text");
-    std::string piece;
-    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_string(*part_text, part_param + ".text", &piece));
-    if (i > 0) text += '\n';
-    text += piece;
-  }
-  *out = std::move(text);
-  return std::nullopt;
-}
-
 Problem read_message(const json& message, const std::string& param, ChatMessage* out) {
   if (!message.is_object()) return wrong_type(param, "an object", message);
   const json* role = field(message, "role");
@@ -93,6 +65,33 @@ Problem read_prompt_value(const json& prompt, const std::string& param, bool top
 }
 
 }  // namespace
+
+// Parts joined by "\n", as llama.cpp and vLLM join them for templates that take plain text.
+Problem read_content(const json& content, const std::string& param, std::string* out) {
+  if (content.is_string()) return read_string(content, param, out);
+  if (!content.is_array()) return wrong_type(param, "a string or an array of content parts", content);
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string part_param = indexed(param, i);
+    if (!part.is_object()) return wrong_type(part_param, "an object", part);
+    const json* type = field(part, "type");
+    if (type == nullptr) return missing_field(part_param + ".type");
+    if (!type->is_string()) return wrong_type(part_param + ".type", "a string", *type);
+    if (*type != "text") {
+      return invalid_request("unsupported_value", part_param + ".type",
+                             "content parts of type " + shown(*type) + " are not supported: only \"text\" is");
+    }
+    const json* part_text = field(part, "text");
+    if (part_text == nullptr) return missing_field(part_param + ".text");
+    std::string piece;
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_string(*part_text, part_param + ".text", &piece));
+    if (i > 0) text += '\n';
+    text += piece;
+  }
+  *out = std::move(text);
+  return std::nullopt;
+}
 
 Problem read_messages(const json& body, std::vector<ChatMessage>* out) {
   const json* messages = field(body, "messages");

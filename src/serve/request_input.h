@@ -9,6 +9,10 @@
 
 namespace tensorpc::serve {
 
+// A message's content: a string, or an array of {"type": "text", "text"}
+// parts joined by "\n" (OpenAI's content parts and Anthropic's text blocks).
+Problem read_content(const json& content, const std::string& param, std::string* out);
+
 // "messages": required, not empty; each message's role and text content.
 Problem read_messages(const json& body, std::vector<ChatMessage>* out);
 

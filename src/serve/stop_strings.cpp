@@ -45,6 +45,7 @@ StopMatcher::Result StopMatcher::push(std::string_view piece) {
       text.resize(text.size() - completed->text.size());
       held_.clear();
       stopped_ = true;
+      stopped_by_ = completed->text;
       return {std::move(text), true};
     }
   }

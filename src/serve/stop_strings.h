@@ -45,6 +45,8 @@ class StopMatcher {
   std::string flush();
 
   bool stopped() const { return stopped_; }
+  // The stop string that completed; empty before.
+  const std::string& stopped_by() const { return stopped_by_; }
 
  private:
   struct Stop {
@@ -56,6 +58,7 @@ class StopMatcher {
   std::vector<Stop> stops_;
   std::string held_;  // text not emitted yet: as long as the longest `matched`
   bool stopped_ = false;
+  std::string stopped_by_;
 };
 
 }  // namespace tensorpc::serve
