@@ -90,8 +90,8 @@ class HttpConnection : public Responder, public std::enable_shared_from_this<Htt
   void reply(HttpReply reply) override {
     post([reply = std::move(reply)](HttpConnection& c) mutable { c.write_reply(std::move(reply)); });
   }
-  void start_events() override {
-    post([](HttpConnection& c) { c.begin_events(); });
+  void start_events(bool ndjson) override {
+    post([ndjson](HttpConnection& c) { c.begin_events(ndjson); });
   }
   void send(std::string events) override {
     post([events = std::move(events)](HttpConnection& c) mutable { c.queue_events(std::move(events), false); });
@@ -297,15 +297,16 @@ class HttpConnection : public Responder, public std::enable_shared_from_this<Htt
     });
   }
 
-  void begin_events() {
+  void begin_events(bool ndjson) {
     if (closed_) return;
     events_ = true;
+    ndjson_ = ndjson;
     chunked_ = version_ >= 11 && !head_;
     if (!chunked_) keep_alive_ = false;  // the end of the body is the end of the connection
     header_written_ = false;
     event_res_.emplace(http::status::ok, version_);
     event_res_->set(http::field::server, "tensorpc");
-    event_res_->set(http::field::content_type, "text/event-stream");
+    event_res_->set(http::field::content_type, ndjson ? "application/x-ndjson" : "text/event-stream");
     event_res_->set(http::field::cache_control, "no-cache");
     event_res_->set("X-Accel-Buffering", "no");
     event_res_->keep_alive(keep_alive_);
@@ -370,7 +371,7 @@ class HttpConnection : public Responder, public std::enable_shared_from_this<Htt
   void arm_ping() {
     timer_.expires_after(front_.limits.ping_every);
     timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
-      if (ec || self->closed_ || !self->events_ || self->writing_ || !self->pending_.empty()) return;
+      if (ec || self->closed_ || !self->events_ || self->ndjson_ || self->writing_ || !self->pending_.empty()) return;
       self->pending_ = ": ping\n\n";
       self->pump();
     });
@@ -383,6 +384,7 @@ class HttpConnection : public Responder, public std::enable_shared_from_this<Htt
   std::optional<http::request_parser<http::string_body>> parser_;
   std::shared_ptr<std::atomic<bool>> gone_ = std::make_shared<std::atomic<bool>>(false);
   bool closed_ = false;
+  bool ndjson_ = false;  // the stream is NDJSON: no SSE comments
 
   // The request being answered.
   const RouteInfo* route_ = nullptr;

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "serve/anthropic_api.h"
+#include "serve/ollama_api.h"
 #include "serve/openai_response.h"
 #include "serve/token_api.h"
 #include "serve/web_assets.h"
@@ -56,6 +57,30 @@ Status check_prompt_bytes(size_t bytes, const Tokenizer& tok, int64_t slot_conte
                        std::to_string(tokens * per_token) + " bytes of text with this vocabulary");
 }
 
+// The failure an outcome is, if any: a 503 for a lost server nothing could
+// replace yet (`later`: the next request tries again) or a shutdown, a 500
+// for any other error.
+std::optional<ApiError> failure_of(const Outcome& o, bool* later = nullptr) {
+  const bool lost = o.finish == Finish::error && o.status.code() == StatusCode::unavailable;
+  if (later != nullptr) *later = lost;
+  if (o.finish == Finish::error) {
+    return lost ? unavailable_error(o.status.message())
+                : api_error(500, "server_error", "generation_failed", o.status.to_string());
+  }
+  if (o.finish == Finish::cancelled) return unavailable_error("the server is shutting down");
+  return std::nullopt;
+}
+
+// A rendered conversation's tokens: control tokens read as such, and the
+// model's BOS first when it wants one and the template did not write it.
+std::vector<int32_t> templated_tokens(const Tokenizer& tok, const std::string& rendered) {
+  std::vector<int32_t> tokens = tok.encode(rendered, /*add_special=*/false, /*parse_special=*/true);
+  if (tok.add_bos() && tok.bos() >= 0 && (tokens.empty() || tokens.front() != tok.bos())) {
+    tokens.insert(tokens.begin(), tok.bos());
+  }
+  return tokens;
+}
+
 // The prompt of a request as tokens, or why it is refused (a 400).
 StatusOr<std::vector<int32_t>> prompt_tokens(Endpoint endpoint, CompletionRequest& r, const ServedModel& model,
                                              std::string* refusal_param) {
@@ -66,11 +91,7 @@ StatusOr<std::vector<int32_t>> prompt_tokens(Endpoint endpoint, CompletionReques
     TENSORPC_ASSIGN_OR_RETURN(std::string rendered,
                               model.chat_template->render(r.messages, /*add_generation_prompt=*/true));
     TENSORPC_RETURN_IF_ERROR(check_prompt_bytes(rendered.size(), tok, slot_context));
-    std::vector<int32_t> tokens = tok.encode(rendered, /*add_special=*/false, /*parse_special=*/true);
-    if (tok.add_bos() && tok.bos() >= 0 && (tokens.empty() || tokens.front() != tok.bos())) {
-      tokens.insert(tokens.begin(), tok.bos());
-    }
-    return tokens;
+    return templated_tokens(tok, rendered);
   }
   *refusal_param = "prompt";
   if (r.prompt_is_tokens) return std::move(r.prompt_tokens);
@@ -140,17 +161,6 @@ struct Exchange {
     }
     return !out->gone()->load();
   }
-  // The failure an outcome is, if any.
-  static std::optional<ApiError> failure_of(const Outcome& o, bool* later) {
-    // A server of the cluster lost with nothing to take its place yet: the next request tries again.
-    *later = o.finish == Finish::error && o.status.code() == StatusCode::unavailable;
-    if (o.finish == Finish::error) {
-      return *later ? unavailable_error(o.status.message())
-                    : api_error(500, "server_error", "generation_failed", o.status.to_string());
-    }
-    if (o.finish == Finish::cancelled) return unavailable_error("the server is shutting down");
-    return std::nullopt;
-  }
   void on_done(int i, const Outcome& o) {
     std::lock_guard lock(mu);
     if (abandoned) return;
@@ -211,66 +221,114 @@ struct Exchange {
   }
 };
 
-// An Anthropic message's answer (POST /v1/messages), from the engine's thread.
-struct MessageExchange {
+// One answer in another API's shape (Anthropic's, Ollama's), from the
+// engine's thread: the text whole at the end, or each piece as an event (held
+// until the stream began), then the last events. The shape's own parts are
+// the hooks.
+struct ShapedExchange {
   std::shared_ptr<Responder> out;
-  std::string id, model;
+  std::string model;
   bool stream = false;
-  int64_t input_tokens = 0;
 
   std::mutex mu;
   std::string text;                 // guarded by mu: the whole text (not streamed) or events not yet sent (streamed)
   bool started = false;             // guarded by mu
   std::optional<std::string> tail;  // guarded by mu
 
-  static HttpReply error(const ApiError& e) {
-    HttpReply r{.status = e.status, .content_type = "application/json", .body = anthropic_error_json(e), .headers = {}};
-    if (e.status == 503) r.headers.emplace_back("Retry-After", "1");
-    return r;
-  }
+  virtual ~ShapedExchange() = default;
+  virtual std::string piece_event(std::string_view piece) const = 0;
+  // The whole answer (not streamed), or the stream's last events; `failure` when it failed.
+  virtual HttpReply whole(const Outcome& o, const std::optional<ApiError>& failure) const = 0;
+  virtual std::string last_events(const Outcome& o, const std::optional<ApiError>& failure) const = 0;
+  virtual std::string opening() const { return {}; }
+  virtual bool ndjson() const { return false; }
+
   bool on_text(std::string_view piece) {
     std::lock_guard lock(mu);
     if (!stream) {
       text += piece;
     } else if (started) {
-      out->send(text_delta_event(piece));
+      out->send(piece_event(piece));
     } else {
-      text += text_delta_event(piece);
+      text += piece_event(piece);
     }
     return !out->gone()->load();
   }
   void on_done(const Outcome& o) {
-    std::optional<ApiError> failure;
-    if (o.finish == Finish::error) {
-      failure = o.status.code() == StatusCode::unavailable
-                    ? unavailable_error(o.status.message())
-                    : api_error(500, "server_error", "generation_failed", o.status.to_string());
-    }
-    if (o.finish == Finish::cancelled) failure = unavailable_error("the server is shutting down");
-    MessageEnd end;
-    if (o.finish == Finish::length) end.stop_reason = "max_tokens";
-    if (!o.stop_string.empty()) end = {.stop_reason = "stop_sequence", .stop_sequence = o.stop_string};
+    const std::optional<ApiError> failure = failure_of(o);
     std::lock_guard lock(mu);
-    if (!stream) {
-      if (failure) return out->reply(error(*failure));
-      out->reply({.status = 200,
-                  .content_type = "application/json",
-                  .body = message_json(id, model, text, end, input_tokens, o.completion_tokens),
-                  .headers = {}});
-      return;
-    }
-    std::string last = failure ? anthropic_error_event(*failure) : message_end_events(end, o.completion_tokens);
+    if (!stream) return out->reply(whole(o, failure));
+    std::string last = last_events(o, failure);
     if (started) return out->end(std::move(last));
     tail = std::move(last);
   }
   void begin_stream() {
     std::lock_guard lock(mu);
     started = true;
-    out->start_events();
-    out->send(message_start_events(id, model, input_tokens) + text);
+    out->start_events(ndjson());
+    std::string first = opening() + text;
     text.clear();
+    if (!first.empty()) out->send(std::move(first));
     if (tail) out->end(std::move(*tail));
   }
+};
+
+HttpReply json_reply(const ApiError& e, std::string body) {
+  HttpReply r{.status = e.status, .content_type = "application/json", .body = std::move(body), .headers = {}};
+  if (e.status == 503) r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+// An Ollama answer (POST /api/chat, /api/generate): NDJSON lines as the text
+// comes, or one object at the end.
+struct OllamaExchange : ShapedExchange {
+  bool chat = true;
+
+  static HttpReply error(const ApiError& e) { return json_reply(e, ollama_error_json(e.message)); }
+  static OllamaDone done_of(const Outcome& o) {
+    return {.done_reason = o.finish == Finish::length ? "length" : "stop",
+            .prompt_tokens = o.prompt_tokens - o.cached_tokens,
+            .eval_tokens = o.completion_tokens,
+            .total_seconds = o.seconds,
+            .prompt_seconds = o.first_token_seconds - o.queue_seconds,
+            .eval_seconds = o.seconds - o.first_token_seconds};
+  }
+  std::string piece_event(std::string_view piece) const override { return ollama_piece_line(chat, model, piece); }
+  HttpReply whole(const Outcome& o, const std::optional<ApiError>& failure) const override {
+    if (failure) return error(*failure);
+    return {.status = 200,
+            .content_type = "application/json",
+            .body = ollama_done_line(chat, model, text, done_of(o)),
+            .headers = {}};
+  }
+  std::string last_events(const Outcome& o, const std::optional<ApiError>& failure) const override {
+    return failure ? ollama_error_json(failure->message) + "\n" : ollama_done_line(chat, model, "", done_of(o));
+  }
+  bool ndjson() const override { return true; }
+};
+
+// An Anthropic message's answer (POST /v1/messages).
+struct MessageExchange : ShapedExchange {
+  std::string id;
+  int64_t input_tokens = 0;
+
+  static HttpReply error(const ApiError& e) { return json_reply(e, anthropic_error_json(e)); }
+  static MessageEnd end_of(const Outcome& o) {
+    if (!o.stop_string.empty()) return {.stop_reason = "stop_sequence", .stop_sequence = o.stop_string};
+    return {.stop_reason = o.finish == Finish::length ? "max_tokens" : "end_turn", .stop_sequence = {}};
+  }
+  std::string piece_event(std::string_view piece) const override { return text_delta_event(piece); }
+  HttpReply whole(const Outcome& o, const std::optional<ApiError>& failure) const override {
+    if (failure) return error(*failure);
+    return {.status = 200,
+            .content_type = "application/json",
+            .body = message_json(id, model, text, end_of(o), input_tokens, o.completion_tokens),
+            .headers = {}};
+  }
+  std::string last_events(const Outcome& o, const std::optional<ApiError>& failure) const override {
+    return failure ? anthropic_error_event(*failure) : message_end_events(end_of(o), o.completion_tokens);
+  }
+  std::string opening() const override { return message_start_events(id, model, input_tokens); }
 };
 
 }  // namespace
@@ -298,6 +356,13 @@ HttpRoutes::HttpRoutes(std::string model_id, std::string api_key)
       {.path = "/v1/completions", .get = false, .post = true, .open = false, .quick = false, .label = "completions"});
   routes_.push_back(
       {.path = "/v1/messages", .get = false, .post = true, .open = false, .quick = false, .label = "messages"});
+  routes_.push_back(
+      {.path = "/api/chat", .get = false, .post = true, .open = false, .quick = false, .label = "ollama"});
+  routes_.push_back(
+      {.path = "/api/generate", .get = false, .post = true, .open = false, .quick = false, .label = "ollama"});
+  routes_.push_back({.path = "/api/tags", .get = true, .post = false, .open = false, .quick = true, .label = "ollama"});
+  routes_.push_back(
+      {.path = "/api/show", .get = false, .post = true, .open = false, .quick = false, .label = "ollama"});
   // The tokenizer and the template alone: no step, but text as long as a body may be.
   routes_.push_back(
       {.path = "/tokenize", .get = false, .post = true, .open = false, .quick = false, .label = "tokenize"});
@@ -392,6 +457,15 @@ void HttpRoutes::handle(const RouteInfo& route, std::string body, std::shared_pt
         {.status = 200, .content_type = "application/json", .body = std::get<std::string>(answer), .headers = {}});
   }
   if (path == "/v1/messages") return messages(body, std::move(out));
+  if (path == "/api/chat" || path == "/api/generate") return ollama(path == "/api/chat", body, std::move(out));
+  if (path == "/api/tags" || path == "/api/show") {
+    if (auto e = not_ready()) return out->reply(OllamaExchange::error(*e));
+    const auto answer = path == "/api/tags" ? std::variant<std::string, ApiError>(ollama_tags_json(ollama_model()))
+                                            : ollama_show_json(ollama_model(), body);
+    if (auto* e = std::get_if<ApiError>(&answer)) return out->reply(OllamaExchange::error(*e));
+    return out->reply(
+        {.status = 200, .content_type = "application/json", .body = std::get<std::string>(answer), .headers = {}});
+  }
   completion(path == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completion, body, std::move(out));
 }
 
@@ -610,10 +684,7 @@ void HttpRoutes::messages(const std::string& body, std::shared_ptr<Responder> ou
     return refuse("messages", s.message());
   }
   Request work;
-  work.prompt = tok.encode(rendered.value(), /*add_special=*/false, /*parse_special=*/true);
-  if (tok.add_bos() && tok.bos() >= 0 && (work.prompt.empty() || work.prompt.front() != tok.bos())) {
-    work.prompt.insert(work.prompt.begin(), tok.bos());
-  }
+  work.prompt = templated_tokens(tok, rendered.value());
   if (static_cast<int64_t>(work.prompt.size()) >= engine.slot_context()) {
     return refuse("messages", "the prompt has " + std::to_string(work.prompt.size()) + " tokens; the context holds " +
                                   std::to_string(engine.slot_context()) + " (prompt and reply together)");
@@ -634,6 +705,83 @@ void HttpRoutes::messages(const std::string& body, std::shared_ptr<Responder> ou
     if (s.code() == StatusCode::out_of_memory)
       return out->reply(MessageExchange::error(unavailable_error(s.message())));
     return refuse("", s.message());
+  }
+  if (ex->stream) ex->begin_stream();
+}
+
+}  // namespace tensorpc::serve
+
+namespace tensorpc::serve {
+
+OllamaModelInfo HttpRoutes::ollama_model() const {
+  const LlamaModel& m = model_.engine->model();
+  return OllamaModelInfo{
+      .name = model_id_,
+      .architecture = std::string(m.arch().name),
+      .parameters = m.parameter_count(),
+      .file_bytes = model_.file_bytes,
+      .context = model_.engine->slot_context(),
+      .chat_template = model_.chat_template ? std::string(model_.chat_template->name()) : std::string()};
+}
+
+void HttpRoutes::ollama(bool chat, const std::string& body, std::shared_ptr<Responder> out) {
+  if (auto e = not_ready()) return out->reply(OllamaExchange::error(*e));
+  thread_local std::mt19937_64 seeds(std::random_device{}());
+  auto parsed = parse_ollama_request(chat, body, seeds());
+  if (auto* e = std::get_if<ApiError>(&parsed)) return out->reply(OllamaExchange::error(*e));
+  OllamaRequest r = std::move(std::get<OllamaRequest>(parsed));
+  const auto refuse = [&](std::string message) {
+    out->reply(OllamaExchange::error(invalid_request("invalid_value", "", std::move(message))));
+  };
+  if (!r.model.empty() && r.model != model_id_ && r.model != model_id_ + ":latest") {
+    return out->reply(
+        OllamaExchange::error({.status = 404,
+                               .type = "not_found_error",
+                               .message = "model '" + r.model + "' not found; this server serves '" + model_id_ + "'",
+                               .code = {},
+                               .param = "model"}));
+  }
+  Engine& engine = *model_.engine;
+  if (r.num_ctx > engine.slot_context()) {
+    return refuse("options.num_ctx is " + std::to_string(r.num_ctx) + ": a slot holds " +
+                  std::to_string(engine.slot_context()) + " positions (-c)");
+  }
+  const Tokenizer& tok = engine.model().tokenizer();
+  std::string text;
+  if (!chat && r.raw) {
+    text = r.prompt;
+  } else if (model_.chat_template) {
+    auto rendered = model_.chat_template->render(r.messages, /*add_generation_prompt=*/true);
+    if (!rendered.ok()) return refuse(rendered.status().message());
+    text = std::move(rendered).value();
+  } else if (!chat) {
+    text = r.prompt;  // no template: a completion of the prompt
+  } else {
+    return refuse("this model has no chat template tensorpc understands (" + model_.chat_template_error + ")");
+  }
+  if (Status s = check_prompt_bytes(text.size(), tok, engine.slot_context()); !s.ok()) return refuse(s.message());
+  Request work;
+  const bool templated = !(!chat && r.raw) && model_.chat_template;
+  work.prompt = templated ? templated_tokens(tok, text) : tok.encode(text, /*add_special=*/true, false);
+  if (work.prompt.empty()) return refuse("the prompt has no tokens");
+  if (static_cast<int64_t>(work.prompt.size()) >= engine.slot_context()) {
+    return refuse("the prompt has " + std::to_string(work.prompt.size()) + " tokens; the context holds " +
+                  std::to_string(engine.slot_context()) + " (prompt and reply together)");
+  }
+  work.max_tokens = r.max_tokens;
+  work.sampler = r.sampler;
+  work.stop = r.stop;
+  auto ex = std::make_shared<OllamaExchange>();
+  ex->out = out;
+  ex->model = r.model.empty() ? model_id_ : r.model;
+  ex->chat = chat;
+  ex->stream = r.stream;
+  work.cancel = out->gone();
+  work.on_text = [ex](std::string_view piece) { return ex->on_text(piece); };
+  work.on_done = [ex](const Outcome& o) { ex->on_done(o); };
+  if (const Status s = engine.submit(std::move(work)); !s.ok()) {
+    if (s.code() == StatusCode::out_of_memory) return out->reply(OllamaExchange::error(unavailable_error(s.message())));
+    return refuse(s.message());
   }
   if (ex->stream) ex->begin_stream();
 }

@@ -30,6 +30,7 @@
 
 #include "model/text/chat_template.h"
 #include "serve/engine.h"
+#include "serve/ollama_api.h"
 #include "serve/openai_request.h"
 
 namespace tensorpc::serve {
@@ -69,6 +70,7 @@ struct ServedModel {
   std::vector<std::string> endpoints;         // the servers, for the per-server metrics
   std::function<ClusterView()> cluster;       // called per /v1/cluster request
   std::function<RecoveryView()> recovery;     // per /health and /metrics request; may be empty
+  uint64_t file_bytes = 0;                    // the model file's size, for /api/tags
 };
 
 // A whole answer.
@@ -89,8 +91,10 @@ class Responder {
   virtual ~Responder() = default;
   virtual void reply(HttpReply reply) = 0;
   // A text/event-stream answer begins; while nothing is sent the front
-  // writes an SSE comment now and then, which notices a client gone.
-  virtual void start_events() = 0;
+  // writes an SSE comment now and then, which notices a client gone. With
+  // `ndjson`, an application/x-ndjson answer (Ollama's), which has no
+  // comments: a client gone shows at the next write.
+  virtual void start_events(bool ndjson = false) = 0;
   virtual void send(std::string events) = 0;
   virtual void end(std::string events) = 0;
   // Set once the client is gone (hung up, stopped reading) or the front stops.
@@ -133,6 +137,9 @@ class HttpRoutes {
   void completion(Endpoint endpoint, const std::string& body, std::shared_ptr<Responder> out);
   // POST /v1/messages: Anthropic's Messages API (anthropic_api.h).
   void messages(const std::string& body, std::shared_ptr<Responder> out);
+  // POST /api/chat and /api/generate: Ollama's API (ollama_api.h).
+  void ollama(bool chat, const std::string& body, std::shared_ptr<Responder> out);
+  OllamaModelInfo ollama_model() const;
   std::string metrics() const;
   std::string cluster() const;
 

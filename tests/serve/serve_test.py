@@ -23,7 +23,8 @@ CPU. Then checks, one line per case, with curl:
     --temp 0` does;
   - a model without a chat template: chat refused (400), completions served;
   - the official `openai` npm package (openai_client_test.mjs), the official
-    `@anthropic-ai/sdk` on /v1/messages (anthropic_client_test.mjs), and the web page
+    `@anthropic-ai/sdk` on /v1/messages (anthropic_client_test.mjs), the `ollama`
+    package on /api/* (ollama_client_test.mjs), and the web page
     in Chromium (page_test.mjs, when present);
   - SIGTERM stops a serve with exit status 0.
 
@@ -52,7 +53,7 @@ GUARDED_MAX_BODY = 4096
 GUARDED_CTX = 4096
 LONG_MAX_TOKENS = 4000  # a request that runs for seconds on the guarded serve
 TINY_CTX = 16384  # kjv-tiny's slot: a request as long runs for seconds
-NPM_PACKAGES = ["openai@4.104.0", "@anthropic-ai/sdk@1.17.0", "puppeteer-core@23.11.1"]
+NPM_PACKAGES = ["openai@4.104.0", "@anthropic-ai/sdk@1.17.0", "ollama@0.6.4", "puppeteer-core@23.11.1"]
 
 # Different openings, one per concurrent request.
 PROMPTS = [
@@ -246,7 +247,7 @@ class Cluster:
 
 def ensure_npm_packages(npm_dir, need_puppeteer):
     """Installs NPM_PACKAGES into npm_dir once; later runs find them there."""
-    wanted = ["openai", "@anthropic-ai/sdk"] + (["puppeteer-core"] if need_puppeteer else [])
+    wanted = ["openai", "@anthropic-ai/sdk", "ollama"] + (["puppeteer-core"] if need_puppeteer else [])
     if all(os.path.isdir(os.path.join(npm_dir, "node_modules", p)) for p in wanted):
         return "already installed"
     npm = shutil.which("npm")
@@ -605,6 +606,9 @@ def main():
                                     [base, guarded.base, API_KEY], npm_dir, 120), flush=True))
         case("the @anthropic-ai/sdk npm package on /v1/messages (anthropic_client_test.mjs)",
              lambda: print(run_node(os.path.join(here, "anthropic_client_test.mjs"),
+                                    [base, guarded.base, API_KEY], npm_dir, 120), flush=True))
+        case("the ollama npm package on /api/* (ollama_client_test.mjs)",
+             lambda: print(run_node(os.path.join(here, "ollama_client_test.mjs"),
                                     [base, guarded.base, API_KEY], npm_dir, 120), flush=True))
         if os.path.exists(page_test):
             case("the web page in Chromium (page_test.mjs)",

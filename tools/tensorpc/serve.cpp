@@ -185,6 +185,8 @@ int serve_command(const ServeOptions& o, std::FILE* out, std::FILE* err, std::at
   served.chat_template = chat_template;
   served.chat_template_error = template_error;
   served.endpoints = setup.endpoints;
+  std::error_code size_error;
+  served.file_bytes = std::filesystem::file_size(o.setup.model, size_error);  // 0 when it cannot be read
   const LlamaModel* model = placed.model.get();
   const ModelPlacement* placement = placed.placement.get();
   const int parallel = o.parallel;
