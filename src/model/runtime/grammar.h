@@ -121,6 +121,29 @@ struct GrammarStacks {
   }
 };
 
+// A memo of code-point steps for the vocabulary walk: the stacks that a set
+// of stacks becomes after one code point. The walk meets the same state and
+// character many times (inside a JSON string every ordinary character leads
+// back to the same stacks), and a hit copies the stacks instead of expanding
+// them again. Direct-mapped, a fixed number of entries; any grammar (an entry
+// holds its own). Not thread-safe: one per GrammarScratch.
+class GrammarStepCache {
+ public:
+  // The stacks `from` becomes after `cp` under `grammar`, or null when not remembered.
+  const GrammarStacks* find(const Grammar* grammar, const GrammarStacks& from, uint32_t cp) const;
+  void insert(const std::shared_ptr<const Grammar>& grammar, const GrammarStacks& from, uint32_t cp,
+              const GrammarStacks& to);
+
+ private:
+  struct Entry {
+    std::shared_ptr<const Grammar> grammar;  // held, so that no other grammar takes its address
+    uint32_t cp = 0;
+    GrammarStacks from, to;
+  };
+  static uint64_t slot_key(const GrammarStacks& from, uint32_t cp);
+  std::vector<Entry> entries_ = std::vector<Entry>(512);
+};
+
 class GrammarState {
  public:
   // The state before any text: the start of `root`.
@@ -140,11 +163,12 @@ class GrammarState {
   const Grammar& grammar() const { return *grammar_; }
 
   // Feeds one byte of `from` into *this (overwritten; its buffers are
-  // reused): the allocation-free step of the vocabulary walk.
-  bool advance_from(const GrammarState& from, uint8_t byte);
+  // reused): the allocation-free step of the vocabulary walk, which passes
+  // its step cache.
+  bool advance_from(const GrammarState& from, uint8_t byte, GrammarStepCache* cache = nullptr);
 
  private:
-  bool step_code_point(const GrammarState& from, uint32_t cp);
+  bool step_code_point(const GrammarState& from, uint32_t cp, GrammarStepCache* cache);
   // Pushes scratch_'s alternatives until each stack's top is a code-point set or it is empty.
   void expand();
   void add_stack(const std::vector<uint32_t>& stack);

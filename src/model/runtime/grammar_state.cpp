@@ -99,9 +99,37 @@ void GrammarState::expand() {
   pending_.clear();
 }
 
-bool GrammarState::step_code_point(const GrammarState& from, uint32_t cp) {
+uint64_t GrammarStepCache::slot_key(const GrammarStacks& from, uint32_t cp) {
+  uint64_t h = cp * 0x9E3779B97F4A7C15ull;
+  for (const uint64_t stack : from.hashes) h = (h ^ stack) * 0x100000001B3ull;
+  return h ^ (h >> 29);
+}
+
+const GrammarStacks* GrammarStepCache::find(const Grammar* grammar, const GrammarStacks& from, uint32_t cp) const {
+  const Entry& e = entries_[slot_key(from, cp) % entries_.size()];
+  if (e.grammar.get() != grammar || e.cp != cp || e.from.ends != from.ends || e.from.frames != from.frames)
+    return nullptr;
+  return &e.to;
+}
+
+void GrammarStepCache::insert(const std::shared_ptr<const Grammar>& grammar, const GrammarStacks& from, uint32_t cp,
+                              const GrammarStacks& to) {
+  Entry& e = entries_[slot_key(from, cp) % entries_.size()];
+  if (e.grammar != grammar) e.grammar = grammar;
+  e.cp = cp;
+  e.from = from;
+  e.to = to;
+}
+
+bool GrammarState::step_code_point(const GrammarState& from, uint32_t cp, GrammarStepCache* cache) {
   const Grammar& g = *grammar_;
   const GrammarStacks& in = from.stacks_;
+  if (cache) {
+    if (const GrammarStacks* known = cache->find(&g, in, cp)) {
+      stacks_ = *known;
+      return valid();
+    }
+  }
   for (size_t i = 0; i < in.size() && error_.ok(); ++i) {
     const size_t begin = stack_begin(in, i), end = in.ends[i];
     if (begin == end || !g.matches(g.symbol(in.frames[end - 1]), cp)) continue;
@@ -109,14 +137,15 @@ bool GrammarState::step_code_point(const GrammarState& from, uint32_t cp) {
     scratch_.back() += 1;
     expand();
   }
+  if (cache && error_.ok()) cache->insert(grammar_, in, cp, stacks_);
   return valid();
 }
 
-bool GrammarState::advance_from(const GrammarState& from, uint8_t byte) {
+bool GrammarState::advance_from(const GrammarState& from, uint8_t byte, GrammarStepCache* cache) {
   if (grammar_ != from.grammar_) grammar_ = from.grammar_;
   stacks_.clear();
   pending_.clear();
-  error_ = from.error_;
+  if (!from.error_.ok() || !error_.ok()) error_ = from.error_;
   work_ = 0;
   partial_ = 0;
   partial_left_ = 0;
@@ -147,7 +176,7 @@ bool GrammarState::advance_from(const GrammarState& from, uint8_t byte) {
   const uint32_t lo = std::max(cp << (6 * left), kShortest[length - 1]);
   const uint32_t hi = std::min(((cp + 1) << (6 * left)) - 1, kMaxCodePoint);
   if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return false;
-  if (left == 0) return step_code_point(from, cp);
+  if (left == 0) return step_code_point(from, cp, cache);
   // A character cut off: keep the stacks whose set holds some character it may still become.
   const Grammar& g = *grammar_;
   const GrammarStacks& in = from.stacks_;

@@ -77,7 +77,7 @@ bool GrammarVocabulary::accepts(const GrammarState& state, int32_t token, Gramma
   const GrammarState* from = &state;
   for (size_t i = 0; i < p.size(); ++i) {
     GrammarState& next = scratch.level(i % 2, state);
-    if (!next.advance_from(*from, static_cast<uint8_t>(p[i]))) return false;
+    if (!next.advance_from(*from, static_cast<uint8_t>(p[i]), &scratch.steps())) return false;
     from = &next;
   }
   return true;
@@ -88,7 +88,7 @@ void GrammarVocabulary::walk(uint32_t node, const GrammarState& state, size_t de
   const Node& n = nodes_[node];
   for (uint32_t e = n.edge_begin; e < n.edge_end; ++e) {
     GrammarState& next = scratch.level(depth, state);
-    if (!next.advance_from(state, edge_bytes_[e])) continue;
+    if (!next.advance_from(state, edge_bytes_[e], &scratch.steps())) continue;
     const Node& child = nodes_[edge_nodes_[e]];
     for (uint32_t k = child.token_begin; k < child.token_end; ++k) mask[node_tokens_[k]] = 1;
     allowed += static_cast<int32_t>(child.token_end - child.token_begin);

@@ -40,9 +40,11 @@ class GrammarScratch {
     while (levels_.size() <= depth) levels_.push_back(like);
     return levels_[depth];
   }
+  GrammarStepCache& steps() { return steps_; }
 
  private:
-  std::deque<GrammarState> levels_;  // a deque: a level keeps its place while deeper ones are added
+  std::deque<GrammarState> levels_;
+  GrammarStepCache steps_;  // a deque: a level keeps its place while deeper ones are added
 };
 
 class GrammarVocabulary {
