@@ -160,6 +160,11 @@ class GrammarState {
   // Not ok when a limit stopped the matcher (too many stacks at once).
   const Status& error() const { return error_; }
   size_t n_stacks() const { return stacks_.size(); }
+  // Whether both states hold the same stacks, neither with a character cut off.
+  bool same_as(const GrammarState& other) const {
+    return partial_left_ == 0 && other.partial_left_ == 0 && stacks_.ends == other.stacks_.ends &&
+           stacks_.frames == other.stacks_.frames;
+  }
   const Grammar& grammar() const { return *grammar_; }
 
   // Feeds one byte of `from` into *this (overwritten; its buffers are

@@ -64,6 +64,17 @@ GrammarVocabulary::GrammarVocabulary(const Tokenizer& tokenizer) {
     node_tokens_.insert(node_tokens_.end(), drafts[i].tokens.begin(), drafts[i].tokens.end());
     node.token_end = static_cast<uint32_t>(node_tokens_.size());
   }
+  // Children come after their parent, so one pass from the end sums each subtree.
+  for (uint32_t i = static_cast<uint32_t>(nodes_.size()); i-- > 0;) {
+    Node& node = nodes_[i];
+    node.subtree_token_end = node.token_end;
+    for (uint32_t e = node.edge_begin; e < node.edge_end; ++e) {
+      const Node& child = nodes_[edge_nodes_[e]];
+      node.subtree_token_end = std::max(node.subtree_token_end, child.subtree_token_end);
+      for (size_t k = 0; k < 4; ++k) node.subtree_bytes[k] |= child.subtree_bytes[k];
+      node.subtree_bytes[edge_bytes_[e] / 64] |= uint64_t{1} << (edge_bytes_[e] % 64);
+    }
+  }
 }
 
 bool GrammarVocabulary::accepts(const GrammarState& state, int32_t token, GrammarScratch& scratch) const {
@@ -83,28 +94,64 @@ bool GrammarVocabulary::accepts(const GrammarState& state, int32_t token, Gramma
   return true;
 }
 
-void GrammarVocabulary::walk(uint32_t node, const GrammarState& state, size_t depth, std::vector<uint8_t>& mask,
-                             GrammarScratch& scratch, int32_t& allowed) const {
+namespace {
+
+bool has(const std::array<uint64_t, 4>& set, uint8_t byte) { return (set[byte / 64] >> (byte % 64)) & 1; }
+void add(std::array<uint64_t, 4>& set, uint8_t byte) { set[byte / 64] |= uint64_t{1} << (byte % 64); }
+
+}  // namespace
+
+void GrammarVocabulary::allow_subtree(uint32_t node, Walk& w) const {
+  const Node& n = nodes_[node];
+  for (uint32_t k = n.token_begin; k < n.subtree_token_end; ++k) w.mask[node_tokens_[k]] = 1;
+  w.allowed += static_cast<int32_t>(n.subtree_token_end - n.token_begin);
+}
+
+void GrammarVocabulary::walk(uint32_t node, const GrammarState& state, size_t depth, bool at_start, Walk& w) const {
   const Node& n = nodes_[node];
   for (uint32_t e = n.edge_begin; e < n.edge_end; ++e) {
-    GrammarState& next = scratch.level(depth, state);
-    if (!next.advance_from(state, edge_bytes_[e], &scratch.steps())) continue;
-    const Node& child = nodes_[edge_nodes_[e]];
-    for (uint32_t k = child.token_begin; k < child.token_end; ++k) mask[node_tokens_[k]] = 1;
-    allowed += static_cast<int32_t>(child.token_end - child.token_begin);
-    if (child.edge_begin != child.edge_end) walk(edge_nodes_[e], next, depth + 1, mask, scratch, allowed);
+    const uint8_t b = edge_bytes_[e];
+    const uint32_t child = edge_nodes_[e];
+    const Node& c = nodes_[child];
+    GrammarState& next = w.scratch.level(depth, state);
+    bool advanced = false, matched = false;
+    if (at_start && !has(w.tried, b)) {
+      // Whether this byte leads the starting state back to itself, found the first time it is met.
+      matched = next.advance_from(state, b, &w.scratch.steps());
+      advanced = true;
+      if (matched && next.same_as(state)) add(w.loops, b);
+      add(w.tried, b);
+    }
+    if (at_start && has(w.loops, b)) {
+      // So does every byte below, if all are such bytes: the subtree is allowed whole.
+      bool all_loop = true;
+      for (size_t k = 0; k < 4; ++k) all_loop = all_loop && (c.subtree_bytes[k] & ~w.loops[k]) == 0;
+      if (all_loop) {
+        allow_subtree(child, w);
+        continue;
+      }
+      for (uint32_t k = c.token_begin; k < c.token_end; ++k) w.mask[node_tokens_[k]] = 1;
+      w.allowed += static_cast<int32_t>(c.token_end - c.token_begin);
+      walk(child, state, depth, true, w);
+      continue;
+    }
+    if (!advanced) matched = next.advance_from(state, b, &w.scratch.steps());
+    if (!matched) continue;
+    for (uint32_t k = c.token_begin; k < c.token_end; ++k) w.mask[node_tokens_[k]] = 1;
+    w.allowed += static_cast<int32_t>(c.token_end - c.token_begin);
+    if (c.edge_begin != c.edge_end) walk(child, next, depth + 1, false, w);
   }
 }
 
 int32_t GrammarVocabulary::mask(const GrammarState& state, std::vector<uint8_t>& mask, GrammarScratch& scratch) const {
   mask.assign(pieces_.size(), 0);
-  int32_t allowed = 0;
+  Walk w{mask, scratch};
   if (state.complete()) {
     for (const int32_t t : end_tokens_) mask[t] = 1;
-    allowed += static_cast<int32_t>(end_tokens_.size());
+    w.allowed += static_cast<int32_t>(end_tokens_.size());
   }
-  if (state.valid()) walk(0, state, 0, mask, scratch, allowed);
-  return allowed;
+  if (state.valid()) walk(0, state, 0, true, w);
+  return w.allowed;
 }
 
 bool GrammarVocabulary::advance(GrammarState& state, int32_t token) const {

@@ -10,6 +10,10 @@
 // bytes that tokens share at their start are matched once, and a whole
 // subtree is skipped as soon as its first bytes are refused. A UTF-8
 // character cut between tokens is matched when its last byte arrives.
+// The walk also notes the bytes that lead the starting state back to itself
+// (inside a JSON string: every ordinary ASCII character); a subtree spelled
+// with those bytes only, reached from that state, is allowed whole without
+// walking it, since the trie knows which bytes each subtree holds.
 //
 // Which tokens: an end-of-generation token (Tokenizer::is_end_of_generation)
 // only when the text so far is complete; any other control, unknown or unused
@@ -22,6 +26,7 @@
 // states of one walk, reused so a step allocates nothing once warm).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -67,12 +72,24 @@ class GrammarVocabulary {
 
  private:
   enum class TokenKind : uint8_t { never, text, end };
+  using ByteSet = std::array<uint64_t, 4>;
   struct Node {
     uint32_t edge_begin = 0, edge_end = 0;    // into edge_bytes_/edge_nodes_
     uint32_t token_begin = 0, token_end = 0;  // into node_tokens_: the tokens whose piece ends here
+    uint32_t subtree_token_end = 0;           // and those of its whole subtree: [token_begin, this)
+    ByteSet subtree_bytes{};                  // the bytes on the edges below it
   };
-  void walk(uint32_t node, const GrammarState& state, size_t depth, std::vector<uint8_t>& mask, GrammarScratch& scratch,
-            int32_t& allowed) const;
+  // What the walk carries down: the mask, the count, what it learnt of the starting state.
+  struct Walk {
+    std::vector<uint8_t>& mask;
+    GrammarScratch& scratch;
+    ByteSet loops{};  // bytes that lead the starting state back to itself
+    ByteSet tried{};  // bytes tried from the starting state so far
+    int32_t allowed = 0;
+  };
+  // Walks the subtree of `node` from `state` (at trie depth `depth`); at_start: `state` is the walk's first.
+  void walk(uint32_t node, const GrammarState& state, size_t depth, bool at_start, Walk& w) const;
+  void allow_subtree(uint32_t node, Walk& w) const;
 
   std::vector<std::string> pieces_;
   std::vector<TokenKind> kinds_;

@@ -125,6 +125,38 @@ TEST_F(GrammarWalk, ChoicesFileGivesOneOfTheChoices) {
   EXPECT_GE(seen.size(), 3u) << "the walks are random";
 }
 
+// The mask's shortcuts (shared prefixes, subtrees allowed whole) give what
+// checking each token on its own gives, at places of every kind.
+class GrammarMaskAgrees : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GrammarMaskAgrees, WithAcceptsForEveryToken) {
+  std::unique_ptr<Tokenizer> tokenizer;
+  test::open_tokenizer(test::vocabulary_path(GetParam()), tokenizer);
+  if (!tokenizer) return;
+  const GrammarVocabulary vocab(*tokenizer);
+  const auto grammar = test::parse_or_fail(json_gbnf());
+  ASSERT_TRUE(grammar);
+  GrammarScratch scratch;
+  std::vector<uint8_t> mask;
+  for (const char* text : {"", "{\"name\": \"In the", "{\"a\": [1, 2", "[\"\\u00", "{\"k\": \"\xE6\x97", "[true, 0.5e",
+                           "{\"a\": \"b\"  "}) {
+    GrammarState state(grammar);
+    ASSERT_TRUE(state.advance(text)) << text;
+    const int32_t n_allowed = vocab.mask(state, mask, scratch);
+    int32_t agreed = 0;
+    for (int32_t t = 0; t < vocab.n_tokens(); ++t) {
+      const bool accepted = vocab.accepts(state, t, scratch);
+      EXPECT_EQ(accepted, mask[t] != 0) << "token " << t << " '" << vocab.piece(t) << "' after '" << text << "'";
+      agreed += accepted;
+    }
+    EXPECT_EQ(agreed, n_allowed) << text;
+    EXPECT_GT(n_allowed, 0) << text;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GrammarVocabularies, GrammarMaskAgrees, ::testing::Values("kjv-bpe", "qwen2", "phi-3"),
+                         test::vocabulary_test_name);
+
 TEST_F(GrammarWalk, EndTokensOnlyWhenCompleteAndControlTokensNever) {
   if (!vocab_) return;
   const auto grammar = test::parse_or_fail(R"(root ::= "in the beginning" "!"?)");
