@@ -23,6 +23,15 @@ bool Grammar::matches_some(const Symbol& s, uint32_t lo, uint32_t hi) const {
   return s.negated;
 }
 
+bool Grammar::matches_all(const Symbol& s, uint32_t lo, uint32_t hi) const {
+  const CodeRange* r = ranges_.data() + s.first;
+  for (uint32_t i = 0; i < s.count; ++i) {
+    if (r[i].lo <= lo && hi <= r[i].hi) return !s.negated;  // one range covers it (ranges never touch)
+    if (r[i].lo <= hi && lo <= r[i].hi) return false;       // it is cut
+  }
+  return s.negated;
+}
+
 GrammarBuilder::GrammarBuilder(const GrammarLimits& limits) : grammar_(new Grammar()) { grammar_->limits_ = limits; }
 
 StatusOr<uint32_t> GrammarBuilder::rule_id(std::string_view name, const std::string& where) {

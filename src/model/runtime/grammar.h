@@ -95,6 +95,8 @@ class Grammar {
   // some code point in [lo, hi] (a UTF-8 character not yet complete).
   bool matches(const Symbol& s, uint32_t cp) const;
   bool matches_some(const Symbol& s, uint32_t lo, uint32_t hi) const;
+  // Whether chars symbol `s` matches every code point in [lo, hi].
+  bool matches_all(const Symbol& s, uint32_t lo, uint32_t hi) const;
 
  private:
   friend class GrammarBuilder;
@@ -144,6 +146,18 @@ class GrammarStepCache {
   std::vector<Entry> entries_ = std::vector<Entry>(512);
 };
 
+// UTF-8 read a byte at a time: the character being read, and the code
+// points it may still become. Only well-formed UTF-8 is taken (no overlong
+// form, no surrogate, nothing above U+10FFFF), even cut off.
+struct Utf8Prefix {
+  uint32_t cp = 0;          // the bits so far
+  int left = 0;             // bytes still to come; 0 after a whole character
+  int length = 0;           // the character's bytes
+  uint32_t lo = 0, hi = 0;  // what it may become (cp itself when whole)
+  // Takes `byte`; false when the bytes are not the start of a well-formed character.
+  bool push(uint8_t byte);
+};
+
 class GrammarState {
  public:
   // The state before any text: the start of `root`.
@@ -162,10 +176,14 @@ class GrammarState {
   size_t n_stacks() const { return stacks_.size(); }
   // Whether both states hold the same stacks, neither with a character cut off.
   bool same_as(const GrammarState& other) const {
-    return partial_left_ == 0 && other.partial_left_ == 0 && stacks_.ends == other.stacks_.ends &&
+    return utf8_.left == 0 && other.utf8_.left == 0 && stacks_.ends == other.stacks_.ends &&
            stacks_.frames == other.stacks_.frames;
   }
   const Grammar& grammar() const { return *grammar_; }
+  // Whether every code point from U+0080 up moves this state to the same
+  // stacks (each stack's set holds all of them or none): then one of them
+  // tells what any does.
+  bool non_ascii_alike() const;
 
   // Feeds one byte of `from` into *this (overwritten; its buffers are
   // reused): the allocation-free step of the vocabulary walk, which passes
@@ -181,10 +199,7 @@ class GrammarState {
 
   std::shared_ptr<const Grammar> grammar_;
   GrammarStacks stacks_;
-  // A UTF-8 character cut off: its bits so far and how many bytes are still to come.
-  uint32_t partial_ = 0;
-  int partial_left_ = 0;
-  int partial_length_ = 0;  // the whole character's bytes
+  Utf8Prefix utf8_;  // a character cut off, when utf8_.left > 0
   Status error_;
   int work_ = 0;                   // expansion steps of the current step, bounded
   std::vector<uint32_t> scratch_;  // the stack being extended

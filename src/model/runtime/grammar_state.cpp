@@ -141,56 +141,54 @@ bool GrammarState::step_code_point(const GrammarState& from, uint32_t cp, Gramma
   return valid();
 }
 
+bool Utf8Prefix::push(uint8_t byte) {
+  int length_now = length;
+  if (left > 0) {
+    if ((byte & 0xC0) != 0x80) return false;
+    cp = (cp << 6) | (byte & 0x3Fu);
+    --left;
+  } else if (byte < 0x80) {
+    cp = byte, left = 0, length_now = 1;
+  } else if (byte >= 0xC2 && byte <= 0xDF) {
+    cp = byte & 0x1Fu, left = 1, length_now = 2;
+  } else if (byte >= 0xE0 && byte <= 0xEF) {
+    cp = byte & 0x0Fu, left = 2, length_now = 3;
+  } else if (byte >= 0xF0 && byte <= 0xF4) {
+    cp = byte & 0x07u, left = 3, length_now = 4;
+  } else {
+    return false;
+  }
+  length = length_now;
+  // Well-formed UTF-8 only: no overlong form, no surrogate, nothing above U+10FFFF.
+  static constexpr uint32_t kShortest[4] = {0, 0x80, 0x800, 0x10000};
+  lo = std::max(cp << (6 * left), kShortest[length - 1]);
+  hi = std::min(((cp + 1) << (6 * left)) - 1, kMaxCodePoint);
+  return lo <= hi && !(lo >= 0xD800 && hi <= 0xDFFF);
+}
+
 bool GrammarState::advance_from(const GrammarState& from, uint8_t byte, GrammarStepCache* cache) {
   if (grammar_ != from.grammar_) grammar_ = from.grammar_;
   stacks_.clear();
   pending_.clear();
   if (!from.error_.ok() || !error_.ok()) error_ = from.error_;
   work_ = 0;
-  partial_ = 0;
-  partial_left_ = 0;
-  partial_length_ = 0;
-  if (!from.valid()) return false;
-  uint32_t cp = 0;
-  int left = 0, length = 1;  // bytes still to come, and of the whole character
-  if (from.partial_left_ > 0) {
-    if ((byte & 0xC0) != 0x80) return false;
-    cp = (from.partial_ << 6) | (byte & 0x3Fu);
-    left = from.partial_left_ - 1;
-    length = from.partial_length_;
-  } else if (byte < 0x80) {
-    cp = byte;
-  } else if (byte >= 0xC2 && byte <= 0xDF) {
-    cp = byte & 0x1Fu, left = 1;
-  } else if (byte >= 0xE0 && byte <= 0xEF) {
-    cp = byte & 0x0Fu, left = 2;
-  } else if (byte >= 0xF0 && byte <= 0xF4) {
-    cp = byte & 0x07u, left = 3;
-  } else {
+  utf8_ = from.utf8_;
+  if (!from.valid() || !utf8_.push(byte)) {
+    utf8_ = {};
     return false;
   }
-  if (from.partial_left_ == 0) length = left + 1;
-  // The code points the character may still become: well-formed UTF-8 only
-  // (no overlong form, no surrogate, nothing above U+10FFFF).
-  static constexpr uint32_t kShortest[4] = {0, 0x80, 0x800, 0x10000};
-  const uint32_t lo = std::max(cp << (6 * left), kShortest[length - 1]);
-  const uint32_t hi = std::min(((cp + 1) << (6 * left)) - 1, kMaxCodePoint);
-  if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return false;
-  if (left == 0) return step_code_point(from, cp, cache);
+  if (utf8_.left == 0) return step_code_point(from, utf8_.cp, cache);
   // A character cut off: keep the stacks whose set holds some character it may still become.
   const Grammar& g = *grammar_;
   const GrammarStacks& in = from.stacks_;
   for (size_t i = 0; i < in.size(); ++i) {
     const size_t begin = stack_begin(in, i), end = in.ends[i];
-    if (begin == end || !g.matches_some(g.symbol(in.frames[end - 1]), lo, hi)) continue;
+    if (begin == end || !g.matches_some(g.symbol(in.frames[end - 1]), utf8_.lo, utf8_.hi)) continue;
     stacks_.frames.insert(stacks_.frames.end(), in.frames.begin() + static_cast<ptrdiff_t>(begin),
                           in.frames.begin() + static_cast<ptrdiff_t>(end));
     stacks_.ends.push_back(static_cast<uint32_t>(stacks_.frames.size()));
     stacks_.hashes.push_back(in.hashes[i]);
   }
-  partial_ = cp;
-  partial_left_ = left;
-  partial_length_ = length;
   return valid();
 }
 
@@ -206,8 +204,20 @@ bool GrammarState::advance(std::string_view bytes) {
   return valid();
 }
 
+bool GrammarState::non_ascii_alike() const {
+  if (!valid() || utf8_.left > 0) return false;
+  const Grammar& g = *grammar_;
+  for (size_t i = 0; i < stacks_.size(); ++i) {
+    const size_t begin = stack_begin(stacks_, i), end = stacks_.ends[i];
+    if (begin == end) continue;
+    const Grammar::Symbol& top = g.symbol(stacks_.frames[end - 1]);
+    if (g.matches_some(top, 0x80, kMaxCodePoint) && !g.matches_all(top, 0x80, kMaxCodePoint)) return false;
+  }
+  return true;
+}
+
 bool GrammarState::complete() const {
-  if (!valid() || partial_left_ > 0) return false;
+  if (!valid() || utf8_.left > 0) return false;
   for (size_t i = 0; i < stacks_.size(); ++i) {
     if (stacks_.ends[i] == stack_begin(stacks_, i)) return true;
   }

@@ -64,15 +64,24 @@ GrammarVocabulary::GrammarVocabulary(const Tokenizer& tokenizer) {
     node_tokens_.insert(node_tokens_.end(), drafts[i].tokens.begin(), drafts[i].tokens.end());
     node.token_end = static_cast<uint32_t>(node_tokens_.size());
   }
+  // Whether each node's path is well-formed UTF-8: parents come before their children.
+  std::vector<Utf8Prefix> utf8(nodes_.size());
+  std::vector<bool> well_formed(nodes_.size(), true);
+  for (uint32_t i = 1; i < drafts.size(); ++i) {
+    utf8[i] = utf8[drafts[i].parent];
+    well_formed[i] = well_formed[drafts[i].parent] && utf8[i].push(drafts[i].byte);
+  }
   // Children come after their parent, so one pass from the end sums each subtree.
   for (uint32_t i = static_cast<uint32_t>(nodes_.size()); i-- > 0;) {
     Node& node = nodes_[i];
     node.subtree_token_end = node.token_end;
+    node.utf8_whole = well_formed[i];
     for (uint32_t e = node.edge_begin; e < node.edge_end; ++e) {
       const Node& child = nodes_[edge_nodes_[e]];
       node.subtree_token_end = std::max(node.subtree_token_end, child.subtree_token_end);
       for (size_t k = 0; k < 4; ++k) node.subtree_bytes[k] |= child.subtree_bytes[k];
       node.subtree_bytes[edge_bytes_[e] / 64] |= uint64_t{1} << (edge_bytes_[e] % 64);
+      node.utf8_whole = node.utf8_whole && child.utf8_whole;
     }
   }
 }
@@ -122,14 +131,17 @@ void GrammarVocabulary::walk(uint32_t node, const GrammarState& state, size_t de
       if (matched && next.same_as(state)) add(w.loops, b);
       add(w.tried, b);
     }
-    if (at_start && has(w.loops, b)) {
-      // So does every byte below, if all are such bytes: the subtree is allowed whole.
-      bool all_loop = true;
-      for (size_t k = 0; k < 4; ++k) all_loop = all_loop && (c.subtree_bytes[k] & ~w.loops[k]) == 0;
+    const bool loop = has(w.loops, b);
+    if (at_start && (loop || (b >= 0x80 && w.non_ascii_loops)) && c.utf8_whole) {
+      // If every byte below leads back too, the subtree is allowed whole.
+      const bool all_loop = (c.subtree_bytes[0] & ~w.loops[0]) == 0 && (c.subtree_bytes[1] & ~w.loops[1]) == 0 &&
+                            (w.non_ascii_loops || (c.subtree_bytes[2] | c.subtree_bytes[3]) == 0);
       if (all_loop) {
         allow_subtree(child, w);
         continue;
       }
+    }
+    if (at_start && loop) {
       for (uint32_t k = c.token_begin; k < c.token_end; ++k) w.mask[node_tokens_[k]] = 1;
       w.allowed += static_cast<int32_t>(c.token_end - c.token_begin);
       walk(child, state, depth, true, w);
@@ -150,7 +162,14 @@ int32_t GrammarVocabulary::mask(const GrammarState& state, std::vector<uint8_t>&
     for (const int32_t t : end_tokens_) mask[t] = 1;
     w.allowed += static_cast<int32_t>(end_tokens_.size());
   }
-  if (state.valid()) walk(0, state, 0, true, w);
+  if (!state.valid()) return w.allowed;
+  if (state.non_ascii_alike()) {
+    GrammarState& probe = scratch.level(0, state);
+    w.non_ascii_loops = probe.advance_from(state, 0xC2, &scratch.steps()) &&
+                        scratch.level(1, state).advance_from(probe, 0x80, &scratch.steps()) &&
+                        scratch.level(1, state).same_as(state);
+  }
+  walk(0, state, 0, true, w);
   return w.allowed;
 }
 

@@ -11,8 +11,9 @@
 // subtree is skipped as soon as its first bytes are refused. A UTF-8
 // character cut between tokens is matched when its last byte arrives.
 // The walk also notes the bytes that lead the starting state back to itself
-// (inside a JSON string: every ordinary ASCII character); a subtree spelled
-// with those bytes only, reached from that state, is allowed whole without
+// (inside a JSON string: every ordinary ASCII character), and whether every
+// character from U+0080 up does; a subtree spelled with those only (in
+// well-formed UTF-8), reached from that state, is allowed whole without
 // walking it, since the trie knows which bytes each subtree holds.
 //
 // Which tokens: an end-of-generation token (Tokenizer::is_end_of_generation)
@@ -78,13 +79,15 @@ class GrammarVocabulary {
     uint32_t token_begin = 0, token_end = 0;  // into node_tokens_: the tokens whose piece ends here
     uint32_t subtree_token_end = 0;           // and those of its whole subtree: [token_begin, this)
     ByteSet subtree_bytes{};                  // the bytes on the edges below it
+    bool utf8_whole = false;                  // its path and every path below are well-formed UTF-8, maybe cut off
   };
   // What the walk carries down: the mask, the count, what it learnt of the starting state.
   struct Walk {
     std::vector<uint8_t>& mask;
     GrammarScratch& scratch;
-    ByteSet loops{};  // bytes that lead the starting state back to itself
-    ByteSet tried{};  // bytes tried from the starting state so far
+    ByteSet loops{};               // bytes that lead the starting state back to itself
+    ByteSet tried{};               // bytes tried from the starting state so far
+    bool non_ascii_loops = false;  // every character from U+0080 up leads the starting state back to itself
     int32_t allowed = 0;
   };
   // Walks the subtree of `node` from `state` (at trie depth `depth`); at_start: `state` is the walk's first.
