@@ -17,8 +17,9 @@
 // How it is held: every rule is a list of alternatives, each a run of
 // symbols in one flat array ended by an `end` symbol; a symbol is a set of
 // code-point ranges (negated or not) or a reference to a rule. Groups and
-// repetitions become rules of their own (`x*` is `r ::= x r | `), so the
-// matcher knows only sequences, alternatives and references.
+// repetitions become rules of their own (`x*` is `r ::= x r | `; x{m,n} is
+// m copies of x and a chain of n - m rules `r ::= x r' | `), so the matcher
+// knows only sequences, alternatives and references.
 //
 // How it matches: a GrammarState is the set of parse stacks the text so far
 // allows (a pushdown automaton run on all its choices at once, duplicates
@@ -34,9 +35,10 @@
 // nested deeper than max_nesting, more than max_rules rules, more than
 // max_symbols symbols (after repetitions are written out) or a text above
 // max_text_bytes are refused. While matching, more than max_stacks stacks at
-// once (an ambiguous grammar whose choices multiply) fails the state with
-// an error (error() says so); a stack deeper than max_stack_depth is dropped,
-// so text that would nest deeper is not a valid prefix.
+// once (an ambiguous grammar whose choices multiply), or more than 64 times
+// that many expansion steps for one character, fails the state with an error
+// (error() says so); a stack deeper than max_stack_depth is dropped, so text
+// that would nest deeper is not a valid prefix.
 //
 // A Grammar is immutable once made: share it (shared_ptr<const Grammar>)
 // between threads and requests. A GrammarState is a value: copy it to try

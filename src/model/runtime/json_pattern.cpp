@@ -101,9 +101,10 @@ class PatternTranslator {
       const size_t close = re_.find('}', pos_);
       if (close == std::string_view::npos) return error("'{' without '}'");
       q = std::string(re_.substr(pos_, close - pos_ + 1));
-      for (char d : q.substr(1, q.size() - 2)) {
-        if (!(d >= '0' && d <= '9') && d != ',') return error("a quantifier other than {m}, {m,} or {m,n}");
-      }
+      const bool starts_with_digit = q.size() > 2 && q[1] >= '0' && q[1] <= '9';
+      if (!starts_with_digit || std::count(q.begin(), q.end(), ',') > 1 ||
+          q.find_first_not_of("0123456789,", 1) != q.size() - 1)
+        return error("a quantifier other than {m}, {m,} or {m,n}");
       pos_ = close + 1;
     } else {
       return std::string();

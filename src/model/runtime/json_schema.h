@@ -13,7 +13,7 @@
 //   properties and required: the properties in the schema's order, the
 //     optional ones possibly absent; no other property ever (additionalProperties
 //     may only be false, which is also what its absence means here); an object
-//     without `properties` may hold any members;
+//     without `properties` may hold any members (none, with additionalProperties false);
 //   items, minItems, maxItems (at most 1000);
 //   enum and const (any JSON values, written compactly);
 //   anyOf and oneOf (both as anyOf: the grammar cannot exclude a value that
