@@ -148,6 +148,22 @@ TEST(JsonSchema, UnsupportedKeywordsAreRefusedByName) {
   EXPECT_EQ(refused("{"), "json schema: not valid JSON");
 }
 
+TEST(JsonSchema, DeepSchemasAreRefused) {
+  std::string deep;
+  for (int i = 0; i < 100; ++i) deep += "{\"items\": ";
+  deep += "{}";
+  deep.append(100, '}');
+  auto gbnf = json_schema_to_gbnf(deep);
+  ASSERT_FALSE(gbnf.ok());
+  EXPECT_NE(gbnf.status().message().find("nested deeper than 64"), std::string::npos) << gbnf.status().message();
+  // A schema that refers to itself is converted once, so it may recurse as deep as the text does.
+  const auto list = schema_grammar(R"({"$defs": {"l": {"type": "array", "items": {"$ref": "#/$defs/l"}}},
+                                       "$ref": "#/$defs/l"})");
+  ASSERT_TRUE(list);
+  EXPECT_TRUE(matches(list, "[[[[[]]]], []]"));
+  EXPECT_FALSE(matches(list, "[[1]]"));
+}
+
 TEST(JsonGrammar, WhitespaceAndNumbersAreBounded) {
   const auto any = test::parse_or_fail(json_gbnf());
   const auto object = test::parse_or_fail(json_gbnf(/*object_root=*/true));
