@@ -11,8 +11,8 @@
 // Elements: literals "..." (escapes \n \r \t \" \\ \' \[ \] \- \/ \xHH
 // \uHHHH \UHHHHHHHH), classes [a-z0-9_] and negated [^"\\], `.` (any code
 // point), groups ( ), references to rules, each followed by any of * + ?
-// {m} {m,} {m,n}. Errors are invalid_argument naming line:column and what is
-// wrong.
+// {m} {m,} {m,n} (spaces allowed inside the braces). Errors are
+// invalid_argument naming line and column and what is wrong.
 //
 // How it is held: every rule is a list of alternatives, each a run of
 // symbols in one flat array ended by an `end` symbol; a symbol is a set of

@@ -248,15 +248,19 @@ class GbnfParser {
         case '*': break;
         case '+': min = 1; break;
         case '?': max = 1; break;
-        case '{': {
+        case '{': {  // spaces are allowed inside: { 2 , 5 }
           ++pos_;
+          skip_space();
           TENSORPC_ASSIGN_OR_RETURN(min, take_count(at));
+          skip_space();
           max = min;
           if (pos_ < text_.size() && text_[pos_] == ',') {
             ++pos_;
+            skip_space();
             max = -1;
             if (pos_ < text_.size() && text_[pos_] != '}') {
               TENSORPC_ASSIGN_OR_RETURN(max, take_count(at));
+              skip_space();
               if (max < min) return error(at, "in {m,n}, n is below m");
             }
           }

@@ -61,7 +61,7 @@ TEST(GrammarMatch, EscapesInLiteralsAndClasses) {
 }
 
 TEST(GrammarMatch, CountedRepetitions) {
-  const auto g = test::parse_or_fail(R"(root ::= "a"{3} "b"{2,} "c"{0,2})");
+  const auto g = test::parse_or_fail(R"(root ::= "a"{3} "b"{ 2, } "c"{0 , 2})");
   ASSERT_TRUE(g);
   EXPECT_FALSE(match(g, "aab").valid);
   EXPECT_FALSE(match(g, "aaab").complete);
