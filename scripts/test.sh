@@ -32,9 +32,10 @@ echo "==> fuzz: configure and build"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
   -DTENSORPC_FUZZ=ON -DTENSORPC_BUILD_TESTS=OFF -DTENSORPC_BUILD_BENCH=OFF >/dev/null
 cmake --build build-fuzz -j "$JOBS" --target graph_decode_fuzz messages_fuzz gguf_fuzz session_fuzz model_fuzz \
-  serve_request_fuzz http_front_fuzz
+  serve_request_fuzz http_front_fuzz grammar_fuzz
 FUZZ_SECONDS="${TENSORPC_FUZZ_SECONDS:-60}"
-for target in graph_decode_fuzz messages_fuzz gguf_fuzz session_fuzz model_fuzz serve_request_fuzz http_front_fuzz; do
+for target in graph_decode_fuzz messages_fuzz gguf_fuzz session_fuzz model_fuzz serve_request_fuzz http_front_fuzz \
+    grammar_fuzz; do
   echo "==> fuzz: $target for ${FUZZ_SECONDS}s"
   work="$(mktemp -d)"  # new inputs and any crash go here; the committed corpus stays as it is
   mkdir "$work/corpus"
