@@ -129,11 +129,22 @@ struct SamplingOptions {
   // Added to those tokens' logits before the chain: (token id, bias in
   // [-100, 100]); -100 all but bans a token.
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // A grammar in GBNF (root ::= …) the generated text must follow: only
+  // tokens that keep it a valid prefix are sampled, and the end of text only
+  // once it is complete. Empty: none. A JSON Schema becomes one with
+  // json_schema_grammar().
+  std::string grammar;
 
   // invalid_argument naming the first value out of its range (NaN included),
   // as generate() checks it: a caller can check before it loads a model.
   Status validate() const;
 };
+
+// The GBNF grammar of the JSON that `schema` (a JSON Schema, as text)
+// describes, for SamplingOptions::grammar; invalid_argument naming a keyword
+// the schema has that tensorpc does not follow. With an empty schema: any
+// JSON object.
+StatusOr<std::string> json_schema_grammar(std::string_view schema);
 
 struct GenerationOptions {
   int max_tokens = 64;  // tokens to generate at most (>= 1)

@@ -13,6 +13,8 @@
 #include "api/model_internals.h"
 #include "model/runtime/generate.h"
 #include "model/runtime/generator.h"
+#include "model/runtime/grammar_vocabulary.h"
+#include "model/runtime/json_schema.h"
 
 namespace tensorpc {
 namespace {
@@ -93,7 +95,15 @@ StatusOr<std::unique_ptr<ModelPlacement>> place_counting(const LlamaModel& model
 
 }  // namespace
 
-Status SamplingOptions::validate() const { return sampler_options(*this).validate(); }
+Status SamplingOptions::validate() const {
+  if (!grammar.empty()) TENSORPC_RETURN_IF_ERROR(Grammar::parse(grammar).status());
+  return sampler_options(*this).validate();
+}
+
+StatusOr<std::string> json_schema_grammar(std::string_view schema) {
+  if (schema.empty()) return json_gbnf(/*object_root=*/true);
+  return json_schema_to_gbnf(schema);
+}
 
 SamplerOptions sampler_options(const SamplingOptions& s) {
   SamplerOptions o;
@@ -119,6 +129,7 @@ struct Model::State {
   std::chrono::milliseconds reply_timeout{0};  // the servers' (RemoteOptions::reply_timeout)
   std::unique_ptr<ClusterRecovery> recovery;   // with servers, unless recovery is off
   std::unique_ptr<Generator> generator;  // made on first use, and kept: its plans serve the next generation too
+  std::shared_ptr<const GrammarVocabulary> vocabulary;  // for grammars, made on first use
   std::atomic<bool> cancel{false};
 };
 
@@ -227,6 +238,15 @@ StatusOr<Generation> Model::generate(std::string_view prompt, const GenerationOp
   g.stop_at_eos = options.stop_at_end;
   g.special = options.special;
   g.sampler = sampler_options(options.sampling);
+  if (!options.sampling.grammar.empty()) {
+    auto grammar = Grammar::parse(options.sampling.grammar);
+    if (!grammar.ok()) return grammar.status();
+    if (!state_->vocabulary) {
+      state_->vocabulary = std::make_shared<const GrammarVocabulary>(state_->placed.model->tokenizer());
+    }
+    g.sampler.grammar = std::move(grammar).value();
+    g.sampler.grammar_vocabulary = state_->vocabulary;
+  }
   state_->cancel.store(false);
   Generator& gen = ModelInternals::generator(*this);
   TENSORPC_ASSIGN_OR_RETURN(GenerateResult r, generate_text(gen, prompt, g, on_token, &state_->cancel));

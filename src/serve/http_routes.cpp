@@ -532,6 +532,14 @@ void HttpRoutes::completion(Endpoint endpoint, const std::string& body, std::sha
   work.max_tokens = r.max_tokens;
   work.sampler = r.sampler;
   work.stop = r.stop;
+  if (!r.grammar.empty()) {
+    auto grammar = Grammar::parse(r.grammar);
+    if (!grammar.ok()) {
+      return out->reply(error_reply(invalid_request("invalid_value", "response_format", grammar.status().message())));
+    }
+    work.sampler.grammar = std::move(grammar).value();
+    work.sampler.grammar_vocabulary = grammar_vocabulary();
+  }
 
   if (r.n > engine.options().parallel) {
     return out->reply(
@@ -771,6 +779,12 @@ void HttpRoutes::ollama(bool chat, const std::string& body, std::shared_ptr<Resp
   work.max_tokens = r.max_tokens;
   work.sampler = r.sampler;
   work.stop = r.stop;
+  if (!r.grammar.empty()) {
+    auto grammar = Grammar::parse(r.grammar);
+    if (!grammar.ok()) return refuse(grammar.status().message());
+    work.sampler.grammar = std::move(grammar).value();
+    work.sampler.grammar_vocabulary = grammar_vocabulary();
+  }
   auto ex = std::make_shared<OllamaExchange>();
   ex->out = out;
   ex->model = r.model.empty() ? model_id_ : r.model;
@@ -784,6 +798,17 @@ void HttpRoutes::ollama(bool chat, const std::string& body, std::shared_ptr<Resp
     return refuse(s.message());
   }
   if (ex->stream) ex->begin_stream();
+}
+
+}  // namespace tensorpc::serve
+
+namespace tensorpc::serve {
+
+std::shared_ptr<const GrammarVocabulary> HttpRoutes::grammar_vocabulary() {
+  // Made once, on the first request with a grammar: the vocabulary's trie.
+  std::call_once(vocabulary_once_,
+                 [&] { vocabulary_ = std::make_shared<const GrammarVocabulary>(model_.engine->model().tokenizer()); });
+  return vocabulary_;
 }
 
 }  // namespace tensorpc::serve

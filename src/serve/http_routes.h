@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/runtime/grammar_vocabulary.h"
 #include "model/text/chat_template.h"
 #include "serve/engine.h"
 #include "serve/ollama_api.h"
@@ -140,6 +141,8 @@ class HttpRoutes {
   // POST /api/chat and /api/generate: Ollama's API (ollama_api.h).
   void ollama(bool chat, const std::string& body, std::shared_ptr<Responder> out);
   OllamaModelInfo ollama_model() const;
+  // The model's vocabulary for grammars (response_format), made on first use.
+  std::shared_ptr<const GrammarVocabulary> grammar_vocabulary();
   std::string metrics() const;
   std::string cluster() const;
 
@@ -151,6 +154,8 @@ class HttpRoutes {
   std::string failed_;                // guarded by mu_
   ServedModel model_;                 // set once, before ready_
   std::atomic<bool> ready_{false};
+  std::once_flag vocabulary_once_;
+  std::shared_ptr<const GrammarVocabulary> vocabulary_;       // set once, under vocabulary_once_
   std::map<std::pair<std::string, int>, uint64_t> requests_;  // guarded by mu_: (label, status) -> count
   const int64_t started_ = static_cast<int64_t>(std::time(nullptr));
 };

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "model/runtime/json_schema.h"
 #include "serve/json_fields.h"
 #include "serve/request_input.h"
 
@@ -111,7 +112,18 @@ std::variant<OllamaRequest, ApiError> parse_ollama_request(bool chat, std::strin
   r.sampler.seed = seed;
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_string_field(body, "model", &r.model));
   if (field(body, "stream") != nullptr) TENSORPC_SERVE_RETURN_IF_PROBLEM(read_bool_field(body, "stream", &r.stream));
-  TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_given(body, "format", "structured output is not served yet"));
+  if (const json* format = field(body, "format")) {
+    // "json", or a JSON Schema.
+    if (format->is_string() && *format == "json") {
+      r.grammar = json_gbnf();
+    } else if (format->is_object()) {
+      auto gbnf = json_schema_to_gbnf(format->dump());
+      if (!gbnf.ok()) return invalid_request("invalid_value", "format", gbnf.status().message());
+      r.grammar = std::move(gbnf).value();
+    } else if (!(format->is_string() && format->get<std::string>().empty())) {
+      return invalid_request("invalid_value", "format", "'format' must be \"json\" or a JSON Schema");
+    }
+  }
   TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_given(body, "tools", "this server has no tool calling here"));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_given(body, "images", "this server runs text models"));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_given(body, "think", "this server has no thinking mode"));

@@ -9,7 +9,8 @@
 // temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n,
 // presence_penalty, frequency_penalty, seed, stop, num_predict (-1: no
 // limit) and num_ctx (at most the slot's context, which stays what it is).
-// Refused by name with a 400: format, tools, images, think: true, and any
+// format: "json" (any JSON value) or a JSON Schema, which the reply then
+// follows. Refused by name with a 400: tools, images, think: true, and any
 // other option. Sampling defaults are Ollama's: temperature 0.8, top_k 40,
 // top_p 0.9, repeat_penalty 1.1 over 64 tokens.
 #pragma once
@@ -37,6 +38,7 @@ struct OllamaRequest {
   int64_t num_ctx = 0;      // 0: not given
   SamplerOptions sampler;
   std::vector<std::string> stop;
+  std::string grammar;  // format "json" or a JSON Schema, as GBNF; empty: plain text
 };
 
 std::variant<OllamaRequest, ApiError> parse_ollama_request(bool chat, std::string_view body, uint64_t seed);

@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "model/runtime/json_schema.h"
 #include "serve/json_fields.h"
 #include "serve/request_input.h"
 
@@ -206,17 +207,38 @@ Problem read_logprobs(const json& body, CompletionRequest* request) {
 }
 
 // response_format: only {"type": "text"}, the default.
-Problem refuse_response_format(const json& body) {
+// "response_format": {"type": "text"}, {"type": "json_object"} (a JSON
+// object), or {"type": "json_schema", "json_schema": {"name", "schema",
+// "strict"}}: the grammar the reply must follow, in GBNF.
+Problem read_response_format(const json& body, std::string* grammar) {
   const json* format = field(body, "response_format");
   if (format == nullptr) return std::nullopt;
   if (!format->is_object()) return wrong_type("response_format", "an object", *format);
   const json* type = field(*format, "type");
   if (type == nullptr) return missing_field("response_format.type");
   if (!type->is_string()) return wrong_type("response_format.type", "a string", *type);
-  if (*type != "text") {
-    return invalid_request("unsupported_value", "response_format",
-                           "'response_format' of type " + shown(*type) + " is not supported: only \"text\" is");
+  if (*type == "text") return std::nullopt;
+  if (*type == "json_object") {
+    *grammar = json_gbnf(/*object_root=*/true);
+    return std::nullopt;
   }
+  if (*type != "json_schema") {
+    return invalid_request(
+        "unsupported_value", "response_format.type",
+        "'response_format.type' is " + shown(*type) + ": expected \"text\", \"json_object\" or \"json_schema\"");
+  }
+  const json* spec = field(*format, "json_schema");
+  if (spec == nullptr) return missing_field("response_format.json_schema");
+  if (!spec->is_object()) return wrong_type("response_format.json_schema", "an object", *spec);
+  const json* schema = field(*spec, "schema");
+  if (schema == nullptr) return missing_field("response_format.json_schema.schema");
+  if (!schema->is_object() && !schema->is_boolean()) {
+    return wrong_type("response_format.json_schema.schema", "an object", *schema);
+  }
+  auto gbnf = json_schema_to_gbnf(schema->dump());
+  if (!gbnf.ok())
+    return invalid_request("invalid_value", "response_format.json_schema.schema", gbnf.status().message());
+  *grammar = std::move(gbnf).value();
   return std::nullopt;
 }
 
@@ -237,7 +259,7 @@ Problem refuse_unsupported(const json& body, CompletionRequest* request) {
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_integer_field(body, "n", 1, kMaxChoices, "from 1 to 16", &request->n));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(require_empty_list(body, "tools"));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(require_empty_list(body, "functions"));
-  TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_response_format(body));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_response_format(body, &request->grammar));
   if (request->endpoint == Endpoint::completion) {
     TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_completion_extras(body, request));
   }

@@ -12,7 +12,7 @@
 // Fields are read the way OpenAI documents them, with null meaning "not
 // given" everywhere; a field of the wrong type or out of range is a 400
 // naming it; a field OpenAI defines whose requested behaviour we cannot give
-// (tools, JSON response formats, ...) is a 400 naming it
+// (tools, ...) is a 400 naming it
 // rather than an answer that silently ignores it; fields nobody defines are
 // ignored, since clients send extras. Parsing never throws.
 #pragma once
@@ -73,6 +73,9 @@ struct CompletionRequest {
   // Choices generated together, each with its own draws (seed, seed + 1, …);
   // the server allows at most its --parallel.
   int64_t n = 1;
+  // response_format json_object or json_schema: the grammar (GBNF) the reply
+  // must follow; empty for plain text.
+  std::string grammar;
   std::string user;            // ignored, but must be a string if present
 };
 
@@ -92,11 +95,12 @@ struct CompletionRequest {
 // logprobs: chat "logprobs" a boolean with "top_logprobs" 0..20 (which
 // needs logprobs true); completions "logprobs" an integer 0..5.
 //
-// n: 1 to kMaxChoices.
+// n: 1 to kMaxChoices. response_format: "text", "json_object", or
+// "json_schema" with its schema, turned into `grammar` (json_schema.h says
+// which keywords; any other is a 400 naming it).
 //
-// Refused with the field named: best_of other than 1; a
-// non-empty tools or functions list; response_format other than
-// {"type": "text"}; echo: true; a non-empty suffix.
+// Refused with the field named: best_of other than 1; a non-empty tools or
+// functions list; echo: true; a non-empty suffix.
 //
 // Chat: "messages" is required and not empty; each message is an object
 // with "role" system, user or assistant and "content" a string or an array

@@ -59,7 +59,10 @@ TEST(OllamaRequest, ProblemsNameTheField) {
   const std::string turn = R"("messages": [{"role": "user", "content": "hi"}])";
   EXPECT_EQ(refused(true, "{" + turn + R"(, "options": {"mirostat": 2}})").param, "options.mirostat");
   EXPECT_EQ(refused(true, "{" + turn + R"(, "options": {"temperature": "hot"}})").param, "options.temperature");
-  EXPECT_EQ(refused(true, "{" + turn + R"(, "format": "json"})").param, "format");
+  EXPECT_FALSE(accepted(true, "{" + turn + R"(, "format": "json"})").grammar.empty());
+  EXPECT_FALSE(accepted(true, "{" + turn + R"(, "format": {"type": "object"}})").grammar.empty());
+  EXPECT_EQ(refused(true, "{" + turn + R"(, "format": "xml"})").param, "format");
+  EXPECT_EQ(refused(true, "{" + turn + R"(, "format": {"type": "object", "patternProperties": {}}})").param, "format");
   EXPECT_EQ(refused(true, "{" + turn + R"(, "tools": [{"type": "function"}]})").param, "tools");
   EXPECT_EQ(refused(true, "{" + turn + R"(, "think": true})").param, "think");
   EXPECT_EQ(refused(true, R"({"messages": [{"role": "user", "content": "x", "images": ["AAAA"]}]})").param, "images");

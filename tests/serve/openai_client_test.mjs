@@ -19,6 +19,9 @@
 //     logit_bias on a token the vocabulary lacks throws BadRequestError;
 //   - n: 3 gives three indexed choices with their own draws, streamed or not
 //     alike; n above --parallel throws BadRequestError;
+//   - response_format json_schema: 50 replies at temperature 1 parse and
+//     validate against the schema (ajv); json_object replies parse; a schema
+//     keyword tensorpc lacks throws BadRequestError;
 //   - with KEYED_URL: the right key is served, a wrong key throws
 //     AuthenticationError (401);
 //   - a malformed request (temperature "hot", messages missing) throws
@@ -34,6 +37,13 @@ import path from 'node:path';
 function exitFailed(message) {
   console.error(`openai client test FAILED: ${message}`);
   process.exit(1);
+}
+
+// Another package of the same folder.
+function loadPackage(name) {
+  const dir = process.env.TENSORPC_NPM_DIR;
+  const require = createRequire(dir ? path.join(path.resolve(dir), 'index.js') : import.meta.url);
+  return require(name);
 }
 
 function loadOpenAI() {
@@ -230,6 +240,44 @@ await check('n: 3 choices generated together, indexed, each its own draws; strea
   assert.deepEqual(texts, r.choices.map((c) => c.message.content));
   const e = await expectThrows(OpenAI.BadRequestError, 400, () => client.chat.completions.create({ ...request, n: 16 }));
   assert.match(e.message, /--parallel/);
+});
+
+await check('json_schema: 50 replies at temperature 1 parse and validate (ajv); json_object replies parse', async () => {
+  const Ajv = loadPackage('ajv');
+  const schema = {
+    type: 'object',
+    properties: {
+      book: { enum: ['Genesis', 'Exodus', 'Psalms'] },
+      chapter: { type: 'integer' },
+      holy: { type: 'boolean' },
+    },
+    required: ['book', 'chapter', 'holy'],
+    additionalProperties: false,
+  };
+  const validate = new (Ajv.default ?? Ajv)().compile(schema);
+  const replies = [];
+  for (let first = 0; first < 50; first += 10) {  // ten at a time: within the slots and the queue
+    replies.push(...await Promise.all(Array.from({ length: 10 }, (_, i) => client.chat.completions.create({
+      model, messages: MESSAGES, temperature: 1, seed: first + i, max_tokens: 200,
+      response_format: { type: 'json_schema', json_schema: { name: 'verse', schema } },
+    }))));
+  }
+  for (const r of replies) {
+    const text = r.choices[0].message.content;
+    assert.equal(r.choices[0].finish_reason, 'stop', `cut short: ${text}`);
+    const value = JSON.parse(text);
+    assert.ok(validate(value), `${text}: ${JSON.stringify(validate.errors)}`);
+  }
+  const object = await client.chat.completions.create({
+    model, messages: MESSAGES, temperature: 1, seed: 3, max_tokens: 200, response_format: { type: 'json_object' },
+  });
+  if (object.choices[0].finish_reason === 'stop') {
+    assert.equal(typeof JSON.parse(object.choices[0].message.content), 'object');
+  }
+  await expectThrows(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
+    model, messages: MESSAGES, max_tokens: 8,
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', patternProperties: {} } } },
+  }));
 });
 
 await check('temperature "hot" throws BadRequestError (400) naming it', async () => {

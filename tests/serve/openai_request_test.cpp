@@ -506,13 +506,22 @@ TEST(OpenaiRequest, ToolsAndFunctionsAreUnsupportedUnlessEmpty) {
   EXPECT_API_ERROR(chat_refusing(R"("tools":{"type":"function"})"), "invalid_type", "tools");
 }
 
-TEST(OpenaiRequest, ResponseFormatMustBeText) {
+TEST(OpenaiRequest, ResponseFormatTextJsonObjectOrASchemaTurnedIntoAGrammar) {
   chat_with(R"("response_format":{"type":"text"})");
   chat_with(R"("response_format":null)");
-  EXPECT_API_ERROR(chat_refusing(R"("response_format":{"type":"json_object"})"), "unsupported_value",
-                   "response_format");
-  EXPECT_API_ERROR(chat_refusing(R"("response_format":{"type":"json_schema","json_schema":{}})"), "unsupported_value",
-                   "response_format");
+  EXPECT_TRUE(chat_with(R"("response_format":{"type":"text"})").grammar.empty());
+  EXPECT_FALSE(chat_with(R"("response_format":{"type":"json_object"})").grammar.empty());
+  const CompletionRequest schema =
+      chat_with(R"("response_format":{"type":"json_schema","json_schema":{"name":"v","schema":{"type":"object",)"
+                R"("properties":{"book":{"enum":["Genesis","Exodus"]}},"required":["book"]}}})");
+  EXPECT_NE(schema.grammar.find("Genesis"), std::string::npos) << schema.grammar;
+  EXPECT_API_ERROR(chat_refusing(R"("response_format":{"type":"json_schema","json_schema":{}})"), "missing_field",
+                   "response_format.json_schema.schema");
+  const ApiError unknown = chat_refusing(
+      R"("response_format":{"type":"json_schema","json_schema":{"schema":{"type":"object","patternProperties":{}}}})");
+  EXPECT_API_ERROR(unknown, "invalid_value", "response_format.json_schema.schema");
+  EXPECT_NE(unknown.message.find("patternProperties"), std::string::npos) << unknown.message;
+  EXPECT_API_ERROR(chat_refusing(R"("response_format":{"type":"xml"})"), "unsupported_value", "response_format.type");
   EXPECT_API_ERROR(chat_refusing(R"("response_format":{})"), "missing_field", "response_format.type");
   EXPECT_API_ERROR(chat_refusing(R"("response_format":{"type":1})"), "invalid_type", "response_format.type");
   EXPECT_API_ERROR(chat_refusing(R"("response_format":"text")"), "invalid_type", "response_format");

@@ -53,7 +53,8 @@ GUARDED_MAX_BODY = 4096
 GUARDED_CTX = 4096
 LONG_MAX_TOKENS = 4000  # a request that runs for seconds on the guarded serve
 TINY_CTX = 16384  # kjv-tiny's slot: a request as long runs for seconds
-NPM_PACKAGES = ["openai@4.104.0", "@anthropic-ai/sdk@1.17.0", "ollama@0.6.4", "puppeteer-core@23.11.1"]
+NPM_PACKAGES = ["openai@4.104.0", "@anthropic-ai/sdk@1.17.0", "ollama@0.6.4", "ajv@8.17.1",
+                "puppeteer-core@23.11.1"]
 
 # Different openings, one per concurrent request.
 PROMPTS = [
@@ -247,7 +248,7 @@ class Cluster:
 
 def ensure_npm_packages(npm_dir, need_puppeteer):
     """Installs NPM_PACKAGES into npm_dir once; later runs find them there."""
-    wanted = ["openai", "@anthropic-ai/sdk", "ollama"] + (["puppeteer-core"] if need_puppeteer else [])
+    wanted = ["openai", "@anthropic-ai/sdk", "ollama", "ajv"] + (["puppeteer-core"] if need_puppeteer else [])
     if all(os.path.isdir(os.path.join(npm_dir, "node_modules", p)) for p in wanted):
         return "already installed"
     npm = shutil.which("npm")

@@ -126,6 +126,28 @@ TEST(RunCommand, APromptLongerThanTheContextIsRefusedBeforeItIsEchoed) {
   EXPECT_EQ(err.text().find("out of memory"), std::string::npos) << err.text();
 }
 
+TEST(RunCommand, AGrammarFileShapesTheTextAndABadOneIsRefused) {
+  const test::TempFile grammar("root ::= \"Amen\" | \"Selah\"\n");
+  RunOptions o;
+  o.setup.model = std::string(TENSORPC_SOURCE_DIR) + "/models/kjv-bpe.gguf";
+  o.setup.threads = 1;
+  o.prompt = "And all the people said";
+  o.n_predict = 16;
+  o.sampler.temperature = 1.0f;
+  o.grammar_file = grammar.path;
+  Capture out, err;
+  ASSERT_EQ(run_command(o, out.f, err.f), 0) << err.text();
+  const std::string text = out.text().substr(o.prompt.size());
+  EXPECT_TRUE(text == "Amen\n" || text == "Selah\n") << "'" << text << "'";
+
+  const test::TempFile bad("root ::= x\n");
+  o.grammar_file = bad.path;
+  Capture out2, err2;
+  EXPECT_EQ(run_command(o, out2.f, err2.f), 1);
+  EXPECT_NE(err2.text().find("--grammar: grammar: line 1, column"), std::string::npos) << err2.text();
+  EXPECT_EQ(out2.text(), "");
+}
+
 TEST(DemoCommand, AMissingModelIsAnErrorNamingTheFile) {
   DemoOptions o;
   o.model = "/nonexistent/dir/kjv-tiny.gguf";

@@ -29,6 +29,21 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
     }
     prompt = std::move(text).value();
   }
+  SamplingOptions sampling = o.sampler;
+  if (!o.grammar_file.empty() || !o.json_schema_file.empty()) {
+    const bool gbnf = !o.grammar_file.empty();
+    auto text = read_text_file(gbnf ? o.grammar_file : o.json_schema_file);
+    if (text.ok() && !gbnf) text = json_schema_grammar(text.value());
+    if (text.ok()) {
+      sampling.grammar = std::move(text).value();
+      if (Status s = sampling.validate(); !s.ok()) text = s;
+    }
+    if (!text.ok()) {
+      std::fprintf(err, "tensorpc run: %s: %s\n", gbnf ? "--grammar" : "--json-schema",
+                   text.status().message().c_str());
+      return 1;
+    }
+  }
   const auto awake = AwakeCores::request_if(o.awake_cores);  // held until the command returns
   if (!awake.ok()) {
     std::fprintf(err, "tensorpc run: --awake-cores: %s\n", awake.status().message().c_str());
@@ -41,7 +56,7 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
   }
   GenerationOptions g;
   g.max_tokens = o.n_predict;
-  g.sampling = o.sampler;
+  g.sampling = sampling;
   g.special = o.special;
   // Refused before it is echoed: a prompt the context cannot hold is a wrong argument.
   const size_t prompt_tokens = model.value().tokenize(prompt, true, o.special).size();
@@ -110,6 +125,9 @@ void add_run_command(CLI::App& app, int* exit_code) {
       ->check(whole_number(0, INT32_MAX))
       ->capture_default_str();
   add_sampling_flags(*cmd, &o->sampler);
+  auto* grammar = cmd->add_option("--grammar", o->grammar_file, "a GBNF grammar file the generated text follows");
+  cmd->add_option("--json-schema", o->json_schema_file, "a JSON Schema file the generated text follows (as JSON)")
+      ->excludes(grammar);
   cmd->add_flag_callback(
       "--awake-cores", [o] { o->awake_cores = kCpuLatencyPath; }, kAwakeCoresHelp);
   cmd->add_flag("--show-schedule", o->show_schedule,

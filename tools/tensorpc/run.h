@@ -25,6 +25,8 @@ struct RunOptions {
   bool special = false;        // --special: control-token text in the prompt is that token, and control tokens print
   bool show_schedule = false;  // --show-schedule: the plan (node -> device, splits, copies) after the run
   std::string awake_cores;     // --awake-cores: the CPU latency file to hold while running (awake_cores.h)
+  std::string grammar_file;    // --grammar: a GBNF grammar the text follows
+  std::string json_schema_file;  // --json-schema: a JSON Schema the text follows
 };
 
 // Runs the whole command: text to `out`, placement, progress, speed and

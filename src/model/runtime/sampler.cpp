@@ -16,6 +16,9 @@ Status SamplerOptions::validate() const {
   const auto in = [](float x, float lo, float hi) { return std::isfinite(x) && x >= lo && x <= hi; };
   if (!in(presence_penalty, -2, 2)) return invalid_argument("sampler: presence_penalty must be in [-2, 2]");
   if (!in(frequency_penalty, -2, 2)) return invalid_argument("sampler: frequency_penalty must be in [-2, 2]");
+  if ((grammar == nullptr) != (grammar_vocabulary == nullptr)) {
+    return invalid_argument("sampler: a grammar needs its vocabulary, and a vocabulary its grammar");
+  }
   std::set<int32_t> ids;
   for (const auto& [id, bias] : logit_bias) {
     if (id < 0) return invalid_argument("sampler: logit_bias names token " + std::to_string(id));
@@ -35,6 +38,9 @@ StatusOr<Sampler> Sampler::create(const SamplerOptions& options) {
 
 void Sampler::accept(int32_t token, bool generated) {
   if (token < 0) return;
+  if (generated && grammar_state_ && token < options_.grammar_vocabulary->n_tokens()) {
+    options_.grammar_vocabulary->advance(*grammar_state_, token);
+  }
   if (generated && (options_.presence_penalty != 0.0f || options_.frequency_penalty != 0.0f)) ++generated_[token];
   if (options_.repeat_last_n == 0) return;
   history_.push_back(token);
@@ -60,6 +66,7 @@ std::vector<int32_t> Sampler::recent() const {
 
 int64_t Sampler::candidates_needed(int64_t n_vocab) const {
   if (penalising() && options_.repeat_penalty < 1.0f) return 0;
+  if (grammar_state_) return 0;  // the tokens it allows may be anywhere
   if (options_.presence_penalty < 0.0f || options_.frequency_penalty < 0.0f) return 0;
   // Tokens whose logits may have been lowered: the top-k after are among the top k + these before.
   int64_t penalised = penalising() ? options_.repeat_last_n : 0;
@@ -108,8 +115,7 @@ void Sampler::adjust() {
   }
 }
 
-int32_t Sampler::choose() {
-  if (options_.adjusts_logits()) adjust();
+int32_t Sampler::run_chain() {
   std::vector<int32_t> recent;
   if (options_.repeat_penalty != 1.0f) recent.assign(history_.begin(), history_.end());
   uint64_t draw = 0;
@@ -118,6 +124,23 @@ int32_t Sampler::choose() {
     commit_draw();
   }
   return chain_.choose(pool_, options_, recent, draw);
+}
+
+int32_t Sampler::choose() {
+  if (options_.adjusts_logits()) adjust();
+  if (!grammar_state_) return run_chain();
+  const GrammarVocabulary& vocab = *options_.grammar_vocabulary;
+  unmasked_ = pool_;
+  const int32_t first = run_chain();
+  if (first >= 0 && first < vocab.n_tokens() && vocab.accepts(*grammar_state_, first, grammar_scratch_)) return first;
+  vocab.mask(*grammar_state_, grammar_mask_, grammar_scratch_);
+  pool_ = unmasked_;
+  for (SampleToken& t : pool_) {
+    if (t.id >= vocab.n_tokens() || grammar_mask_[static_cast<size_t>(t.id)] == 0) {
+      t.logit = -std::numeric_limits<float>::infinity();
+    }
+  }
+  return run_chain();
 }
 
 }  // namespace tensorpc

@@ -19,6 +19,12 @@
 // The penalty applies to greedy decoding too: that is where repetition loops
 // are most common.
 //
+// With a grammar, the chain's token is checked first (a few bytes matched);
+// when the grammar refuses it, the tokens it refuses are set to -inf and the
+// chain runs again with a new draw. Over the two, each allowed token comes
+// with its probability under the masked distribution, so checking first
+// changes no odds and spares the whole mask on most steps.
+//
 // Draws come from std::mt19937_64 seeded with `seed`, turned into a uniform
 // number by our own code (the standard distributions are not portable), and
 // candidates are ordered by a total order (logit, then id); so one seed gives
@@ -42,11 +48,14 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <vector>
 
 #include "core/sample_chain.h"
+#include "model/runtime/grammar_vocabulary.h"
 #include "tensorpc/status.h"
 
 namespace tensorpc {
@@ -63,6 +72,12 @@ struct SamplerOptions : SampleSettings {
   // Added to the logits of the tokens named (id, bias in [-100, 100]; -100
   // all but bans a token, 100 all but forces it), ids distinct and >= 0.
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // A grammar the generated text must follow (grammar.h), with the model's
+  // vocabulary as grammar_vocabulary.h lays it out: the sampler picks among
+  // the tokens that keep the text a valid prefix, and an end-of-text token
+  // only once the text is complete. Both or neither.
+  std::shared_ptr<const Grammar> grammar;
+  std::shared_ptr<const GrammarVocabulary> grammar_vocabulary;
 
   // invalid_argument naming the first option out of range (NaN included).
   Status validate() const;
@@ -70,7 +85,9 @@ struct SamplerOptions : SampleSettings {
   const SampleSettings& chain_settings() const { return *this; }
   // Whether step 0 changes anything: then a device's sample op, which runs
   // the chain alone, cannot pick the token for this sampler.
-  bool adjusts_logits() const { return presence_penalty != 0.0f || frequency_penalty != 0.0f || !logit_bias.empty(); }
+  bool adjusts_logits() const {
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || !logit_bias.empty() || grammar != nullptr;
+  }
 };
 
 class Sampler {
@@ -120,8 +137,9 @@ class Sampler {
   void commit_draw() { pending_draw_ = false; }
 
  private:
-  explicit Sampler(const SamplerOptions& options)
-      : options_(options), rng_(options.seed) {}
+  explicit Sampler(const SamplerOptions& options) : options_(options), rng_(options.seed) {
+    if (options.grammar) grammar_state_.emplace(options.grammar);
+  }
 
   // Whether the repetition penalty applies (not 1, over some tokens).
   bool penalising() const { return options_.repeat_penalty != 1.0f && options_.repeat_last_n > 0; }
@@ -130,6 +148,8 @@ class Sampler {
   int32_t choose();
   // Step 0 on pool_'s logits.
   void adjust();
+  // The chain over pool_ with one draw (taken when temperature > 0).
+  int32_t run_chain();
 
   SamplerOptions options_;
   std::mt19937_64 rng_;
@@ -139,6 +159,11 @@ class Sampler {
   std::map<int32_t, int64_t> generated_;  // generated tokens: how many times each came (with penalties only)
   SampleChain chain_;
   std::vector<SampleToken> pool_;  // scratch: the tokens the chain chooses among
+  // With a grammar: the text generated so far matched, and the scratch of its checks.
+  std::optional<GrammarState> grammar_state_;
+  GrammarScratch grammar_scratch_;
+  std::vector<uint8_t> grammar_mask_;
+  std::vector<SampleToken> unmasked_;  // pool_ before the chain, for a second choice under the mask
 };
 
 }  // namespace tensorpc
