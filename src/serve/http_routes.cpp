@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <span>
 
 #include "serve/anthropic_api.h"
 #include "serve/ollama_api.h"
@@ -81,6 +82,23 @@ std::vector<int32_t> templated_tokens(const Tokenizer& tok, const std::string& r
   return tokens;
 }
 
+// A conversation rendered with the model's template, as tokens; or why not
+// (the template's error, a text the slot cannot hold).
+StatusOr<std::vector<int32_t>> conversation_tokens(const ChatTemplate& chat_template,
+                                                   std::span<const ChatMessage> messages, const Tokenizer& tok,
+                                                   int64_t slot_context) {
+  TENSORPC_ASSIGN_OR_RETURN(std::string rendered, chat_template.render(messages, /*add_generation_prompt=*/true));
+  TENSORPC_RETURN_IF_ERROR(check_prompt_bytes(rendered.size(), tok, slot_context));
+  return templated_tokens(tok, rendered);
+}
+
+// invalid_argument when a prompt of `n` tokens leaves a slot no room for a reply.
+Status check_prompt_fits(size_t n, int64_t slot_context) {
+  if (static_cast<int64_t>(n) < slot_context) return Status();
+  return invalid_argument("the prompt has " + std::to_string(n) + " tokens; the context holds " +
+                          std::to_string(slot_context) + " (prompt and reply together)");
+}
+
 // The prompt of a request as tokens, or why it is refused (a 400).
 StatusOr<std::vector<int32_t>> prompt_tokens(Endpoint endpoint, CompletionRequest& r, const ServedModel& model,
                                              std::string* refusal_param) {
@@ -88,10 +106,7 @@ StatusOr<std::vector<int32_t>> prompt_tokens(Endpoint endpoint, CompletionReques
   const int64_t slot_context = model.engine->slot_context();
   if (endpoint == Endpoint::chat) {
     *refusal_param = "messages";
-    TENSORPC_ASSIGN_OR_RETURN(std::string rendered,
-                              model.chat_template->render(r.messages, /*add_generation_prompt=*/true));
-    TENSORPC_RETURN_IF_ERROR(check_prompt_bytes(rendered.size(), tok, slot_context));
-    return templated_tokens(tok, rendered);
+    return conversation_tokens(*model.chat_template, r.messages, tok, slot_context);
   }
   *refusal_param = "prompt";
   if (r.prompt_is_tokens) return std::move(r.prompt_tokens);
@@ -523,22 +538,14 @@ void HttpRoutes::completion(Endpoint endpoint, const std::string& body, std::sha
   }
   Request work;
   work.prompt = std::move(tokens).value();
-  if (static_cast<int64_t>(work.prompt.size()) >= engine.slot_context()) {
-    return out->reply(error_reply(
-        invalid_request("context_length_exceeded", param,
-                        "the prompt has " + std::to_string(work.prompt.size()) + " tokens; the context holds " +
-                            std::to_string(engine.slot_context()) + " (prompt and reply together)")));
+  if (Status s = check_prompt_fits(work.prompt.size(), engine.slot_context()); !s.ok()) {
+    return out->reply(error_reply(invalid_request("context_length_exceeded", param, s.message())));
   }
   work.max_tokens = r.max_tokens;
   work.sampler = r.sampler;
   work.stop = r.stop;
-  if (!r.grammar.empty()) {
-    auto grammar = Grammar::parse(r.grammar);
-    if (!grammar.ok()) {
-      return out->reply(error_reply(invalid_request("invalid_value", "response_format", grammar.status().message())));
-    }
-    work.sampler.grammar = std::move(grammar).value();
-    work.sampler.grammar_vocabulary = grammar_vocabulary();
+  if (Status s = constrain(r.grammar, work.sampler); !s.ok()) {
+    return out->reply(error_reply(invalid_request("invalid_value", "response_format", s.message())));
   }
 
   if (r.n > engine.options().parallel) {
@@ -686,16 +693,12 @@ void HttpRoutes::messages(const std::string& body, std::shared_ptr<Responder> ou
   }
   Engine& engine = *model_.engine;
   const Tokenizer& tok = engine.model().tokenizer();
-  auto rendered = model_.chat_template->render(r.messages, /*add_generation_prompt=*/true);
-  if (!rendered.ok()) return refuse("messages", rendered.status().message());
-  if (Status s = check_prompt_bytes(rendered.value().size(), tok, engine.slot_context()); !s.ok()) {
-    return refuse("messages", s.message());
-  }
+  auto tokens = conversation_tokens(*model_.chat_template, r.messages, tok, engine.slot_context());
+  if (!tokens.ok()) return refuse("messages", tokens.status().message());
   Request work;
-  work.prompt = templated_tokens(tok, rendered.value());
-  if (static_cast<int64_t>(work.prompt.size()) >= engine.slot_context()) {
-    return refuse("messages", "the prompt has " + std::to_string(work.prompt.size()) + " tokens; the context holds " +
-                                  std::to_string(engine.slot_context()) + " (prompt and reply together)");
+  work.prompt = std::move(tokens).value();
+  if (Status s = check_prompt_fits(work.prompt.size(), engine.slot_context()); !s.ok()) {
+    return refuse("messages", s.message());
   }
   work.max_tokens = r.max_tokens;
   work.sampler = r.sampler;
@@ -772,19 +775,11 @@ void HttpRoutes::ollama(bool chat, const std::string& body, std::shared_ptr<Resp
   const bool templated = !(!chat && r.raw) && model_.chat_template;
   work.prompt = templated ? templated_tokens(tok, text) : tok.encode(text, /*add_special=*/true, false);
   if (work.prompt.empty()) return refuse("the prompt has no tokens");
-  if (static_cast<int64_t>(work.prompt.size()) >= engine.slot_context()) {
-    return refuse("the prompt has " + std::to_string(work.prompt.size()) + " tokens; the context holds " +
-                  std::to_string(engine.slot_context()) + " (prompt and reply together)");
-  }
+  if (Status s = check_prompt_fits(work.prompt.size(), engine.slot_context()); !s.ok()) return refuse(s.message());
   work.max_tokens = r.max_tokens;
   work.sampler = r.sampler;
   work.stop = r.stop;
-  if (!r.grammar.empty()) {
-    auto grammar = Grammar::parse(r.grammar);
-    if (!grammar.ok()) return refuse(grammar.status().message());
-    work.sampler.grammar = std::move(grammar).value();
-    work.sampler.grammar_vocabulary = grammar_vocabulary();
-  }
+  if (Status s = constrain(r.grammar, work.sampler); !s.ok()) return refuse(s.message());
   auto ex = std::make_shared<OllamaExchange>();
   ex->out = out;
   ex->model = r.model.empty() ? model_id_ : r.model;
@@ -803,6 +798,13 @@ void HttpRoutes::ollama(bool chat, const std::string& body, std::shared_ptr<Resp
 }  // namespace tensorpc::serve
 
 namespace tensorpc::serve {
+
+Status HttpRoutes::constrain(const std::string& gbnf, SamplerOptions& sampler) {
+  if (gbnf.empty()) return Status();
+  TENSORPC_ASSIGN_OR_RETURN(sampler.grammar, Grammar::parse(gbnf));
+  sampler.grammar_vocabulary = grammar_vocabulary();
+  return Status();
+}
 
 std::shared_ptr<const GrammarVocabulary> HttpRoutes::grammar_vocabulary() {
   // Made once, on the first request with a grammar: the vocabulary's trie.

@@ -143,6 +143,8 @@ class HttpRoutes {
   OllamaModelInfo ollama_model() const;
   // The model's vocabulary for grammars (response_format), made on first use.
   std::shared_ptr<const GrammarVocabulary> grammar_vocabulary();
+  // `sampler` follows the GBNF grammar `gbnf` (none when empty); its parse error otherwise.
+  Status constrain(const std::string& gbnf, SamplerOptions& sampler);
   std::string metrics() const;
   std::string cluster() const;
 

@@ -55,6 +55,10 @@ PROMPTS = [
 ]
 
 
+# One short completion, for the cases over one server.
+SHORT = {"prompt": "In the beginning", "max_tokens": 8, "temperature": 0}
+
+
 def completion(prompt, stream):
     return {"prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0, "stream": stream}
 
@@ -230,18 +234,19 @@ class Cases:
 
     # -- one server: nothing takes its place, then it comes back --
 
-    def failure_then_retry(self):
-        server = self.cluster.start_rpc_server("server-alone")
-        serve = self.serve("serve-alone", [server.endpoint], "--parallel", "1", "-c", str(SLOT_CTX),
-                           "--reconnect-wait", "1")
-        base = serve.base
-        short = {"prompt": "In the beginning", "max_tokens": 8, "temperature": 0}
-        r = http(base + "/v1/completions", "POST", short)
+    def one_server_then_killed(self, name, flag):
+        """A serve over one server (with `flag`) that answered once, and that server killed since."""
+        server = self.cluster.start_rpc_server("server-" + name)
+        serve = self.serve("serve-" + name, [server.endpoint], "--parallel", "1", "-c", str(SLOT_CTX), *flag)
+        r = http(serve.base + "/v1/completions", "POST", SHORT)
         check(r.status == 200, f"before the kill: {r.status} {r.body[:300]}")
-
         server.signal_group(signal.SIGKILL)
         server.proc.wait()
-        r = http(base + "/v1/completions", "POST", short, timeout=RECOVERY_TIMEOUT_S)
+        return server, serve, serve.base
+
+    def failure_then_retry(self):
+        server, serve, base = self.one_server_then_killed("alone", ["--reconnect-wait", "1"])
+        r = http(base + "/v1/completions", "POST", SHORT, timeout=RECOVERY_TIMEOUT_S)
         check(r.status == 503, f"with the only server down: {r.status} {r.body[:300]}")
         retry = r.headers.get("retry-after", "")
         check(retry.isdigit() and int(retry) >= 1, f"Retry-After {retry!r}")
@@ -259,7 +264,7 @@ class Cases:
         check("recovery: recovery failed" in log_of(serve), "serve's stderr does not say the recovery failed")
 
         restart_rpc_server(self.cluster, server)
-        r = http(base + "/v1/completions", "POST", short, timeout=RECOVERY_TIMEOUT_S)
+        r = http(base + "/v1/completions", "POST", SHORT, timeout=RECOVERY_TIMEOUT_S)
         check(r.status == 200, f"the next request, the server back: {r.status} {r.body[:300]}")
         text = r.json()["choices"][0]["text"]
         check(f"recovery: server {server.endpoint} answers again" in log_of(serve),
@@ -272,16 +277,8 @@ class Cases:
     # -- recovery off: the error is the answer, and it is said --
 
     def no_recover(self):
-        server = self.cluster.start_rpc_server("server-no-recover")
-        serve = self.serve("serve-no-recover", [server.endpoint], "--parallel", "1", "-c", str(SLOT_CTX),
-                           "--no-recover")
-        base = serve.base
-        short = {"prompt": "In the beginning", "max_tokens": 8, "temperature": 0}
-        r = http(base + "/v1/completions", "POST", short)
-        check(r.status == 200, f"before the kill: {r.status} {r.body[:300]}")
-        server.signal_group(signal.SIGKILL)
-        server.proc.wait()
-        r = http(base + "/v1/completions", "POST", short, timeout=RECOVERY_TIMEOUT_S)
+        server, serve, base = self.one_server_then_killed("no-recover", ["--no-recover"])
+        r = http(base + "/v1/completions", "POST", SHORT, timeout=RECOVERY_TIMEOUT_S)
         check(r.status == 500, f"with the only server down and --no-recover: {r.status} {r.body[:300]}")
         message = (r.json().get("error") or {}).get("message", "")
         check(server.endpoint in message and "cannot compute" not in message,
