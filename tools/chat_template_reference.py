@@ -9,6 +9,7 @@ from the templates themselves, independently of src/model/text/chat_template.cpp
     python3 tools/chat_template_reference.py   (needs python3-jinja2)
 """
 import datetime
+import json
 import os
 
 import jinja2
@@ -45,7 +46,30 @@ TOKENS = {
     "gemma": ("<bos>", "<eos>"),
     "gemma3": ("<bos>", "<eos>"),
     "zephyr": ("<s>", "</s>"),
+    "qwen2.5": ("<|endoftext|>", "<|im_end|>"),
 }
+
+# The tool-calling conversation (tests/model/text/chat_template_tools_test.cpp), rendered by the
+# templates that have tools: a call, its result, and a generation prompt.
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city, \"now\"",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                                                     "unit": {"type": "string", "enum": ["c", "f"]}},
+                   "required": ["city"]}}}]
+TOOL_CALL = {"id": "abcDEF123", "type": "function",
+             "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}}
+WITH_TOOLS = [
+    {"role": "system", "content": "You are a terse assistant."},
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]},
+    {"role": "tool", "tool_call_id": "abcDEF123", "content": "{\"temp\": 21}"},
+]
+TOOL_TEMPLATES = ["qwen2.5", "llama3.1", "mistral-v3", "mistral-v3-tekken"]
+
+
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    """transformers' tojson filter (json.dumps, not jinja2's HTML-safe one)."""
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
 # "Today" for templates that date their system block with the day of rendering (Llama 3.2's
@@ -61,17 +85,18 @@ def strftime_now(format):
     return TODAY.strftime(format)
 
 
-def render(name, messages, add_generation_prompt=True):
+def render(name, messages, add_generation_prompt=True, tools=None):
     with open(os.path.join(TEMPLATES, name + ".jinja"), encoding="utf-8") as f:
         text = f.read()
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env.globals["raise_exception"] = raise_exception
-    # As transformers defines it; no tools, custom_tools or date_string are passed.
+    env.filters["tojson"] = tojson
+    # As transformers defines it; no custom_tools or date_string are passed.
     env.globals["strftime_now"] = strftime_now
     bos, eos = TOKENS[name]
     try:
         return env.from_string(text).render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                            bos_token=bos, eos_token=eos)
+                                            bos_token=bos, eos_token=eos, tools=tools)
     except jinja2.exceptions.TemplateError as e:
         return "ERROR: " + str(e)
 
@@ -89,6 +114,11 @@ def main():
         print(f"  without system: {cpp(render(name, WITHOUT_SYSTEM))}")
         # The first turn alone, for prefix stability: rendered with a generation prompt, then answered.
         print(f"  first turn:     {cpp(render(name, WITH_SYSTEM[:2]))}")
+    for name in TOOL_TEMPLATES:
+        print(f"// {name} with tools")
+        print(f"  call and result: {cpp(render(name, WITH_TOOLS, tools=TOOLS))}")
+        print(f"  first turn:      {cpp(render(name, WITH_TOOLS[:2], tools=TOOLS))}")
+        print(f"  no tools given:  {cpp(render(name, WITH_TOOLS))}")
 
 
 if __name__ == "__main__":

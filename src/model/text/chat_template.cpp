@@ -11,29 +11,66 @@
 #include <initializer_list>
 #include <optional>
 
+#include "model/text/chat_template_text.h"
 #include "model/text/utf8.h"
 
 namespace tensorpc {
 
-enum class ChatTemplate::Family {
-  chatml,
-  llama3,
-  llama3_1,
-  llama2,
-  mistral_v0,
-  mistral_v1,
-  mistral_v3,
-  mistral_v3_tekken,
-  mistral_v7,
-  phi3,
-  phi3_small,
-  gemma,
-  zephyr,
-};
+namespace chat_text {
+
+void append(std::string& out, std::initializer_list<std::string_view> parts) {
+  for (std::string_view p : parts) out.append(p);
+}
+
+std::string cat(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  append(out, parts);
+  return out;
+}
 
 namespace {
 
+// Python's str.isspace() for one code point: what Jinja's trim and str.strip() remove.
+bool is_python_space(uint32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+}  // namespace
+
+std::string trim(std::string_view s) {
+  size_t begin = 0;
+  while (begin < s.size()) {
+    const int len = utf8_char_length(s, begin);
+    if (len <= 0 || !is_python_space(utf8_decode(s, begin, len))) break;
+    begin += static_cast<size_t>(len);
+  }
+  // The end of the last character that is not white space.
+  size_t end = begin;
+  for (size_t i = begin; i < s.size();) {
+    const int len = utf8_char_length(s, i);
+    const size_t step = len > 0 ? static_cast<size_t>(len) : 1;
+    if (len <= 0 || !is_python_space(utf8_decode(s, i, len))) end = i + step;
+    i += step;
+  }
+  return std::string(s.substr(begin, end - begin));
+}
+
+}  // namespace chat_text
+
+namespace {
+
+using chat_text::append;
+using chat_text::cat;
+using chat_text::trim;
 using Family = ChatTemplate::Family;
+
+bool contains(std::string_view text, std::string_view marker) { return text.find(marker) != std::string_view::npos; }
+
+// A Jinja string literal `marker`, in single or double quotes.
+bool contains_literal(std::string_view text, std::string_view marker) {
+  return contains(text, cat({"'", marker, "'"})) || contains(text, cat({"\"", marker, "\""}));
+}
 
 struct FamilyInfo {
   Family family;
@@ -77,51 +114,6 @@ std::string name_list() {
     out += n;
   }
   return out;
-}
-
-// Appends the parts to `out`. (Strings are built this way, not with
-// operator+, which GCC 12 misreads under -Wrestrict.)
-void append(std::string& out, std::initializer_list<std::string_view> parts) {
-  for (std::string_view p : parts) out.append(p);
-}
-
-std::string cat(std::initializer_list<std::string_view> parts) {
-  std::string out;
-  append(out, parts);
-  return out;
-}
-
-bool contains(std::string_view text, std::string_view marker) { return text.find(marker) != std::string_view::npos; }
-
-// A Jinja string literal `marker`, in single or double quotes.
-bool contains_literal(std::string_view text, std::string_view marker) {
-  return contains(text, cat({"'", marker, "'"})) || contains(text, cat({"\"", marker, "\""}));
-}
-
-// Python's str.isspace() for one code point: what Jinja's trim and str.strip() remove.
-bool is_python_space(uint32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
-}
-
-// `s` without leading and trailing white space, as Jinja's `| trim` and
-// Python's `.strip()` give it (Unicode white space, not only ASCII).
-std::string trim(std::string_view s) {
-  size_t begin = 0;
-  while (begin < s.size()) {
-    const int len = utf8_char_length(s, begin);
-    if (len <= 0 || !is_python_space(utf8_decode(s, begin, len))) break;
-    begin += static_cast<size_t>(len);
-  }
-  // The end of the last character that is not white space.
-  size_t end = begin;
-  for (size_t i = begin; i < s.size();) {
-    const int len = utf8_char_length(s, i);
-    const size_t step = len > 0 ? static_cast<size_t>(len) : 1;
-    if (len <= 0 || !is_python_space(utf8_decode(s, i, len))) end = i + step;
-    i += step;
-  }
-  return std::string(s.substr(begin, end - begin));
 }
 
 // The system prompt a chatml template writes in for a conversation without
@@ -246,6 +238,10 @@ std::span<const std::string_view> ChatTemplate::names() { return kNames; }
 
 std::string_view ChatTemplate::name() const { return info(family_).name; }
 
+std::string ChatTemplate::date_text() const {
+  return !date_.empty() ? date_ : !today_.empty() ? today_ : local_date_today();
+}
+
 StatusOr<ChatTemplate> ChatTemplate::named(std::string_view name, std::string_view bos_text,
                                            std::string_view eos_text) {
   for (const FamilyInfo& f : kFamilies) {
@@ -312,11 +308,12 @@ StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> messages
   const std::string_view family = name();
   if (messages.empty()) return invalid_argument(cat({family, " chat template: the conversation is empty"}));
   for (const ChatMessage& m : messages) {
+    if (m.role == "tool" || !m.tool_calls.empty()) return render(messages, add_generation_prompt, {});
+  }
+  for (const ChatMessage& m : messages) {
     if (m.role != "system" && m.role != "user" && m.role != "assistant") {
-      // Tool results (Llama 3.1's "ipython"/"tool") included: tool calling is not rendered.
       return invalid_argument(
-          cat({family, " chat template: unknown role \"", m.role, "\" (roles are system, user and assistant",
-               m.role == "tool" || m.role == "ipython" ? "; tool calls are not supported)" : ")"}));
+          cat({family, " chat template: unknown role \"", m.role, "\" (roles are system, user, assistant and tool)"}));
     }
   }
   const std::string_view bos = emits_bos_ ? std::string_view(bos_) : std::string_view();
@@ -345,7 +342,7 @@ StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> messages
       // then a blank line and the conversation's own (trimmed) system
       // message, if it opens with one. Later system messages are turns.
       const SplitSystem s = split_system(messages);
-      const std::string date = !date_.empty() ? date_ : !today_.empty() ? today_ : local_date_today();
+      const std::string date = date_text();
       append(out, {bos, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n",
                    "Today Date: ", date, "\n\n"});
       if (s.system != nullptr) append(out, {trim(s.system->content)});

@@ -48,7 +48,8 @@
 // does when the template mentions bos_token. BOS and EOS texts come from the
 // model's vocabulary.
 //
-// Conversations: roles are "system", "user" and "assistant"; any other role,
+// Conversations: roles are "system", "user", "assistant" and "tool" (a tool's
+// result, for families with tool syntax; chat_template_tools.cpp); any other role,
 // an empty conversation, and whatever the family's template refuses (roles
 // not alternating user/assistant, a system role it has no place for) are
 // invalid_argument errors, never exceptions.
@@ -73,14 +74,44 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "tensorpc/status.h"
 
 namespace tensorpc {
 
+// A call the assistant made to one of the conversation's tools.
+struct ToolCall {
+  std::string id;         // the caller's handle, echoed by the tool's result
+  std::string name;       // the function's
+  std::string arguments;  // JSON text (an object, as the model wrote it)
+};
+
+// A function the model may call: what tool-calling templates print into the
+// prompt. `tool_json` is the tool as the request described it (OpenAI's
+// {"type": "function", "function": {...}}, its keys in the request's order),
+// which templates print whole; `parameters` the JSON Schema of its
+// arguments (JSON text, "{}" when the request gave none).
+struct ToolFunction {
+  std::string name;
+  std::string description;
+  std::string parameters = "{}";
+  std::string tool_json;
+};
+
+// How a template family writes tool calls (tool_calls.h parses them back):
+//   hermes       <tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>, one block per call
+//                (chatml: Qwen 2.5, Hermes 2 Pro and their kin);
+//   llama3_json  the whole reply one {"name": …, "parameters": {…}} (llama3.1);
+//   mistral      [TOOL_CALLS] [{"name": …, "arguments": {…}}, …] (mistral-v3, -v3-tekken, -v7);
+//   none         the family's templates have no tool calling.
+enum class ToolSyntax { none, hermes, llama3_json, mistral };
+
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
+  std::string role;  // "system", "user", "assistant" or "tool"
   std::string content;
+  std::vector<ToolCall> tool_calls = {};  // an assistant's, before or instead of content
+  std::string tool_call_id = {};          // a tool message's: the call it answers
 };
 
 class ChatTemplate {
@@ -103,6 +134,18 @@ class ChatTemplate {
   // `add_generation_prompt`, followed by what opens the assistant's reply.
   StatusOr<std::string> render(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
 
+  // The same with the functions the model may call, printed into the prompt
+  // as the family's template does (for tool_syntax() hermes, llama3_json and
+  // mistral; see chat_template_tools.cpp). Assistant messages' tool_calls
+  // and "tool" messages (results) are rendered whether or not `tools` is
+  // empty. For a family without tool syntax, tools, tool calls or tool
+  // messages are invalid_argument naming the family and those that have it.
+  StatusOr<std::string> render(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                               std::span<const ToolFunction> tools) const;
+
+  // How this family writes tool calls.
+  ToolSyntax tool_syntax() const;
+
   // The date ("05 Mar 2025", strftime's "%d %b %Y") that templates dating
   // their system block with the day of rendering (Llama 3.2's) write, in
   // place of the local date at each render(): for tests and reproducible
@@ -119,6 +162,8 @@ class ChatTemplate {
 
  private:
   ChatTemplate(Family family, std::string_view bos_text, std::string_view eos_text);
+  // The date a llama3.1 system block writes.
+  std::string date_text() const;
 
   Family family_;
   std::string bos_;

@@ -20,16 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "model/text/chat_templates_testing.h"
+
 namespace tensorpc {
 namespace {
 
-std::string read_template(const std::string& file) {
-  std::ifstream in(std::string(TENSORPC_SOURCE_DIR) + "/tests/data/chat_templates/" + file);
-  EXPECT_TRUE(in.good()) << file;
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test::read_template;
 
 // The conversations of tools/chat_template_reference.py.
 const std::vector<ChatMessage> kWithSystem = {
@@ -277,10 +273,10 @@ TEST(ChatTemplateRender, UnknownRolesAreErrorsInEveryFamily) {
   for (std::string_view name : ChatTemplate::names()) {
     auto t = ChatTemplate::named(name, "<s>", "</s>");
     ASSERT_TRUE(t.ok()) << name;
-    auto r = t.value().render(std::vector<ChatMessage>{{"user", "hi"}, {"tool", "42"}}, true);
+    auto r = t.value().render(std::vector<ChatMessage>{{"user", "hi"}, {"function", "42"}}, true);
     ASSERT_FALSE(r.ok()) << name;
     EXPECT_EQ(r.status().code(), StatusCode::invalid_argument);
-    EXPECT_NE(r.status().message().find("unknown role \"tool\""), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("unknown role \"function\""), std::string::npos) << r.status().message();
     EXPECT_FALSE(t.value().render({}, true).ok()) << name << ": an empty conversation";
   }
 }
@@ -452,14 +448,16 @@ TEST(ChatTemplateLlama31, TrimsTheSystemMessageAndWritesLaterOnesAsTurns) {
                            "<|start_header_id|>system<|end_header_id|>\n\nb<|eot_id|>");
 }
 
-TEST(ChatTemplateLlama31, ToolMessagesAreErrorsNotText) {
+TEST(ChatTemplateLlama31, ToolResultsAreIpythonTurnsAndIpythonIsNoRole) {
   const ChatTemplate t = detected(expected_for("llama3.1.jinja"));
-  for (const char* role : {"ipython", "tool"}) {
-    auto r = t.render(std::vector<ChatMessage>{{"user", "What is 6*7?"}, {role, "42"}}, true);
-    ASSERT_FALSE(r.ok()) << role;
-    EXPECT_EQ(r.status().code(), StatusCode::invalid_argument);
-    EXPECT_NE(r.status().message().find("tool calls are not supported"), std::string::npos) << r.status().message();
-  }
+  auto ipython = t.render(std::vector<ChatMessage>{{"user", "What is 6*7?"}, {"ipython", "42"}}, true);
+  ASSERT_FALSE(ipython.ok());
+  EXPECT_EQ(ipython.status().code(), StatusCode::invalid_argument);
+  EXPECT_NE(ipython.status().message().find("unknown role \"ipython\""), std::string::npos)
+      << ipython.status().message();
+  auto tool = t.render(std::vector<ChatMessage>{{"user", "What is 6*7?"}, {"tool", "42"}}, true);
+  ASSERT_TRUE(tool.ok()) << tool.status().to_string();
+  EXPECT_NE(tool->find("<|start_header_id|>ipython<|end_header_id|>\n\n\"42\"<|eot_id|>"), std::string::npos) << *tool;
 }
 
 }  // namespace
