@@ -3,8 +3,8 @@
 
     serve_test.py --cli PATH --server PATH --source DIR --work DIR
 
-Starts two tensorpc-servers (port 0) and three serves: the chat model over both
-servers with 4 slots; the same model with a key, one slot, no queue, a long
+Starts two tensorpc-servers (port 0, two CPU devices each) and three serves: the
+chat model over both servers' four devices with 4 slots; the same model with a key, one slot, no queue, a long
 context and a small --max-body; and kjv-tiny (no chat template) on the local
 CPU. Then checks, one line per case, with curl:
 
@@ -13,7 +13,7 @@ CPU. Then checks, one line per case, with curl:
     longer than a slot's context (400); an unknown path (404); a body over
     --max-body (413, one under it is served); a missing or wrong key (401,
     while /health needs none); every slot busy and no queue (503, Retry-After);
-  - /metrics and /v1/cluster name both servers;
+  - /metrics and /v1/cluster name both servers, and /v1/cluster both devices of each;
   - a client that hangs up mid-stream frees its slot within seconds, its
     request stopped long before max_tokens;
   - 16 streamed requests at once over 4 slots all end with [DONE], each with
@@ -24,8 +24,9 @@ CPU. Then checks, one line per case, with curl:
   - a model without a chat template: chat refused (400), completions served;
   - the official `openai` npm package (openai_client_test.mjs), the official
     `@anthropic-ai/sdk` on /v1/messages (anthropic_client_test.mjs), the `ollama`
-    package on /api/* (ollama_client_test.mjs), and the web page
-    in Chromium (page_test.mjs, when present);
+    package on /api/* (ollama_client_test.mjs), and the web page in Chromium
+    (page_test.mjs, when present: chats kept across reloads, token probabilities,
+    the cluster view of 2 servers x 2 devices on one 1280x800 screen);
   - SIGTERM stops a serve with exit status 0.
 
 The npm packages are installed once into WORK/npm. Every process started is
@@ -53,6 +54,7 @@ GUARDED_MAX_BODY = 4096
 GUARDED_CTX = 4096
 LONG_MAX_TOKENS = 4000  # a request that runs for seconds on the guarded serve
 TINY_CTX = 16384  # kjv-tiny's slot: a request as long runs for seconds
+SERVER_DEVICES = 2  # CPU devices of each tensorpc-server, one thread each
 NPM_PACKAGES = ["openai@4.104.0", "@anthropic-ai/sdk@1.17.0", "ollama@0.6.4", "ajv@8.17.1",
                 "puppeteer-core@23.11.1"]
 
@@ -208,7 +210,7 @@ class Cluster:
         return p
 
     def start_rpc_server(self, name):
-        p = self.start(name, [self.args.server, "--port", "0", "-t", "1"])
+        p = self.start(name, [self.args.server, "--port", "0", *["--device", "cpu:1"] * SERVER_DEVICES])
         p.endpoint = p.wait_for_line(p.out_path, r"tensorpc-server listening on (\S+:\d+)", 30).group(1)
         return p
 
@@ -358,8 +360,11 @@ class Cases:
             check(trips > 0, f"no round trips to {ep} in /metrics")
         r = http(base + "/v1/cluster")
         check(r.status == 200, f"/v1/cluster answered {r.status}")
-        shown = {d["endpoint"] for d in r.json()["devices"]}
-        check(set(endpoints) <= shown, f"/v1/cluster shows {sorted(shown)}, not both of {endpoints}")
+        shown = [d["endpoint"] for d in r.json()["devices"]]
+        check(set(endpoints) <= set(shown), f"/v1/cluster shows {sorted(set(shown))}, not both of {endpoints}")
+        for ep in endpoints:
+            check(shown.count(ep) == SERVER_DEVICES, f"/v1/cluster shows {shown.count(ep)} devices of {ep}, "
+                                                     f"not {SERVER_DEVICES}")
 
     def concurrent_streams(self, base):
         max_tokens = 32
@@ -586,7 +591,8 @@ def main():
         case("bad requests: 400 (JSON, type, model, context) and 404, as OpenAI errors", cases.bad_requests, base,
              n_ctx["main"])
         case("POST /tokenize, /detokenize and /apply-template", cases.token_endpoints, base)
-        case("/metrics and /v1/cluster name both servers", cases.metrics_and_cluster, base, endpoints)
+        case("/metrics and /v1/cluster name both servers, /v1/cluster their devices", cases.metrics_and_cluster,
+             base, endpoints)
         case("16 streams at once over 4 slots: [DONE], each the text it gets alone, batched",
              cases.concurrent_streams, base)
         case("/v1/completions at temperature 0 = `tensorpc run --temp 0`", cases.same_as_run, base, endpoints,
@@ -613,7 +619,8 @@ def main():
                                     [base, guarded.base, API_KEY], npm_dir, 120), flush=True))
         if os.path.exists(page_test):
             case("the web page in Chromium (page_test.mjs)",
-                 lambda: print(run_node(page_test, [base, screens, ",".join(endpoints)], npm_dir, 180), flush=True))
+                 lambda: print(run_node(page_test, [base, screens, ",".join(endpoints), str(SERVER_DEVICES)], npm_dir,
+                                        180), flush=True))
         else:
             print("skip the web page: tests/serve/page_test.mjs is not there")
         case("SIGTERM stops serve with exit status 0", cases.sigterm, main_serve)

@@ -30,12 +30,14 @@ std::string source_file(const std::string& name) {
   return text.str();
 }
 
-TEST(WebAssets, ServesThePageItsStylesAndScriptWithTheirTypes) {
-  ASSERT_EQ(web_assets().size(), 3u);
+TEST(WebAssets, ServesThePageItsStylesAndScriptsWithTheirTypes) {
+  ASSERT_EQ(web_assets().size(), 5u);
   const struct {
     std::string_view path, type;
   } want[] = {{"/", "text/html; charset=utf-8"},
               {"/style.css", "text/css; charset=utf-8"},
+              {"/chats.js", "text/javascript; charset=utf-8"},
+              {"/tokens.js", "text/javascript; charset=utf-8"},
               {"/app.js", "text/javascript; charset=utf-8"}};
   for (const auto& w : want) {
     const std::optional<WebAsset> a = asset(w.path);
@@ -48,13 +50,17 @@ TEST(WebAssets, ServesThePageItsStylesAndScriptWithTheirTypes) {
 TEST(WebAssets, EmbedsTheFilesByteForByte) {
   EXPECT_EQ(asset("/")->body, source_file("index.html"));
   EXPECT_EQ(asset("/style.css")->body, source_file("style.css"));
-  EXPECT_EQ(asset("/app.js")->body, source_file("app.js"));
+  for (const char* script : {"chats.js", "tokens.js", "app.js"}) {
+    EXPECT_EQ(asset(std::string("/") + script)->body, source_file(script)) << script;
+  }
 }
 
-TEST(WebAssets, PageLoadsItsStylesAndScriptFromThisServer) {
+TEST(WebAssets, PageLoadsItsStylesAndScriptsFromThisServer) {
   const std::string html(asset("/")->body);
   EXPECT_NE(html.find("href=\"/style.css\""), std::string::npos);
-  EXPECT_NE(html.find("src=\"/app.js\""), std::string::npos);
+  for (const char* script : {"/chats.js", "/tokens.js", "/app.js"}) {
+    EXPECT_NE(html.find(std::string("src=\"") + script + "\""), std::string::npos) << script;
+  }
 }
 
 TEST(WebAssets, LoadsNothingFromAnotherSite) {

@@ -1,11 +1,14 @@
 // The page of `tensorpc serve`: a chat streamed from /v1/chat/completions,
 // and a view of the cluster (/v1/cluster) with live figures (/metrics).
-// Plain script, no build step. Model output is only ever inserted as text
-// (textContent, text nodes), never parsed as HTML.
+// Plain scripts, no build step: chats.js (the chats kept in the browser) and
+// tokens.js (token probabilities) load first, this one wires the page. Model
+// output is only ever inserted as text (textContent, text nodes), never
+// parsed as HTML.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
 const KEY_STORAGE = 'tensorpc.apiKey';
+const PROBS_STORAGE = 'tensorpc.showProbabilities';
 const POLL_MS = 2000;
 // /v1/cluster asks every device for its free memory, a round trip to each
 // server that competes with generation: it is fetched far less often than
@@ -14,9 +17,7 @@ const CLUSTER_MS = 15000;
 
 // ---- Talking to the server ----
 
-function storedKey() {
-  try { return localStorage.getItem(KEY_STORAGE) || ''; } catch { return ''; }
-}
+const storedKey = () => storageGet(KEY_STORAGE) || '';
 
 // Headers for any API request: the key, once one was given, goes on all of them.
 function apiHeaders(extra = {}) {
@@ -78,7 +79,8 @@ async function* sseEvents(body) {
 
 // ---- Chat ----
 
-let conversation = [];  // {role, content}: what was said, the system prompt aside
+const store = new ChatStore();
+let chat = store.get(store.openId) ?? blankChat();  // the chat shown
 let controller = null;  // the AbortController of the answer being streamed
 
 function nearBottom() {
@@ -118,16 +120,18 @@ function setStreaming(on) {
   $('messages').dataset.state = on ? 'streaming' : 'idle';
 }
 
-function requestBody(history) {
+function requestBody(history, withProbs) {
   const system = $('system').value.trim();
   const maxTokens = parseInt($('max-tokens').value, 10);
+  const said = history.map(({ role, content }) => ({ role, content }));
   return {
     model: modelId,
-    messages: system ? [{ role: 'system', content: system }, ...history] : history,
+    messages: system ? [{ role: 'system', content: system }, ...said] : said,
     stream: true,
     stream_options: { include_usage: true },
     temperature: Number($('temperature').value),
     max_tokens: maxTokens > 0 ? maxTokens : 256,
+    ...(withProbs ? { logprobs: true, top_logprobs: 5 } : {}),
   };
 }
 
@@ -142,16 +146,31 @@ function usageLine(usage, started, first, last) {
   return line;
 }
 
+// Keeps `owner` (the chat an answer belongs to, shown or not) in the browser.
+function keepChat(owner) {
+  store.save(owner, owner === chat);
+  renderChatList();
+}
+
 async function send() {
   const text = $('prompt').value.trim();
   if (!text || controller) return;
   $('prompt').value = '';
-  // New chat replaces `conversation`; this answer finishes into the one it belongs to.
-  const history = conversation;
+  // Another chat may be opened meanwhile; this answer finishes into the one it belongs to.
+  const owner = chat;
+  const history = owner.messages;
   const userMsg = addMessage('user', text);
   history.push({ role: 'user', content: text });
   const bubble = addMessage('assistant', '');
-  const answerNode = bubble.firstChild.appendChild(document.createTextNode(''));
+  const withProbs = $('show-probs').checked;
+  const spans = withProbs ? new TokenSpans(bubble.firstChild) : null;
+  const answerNode = withProbs ? null : bubble.firstChild.appendChild(document.createTextNode(''));
+  let answer = '';
+  const finishAnswer = (note) => {
+    history.push({ role: 'assistant', content: answer, note, ...(spans ? { tokens: spans.tokens } : {}) });
+    owner.title ||= chatTitle(text);
+    keepChat(owner);
+  };
   controller = new AbortController();
   setStreaming(true);
 
@@ -162,29 +181,34 @@ async function send() {
     const res = await fetch('/v1/chat/completions', {
       method: 'POST',
       headers: apiHeaders({ 'Content-Type': 'application/json' }),
-      body: JSON.stringify(requestBody(history)),
+      body: JSON.stringify(requestBody(history, withProbs)),
       signal: controller.signal,
     });
     if (!res.ok) throw new Error(await errorMessage(res));
     for await (const chunk of sseEvents(res.body)) {
       if (chunk.error) throw new Error(chunk.error.message || 'the server reported an error');
-      const piece = chunk.choices?.[0]?.delta?.content;
-      if (piece) {
+      const piece = chunk.choices?.[0]?.delta?.content ?? '';
+      const entries = chunk.choices?.[0]?.logprobs?.content;
+      if (piece || entries?.length) {
         const stick = nearBottom();
-        answerNode.appendData(piece);
+        answer += piece;
+        if (spans) spans.add(piece, entries); else answerNode.appendData(piece);
         last = performance.now();
         first ||= last;
         if (stick) scrollToEnd();
       }
       if (chunk.usage) usage = chunk.usage;
     }
-    history.push({ role: 'assistant', content: answerNode.data });
-    if (usage) addNote(bubble, usageLine(usage, started, first, last));
+    spans?.layOut(true);
+    const note = usage ? usageLine(usage, started, first, last) : undefined;
+    if (note) addNote(bubble, note);
+    finishAnswer(note);
   } catch (err) {
+    spans?.layOut(true);
     if (err.name === 'AbortError') {
       // Stopped: what came so far stays, as the model's answer.
-      if (answerNode.data) {
-        history.push({ role: 'assistant', content: answerNode.data });
+      if (answer) {
+        finishAnswer('stopped');
       } else {
         history.pop();
         userMsg.classList.add('failed');
@@ -204,12 +228,59 @@ async function send() {
   }
 }
 
-function newChat() {
+// Shows `next` in place of the chat shown, stopping an answer being streamed.
+function showChat(next) {
   controller?.abort();
-  conversation = [];
+  hideTokenTip();
+  chat = next;
+  if (!wide.matches) $('chats').open = false;  // on a phone the list is a drawer: shut it
   $('messages').replaceChildren($('empty'));
-  $('empty').hidden = false;
+  $('empty').hidden = chat.messages.length > 0;
+  for (const m of chat.messages) {
+    const msg = addMessage(m.role, m.tokens ? '' : m.content);
+    if (m.tokens) TokenSpans.render(msg.firstChild, m.content, m.tokens);
+    if (m.note) addNote(msg, m.note);
+  }
+  renderChatList();
+}
+
+function newChat() {
+  store.setOpen(null);
+  showChat(blankChat());
   $('prompt').focus();
+}
+
+function openChat(id) {
+  const found = store.get(id);
+  if (!found || found === chat) return;
+  store.setOpen(id);
+  showChat(found);
+}
+
+function deleteChat(id) {
+  store.remove(id);
+  if (id === chat.id) showChat(blankChat());
+  else renderChatList();
+}
+
+// The past chats, newest first: each opens with a click, and has a delete button.
+function renderChatList() {
+  $('chat-list').replaceChildren(...store.chats.map((c) => {
+    const open = el('button', 'chat-open', el('span', 'chat-title', c.title || 'Untitled'),
+      el('time', 'chat-time', new Date(c.time).toLocaleString([], { dateStyle: 'short', timeStyle: 'short' })));
+    open.type = 'button';
+    if (c.id === chat.id) open.setAttribute('aria-current', 'true');
+    open.addEventListener('click', () => openChat(c.id));
+    const remove = el('button', 'chat-delete', '×');
+    remove.type = 'button';
+    remove.setAttribute('aria-label', `Delete chat “${c.title || 'Untitled'}”`);
+    remove.addEventListener('click', () => deleteChat(c.id));
+    const item = el('li', 'chat-item', open, remove);
+    item.dataset.chatId = c.id;
+    return item;
+  }));
+  $('storage-note').textContent = store.problem ?? '';
+  $('storage-note').hidden = !store.problem;
 }
 
 // ---- Cluster and metrics ----
@@ -390,17 +461,22 @@ $('temperature').addEventListener('input', (e) => {
 $('api-key').value = storedKey();
 $('key-box').addEventListener('submit', (e) => {
   e.preventDefault();
-  try { localStorage.setItem(KEY_STORAGE, $('api-key').value.trim()); } catch { /* kept for this page only */ }
+  storageSet(KEY_STORAGE, $('api-key').value.trim());  // if it fails, the key is kept for this page only
   $('key-box').hidden = true;
   loadModel().catch(() => {});
   poll().catch(() => {});
 });
-// Wide screens show the settings beside the chat; phones keep them folded.
+$('show-probs').checked = storageGet(PROBS_STORAGE) === '1';
+$('show-probs').addEventListener('change', (e) => storageSet(PROBS_STORAGE, e.target.checked ? '1' : '0'));
+watchTokens($('messages'));
+// Wide screens show the chats and settings beside the chat; phones keep them folded.
 const wide = matchMedia('(min-width: 800px)');
-$('settings').open = wide.matches;
-wide.addEventListener('change', () => { $('settings').open = wide.matches; });
+const unfold = () => { $('chats').open = $('settings').open = wide.matches; };
+unfold();
+wide.addEventListener('change', unfold);
 $('temperature-value').textContent = Number($('temperature').value).toFixed(2);
 setStreaming(false);
+showChat(chat);
 
 loadModel().catch(() => { $('model-name').textContent = 'unavailable'; });
 pollForever();
