@@ -268,7 +268,7 @@ void Engine::admit() {
     slot.outcome.queue_seconds = seconds_between(p->submitted, Clock::now());
     slot.sampler.emplace(Sampler::create(p->req.sampler).value());  // validated by submit()
     for (int32_t t : prompt) slot.sampler->accept(t);
-    slot.text.emplace(model_.tokenizer(), /*sequence_start=*/false, /*special=*/false);
+    slot.text.emplace(model_.tokenizer(), /*sequence_start=*/false, /*special=*/p->req.special_text);
     slot.stops.emplace(p->req.stop);
     slot.active = std::move(p);
   }

@@ -89,6 +89,9 @@ struct Request {
   SamplerOptions sampler;
   std::vector<std::string> stop;  // stop strings: the text ends before the first that appears
   bool stop_at_eos = true;
+  // Control tokens' text goes to on_text too (Mistral's [TOOL_CALLS], which
+  // opens its tool calls); otherwise they print nothing.
+  bool special_text = false;
   // Each piece of text as it completes (never empty); false: the client is gone, stop.
   std::function<bool(std::string_view piece)> on_text;
   // Once, at the end, whatever happened (also when the engine shuts down).

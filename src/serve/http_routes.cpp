@@ -12,6 +12,7 @@
 #include "serve/ollama_api.h"
 #include "serve/openai_response.h"
 #include "serve/token_api.h"
+#include "serve/tool_reply.h"
 #include "serve/web_assets.h"
 #include "tensorpc/rpc_client.h"
 
@@ -85,9 +86,9 @@ std::vector<int32_t> templated_tokens(const Tokenizer& tok, const std::string& r
 // A conversation rendered with the model's template, as tokens; or why not
 // (the template's error, a text the slot cannot hold).
 StatusOr<std::vector<int32_t>> conversation_tokens(const ChatTemplate& chat_template,
-                                                   std::span<const ChatMessage> messages, const Tokenizer& tok,
-                                                   int64_t slot_context) {
-  TENSORPC_ASSIGN_OR_RETURN(std::string rendered, chat_template.render(messages, /*add_generation_prompt=*/true));
+                                                   std::span<const ChatMessage> messages, const ToolPlan& tools,
+                                                   const Tokenizer& tok, int64_t slot_context) {
+  TENSORPC_ASSIGN_OR_RETURN(std::string rendered, render_with_tools(chat_template, messages, tools));
   TENSORPC_RETURN_IF_ERROR(check_prompt_bytes(rendered.size(), tok, slot_context));
   return templated_tokens(tok, rendered);
 }
@@ -101,12 +102,12 @@ Status check_prompt_fits(size_t n, int64_t slot_context) {
 
 // The prompt of a request as tokens, or why it is refused (a 400).
 StatusOr<std::vector<int32_t>> prompt_tokens(Endpoint endpoint, CompletionRequest& r, const ServedModel& model,
-                                             std::string* refusal_param) {
+                                             const ToolPlan& tools, std::string* refusal_param) {
   const Tokenizer& tok = model.engine->model().tokenizer();
   const int64_t slot_context = model.engine->slot_context();
   if (endpoint == Endpoint::chat) {
     *refusal_param = "messages";
-    return conversation_tokens(*model.chat_template, r.messages, tok, slot_context);
+    return conversation_tokens(*model.chat_template, r.messages, tools, tok, slot_context);
   }
   *refusal_param = "prompt";
   if (r.prompt_is_tokens) return std::move(r.prompt_tokens);
@@ -127,7 +128,8 @@ struct Exchange {
   const Tokenizer* tok = nullptr;  // their tokens' text
 
   struct ChoiceState {
-    std::string text;  // the whole text (not streamed)
+    std::string text;                // the whole text (not streamed): the content, with tools
+    std::optional<ToolReply> tools;  // with tools: the reply's calls, read as it comes
     // Every token's (not streamed), or those since the choice's last chunk (streamed).
     std::vector<LogprobEntry> logprobs;
     size_t text_offset = 0;  // a streamed completion's text before `logprobs`
@@ -165,24 +167,47 @@ struct Exchange {
     std::lock_guard lock(mu);
     choices[static_cast<size_t>(i)].logprobs.push_back(std::move(e));
   }
+  // Content and calls of choice `i`: kept whole, or streamed; mu held.
+  void emit(int i, std::string_view content, const std::vector<ToolReply::CallPiece>& calls = {}) {
+    if (!stream) {
+      choices[static_cast<size_t>(i)].text += content;
+      return;
+    }
+    if (!content.empty()) send(event(i, content, std::nullopt));
+    for (const ToolReply::CallPiece& c : calls) {
+      send(tool_call_chunk_event(id, created, model, i, c.call, c.id, c.name, c.arguments, include_usage));
+    }
+  }
   // False once the answer no longer wants text: the client is gone, or it was answered early.
   bool on_text(int i, std::string_view piece) {
     std::lock_guard lock(mu);
     if (abandoned) return false;
-    if (!stream) {
-      choices[static_cast<size_t>(i)].text += piece;
+    ChoiceState& c = choices[static_cast<size_t>(i)];
+    if (c.tools) {
+      const ToolReply::Output o = c.tools->feed(piece);
+      emit(i, o.content, o.calls);
     } else {
-      send(event(i, piece, std::nullopt));
+      emit(i, piece);
     }
     return !out->gone()->load();
+  }
+  // "tool_calls" for a reply that called tools and ended of itself.
+  FinishReason finish_of(const ChoiceState& c) const {
+    const FinishReason f = finish_reason(c.outcome->finish);
+    return f == FinishReason::stop && c.tools && !c.tools->calls().empty() ? FinishReason::tool_calls : f;
   }
   void on_done(int i, const Outcome& o) {
     std::lock_guard lock(mu);
     if (abandoned) return;
-    choices[static_cast<size_t>(i)].outcome = o;
+    ChoiceState& c = choices[static_cast<size_t>(i)];
+    c.outcome = o;
+    if (c.tools) {
+      const ToolReply::Output rest = c.tools->finish();
+      emit(i, rest.content, rest.calls);
+    }
     ++ended;
     bool later = false;
-    if (stream && !failure_of(o, &later)) send(event(i, "", finish_reason(o.finish)));
+    if (stream && !failure_of(o, &later)) send(event(i, "", finish_of(c)));
     if (ended < static_cast<int>(choices.size())) return;
     // Every choice ended: the answer, or the first failure.
     Usage usage{choices[0].outcome->prompt_tokens, 0};
@@ -195,7 +220,8 @@ struct Exchange {
       if (failure) return out->reply(later ? retry_later(*failure) : error_reply(*failure));
       std::vector<Choice> list;
       for (const ChoiceState& c : choices) {
-        list.push_back({c.text, finish_reason(c.outcome->finish), with_logprobs ? &c.logprobs : nullptr});
+        list.push_back(
+            {c.text, finish_of(c), with_logprobs ? &c.logprobs : nullptr, c.tools ? &c.tools->calls() : nullptr});
       }
       out->reply(HttpReply{.status = 200,
                            .content_type = "application/json",
@@ -529,8 +555,14 @@ void HttpRoutes::completion(Endpoint endpoint, const std::string& body, std::sha
                                                       model_.chat_template_error + "); use /v1/completions")));
   }
   Engine& engine = *model_.engine;
+  ToolPlan tools;
+  if (endpoint == Endpoint::chat) {
+    auto plan = plan_tools(*model_.chat_template, r.tools, r.tool_choice, r.tool_choice_name, r.parallel_tool_calls);
+    if (!plan.ok()) return out->reply(error_reply(invalid_request("invalid_value", "tools", plan.status().message())));
+    tools = std::move(plan).value();
+  }
   std::string param;
-  auto tokens = prompt_tokens(endpoint, r, model_, &param);
+  auto tokens = prompt_tokens(endpoint, r, model_, tools, &param);
   if (!tokens.ok()) {
     const bool too_long = tokens.status().code() == StatusCode::out_of_memory;  // check_prompt_bytes
     return out->reply(error_reply(
@@ -544,8 +576,10 @@ void HttpRoutes::completion(Endpoint endpoint, const std::string& body, std::sha
   work.max_tokens = r.max_tokens;
   work.sampler = r.sampler;
   work.stop = r.stop;
-  if (Status s = constrain(r.grammar, work.sampler); !s.ok()) {
-    return out->reply(error_reply(invalid_request("invalid_value", "response_format", s.message())));
+  work.special_text = tools.active() && tools.syntax == ToolSyntax::mistral;  // its calls open with [TOOL_CALLS]
+  if (Status s = constrain(tools.forced ? tools.grammar : r.grammar, work.sampler); !s.ok()) {
+    return out->reply(
+        error_reply(invalid_request("invalid_value", tools.forced ? "tools" : "response_format", s.message())));
   }
 
   if (r.n > engine.options().parallel) {
@@ -565,6 +599,9 @@ void HttpRoutes::completion(Endpoint endpoint, const std::string& body, std::sha
   ex->with_logprobs = r.top_logprobs >= 0;
   ex->tok = &engine.model().tokenizer();
   ex->choices.resize(static_cast<size_t>(r.n));
+  if (tools.active()) {
+    for (Exchange::ChoiceState& c : ex->choices) c.tools.emplace(tools);
+  }
   work.top_logprobs = r.top_logprobs;
   work.cancel = out->gone();
   for (int i = 0; i < static_cast<int>(r.n); ++i) {
@@ -693,7 +730,7 @@ void HttpRoutes::messages(const std::string& body, std::shared_ptr<Responder> ou
   }
   Engine& engine = *model_.engine;
   const Tokenizer& tok = engine.model().tokenizer();
-  auto tokens = conversation_tokens(*model_.chat_template, r.messages, tok, engine.slot_context());
+  auto tokens = conversation_tokens(*model_.chat_template, r.messages, ToolPlan{}, tok, engine.slot_context());
   if (!tokens.ok()) return refuse("messages", tokens.status().message());
   Request work;
   work.prompt = std::move(tokens).value();

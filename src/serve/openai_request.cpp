@@ -11,6 +11,7 @@
 #include "model/runtime/json_schema.h"
 #include "serve/json_fields.h"
 #include "serve/request_input.h"
+#include "serve/tool_input.h"
 
 namespace tensorpc::serve {
 namespace {
@@ -164,15 +165,14 @@ Problem require_one(const json& body, const char* name) {
   return std::nullopt;
 }
 
-// A list that must be empty (tools, functions): we have no tool calling.
-Problem require_empty_list(const json& body, const char* name) {
-  const json* list = field(body, name);
+// "functions", the older form of tools: only an empty list.
+Problem refuse_functions(const json& body) {
+  const json* list = field(body, "functions");
   if (list == nullptr) return std::nullopt;
-  if (!list->is_array()) return wrong_type(name, "an array", *list);
+  if (!list->is_array()) return wrong_type("functions", "an array", *list);
   if (!list->empty()) {
-    const std::string param = name;
-    return invalid_request("unsupported_parameter", param,
-                           "'" + param + "' is not supported: this server has no tool calling");
+    return invalid_request("unsupported_parameter", "functions",
+                           "'functions' is not supported: give the functions as 'tools'");
   }
   return std::nullopt;
 }
@@ -255,11 +255,19 @@ Problem refuse_completion_extras(const json& body, CompletionRequest* request) {
 }
 
 // What OpenAI defines and we cannot give: refused by name, never ignored.
-Problem refuse_unsupported(const json& body, CompletionRequest* request) {
+Problem refuse_unsupported(const json& body, std::string_view body_text, CompletionRequest* request) {
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_integer_field(body, "n", 1, kMaxChoices, "from 1 to 16", &request->n));
-  TENSORPC_SERVE_RETURN_IF_PROBLEM(require_empty_list(body, "tools"));
-  TENSORPC_SERVE_RETURN_IF_PROBLEM(require_empty_list(body, "functions"));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_functions(body));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_response_format(body, &request->grammar));
+  if (request->endpoint == Endpoint::chat) {
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_openai_tools(body, body_text, request));
+    if (request->tool_choice != ToolChoice::none && !request->grammar.empty()) {
+      return invalid_request("unsupported_parameter", "response_format",
+                             "'response_format' cannot be combined with 'tools' (unless tool_choice is \"none\")");
+    }
+  } else if (const json* tools = field(body, "tools"); tools != nullptr && !tools->is_null()) {
+    return invalid_request("unsupported_parameter", "tools", "'tools' is a chat field: use /v1/chat/completions");
+  }
   if (request->endpoint == Endpoint::completion) {
     TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_completion_extras(body, request));
   }
@@ -297,7 +305,7 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_stop(body, &request.stop));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_streaming(body, &request));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_logprobs(body, &request));
-  TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_unsupported(body, &request));
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_unsupported(body, body_text, &request));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_string_field(body, "user", &request.user));
   return request;
 }

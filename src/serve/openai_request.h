@@ -47,10 +47,16 @@ ApiError invalid_request(std::string code, std::string param, std::string messag
 
 enum class Endpoint { chat, completion };
 
+// Whether the reply may or must call tools: none (the tools are not shown to
+// the model), automatic (it may), required (it must call one of them),
+// function (it must call tool_choice_name).
+enum class ToolChoice { none, automatic, required, function };
+
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::completion;
   std::string model;  // "" when absent (allowed)
-  // Chat: roles system, user or assistant; text content parts joined by "\n".
+  // Chat: roles system, user, assistant or tool; text content parts joined
+  // by "\n"; an assistant's tool_calls, a tool message's tool_call_id.
   std::vector<ChatMessage> messages;
   // Completions: the prompt as text (a string, or a list of one string), or
   // as token ids (ids >= 0; the engine checks them against the vocabulary).
@@ -76,6 +82,13 @@ struct CompletionRequest {
   // response_format json_object or json_schema: the grammar (GBNF) the reply
   // must follow; empty for plain text.
   std::string grammar;
+  // Chat: the functions the model may call ("tools"), whether it may or must
+  // (tool_choice: automatic when tools are given, else none), and whether a
+  // reply may hold several calls (parallel_tool_calls; false: the first only).
+  std::vector<ToolFunction> tools;
+  ToolChoice tool_choice = ToolChoice::none;
+  std::string tool_choice_name;  // tool_choice function
+  bool parallel_tool_calls = true;
   std::string user;            // ignored, but must be a string if present
 };
 
@@ -99,13 +112,19 @@ struct CompletionRequest {
 // "json_schema" with its schema, turned into `grammar` (json_schema.h says
 // which keywords; any other is a 400 naming it).
 //
-// Refused with the field named: best_of other than 1; a non-empty tools or
-// functions list; echo: true; a non-empty suffix.
+// tools (chat): tool_input.h says how they are read; a tools list (with
+// tool_choice not "none") and a response_format other than text together
+// are refused (the grammar would forbid the calls).
+//
+// Refused with the field named: best_of other than 1; a non-empty
+// functions list (the older form of tools); tools in a completion request;
+// echo: true; a non-empty suffix.
 //
 // Chat: "messages" is required and not empty; each message is an object
-// with "role" system, user or assistant and "content" a string or an array
-// of {"type": "text", "text": ...} parts (joined by "\n"); an assistant's
-// content may be null or absent (empty). Completions: "prompt" is required,
+// with "role" system, user, assistant or tool and "content" a string or an
+// array of {"type": "text", "text": ...} parts (joined by "\n"); an
+// assistant's content may be null or absent (empty), and it may carry
+// "tool_calls"; a tool message needs "tool_call_id". Completions: "prompt" is required,
 // a non-empty string, a list of exactly one string, or a non-empty list of
 // token ids (integers in [0, 2^31 - 1]).
 //

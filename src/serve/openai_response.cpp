@@ -92,12 +92,27 @@ ojson error_object(const ApiError& error) {
   return ojson{{"error", std::move(fields)}};
 }
 
+// A chat choice's message: its content, and its tool calls when it made any.
+ojson message_json(const Choice& choice) {
+  const bool calls = choice.tool_calls != nullptr && !choice.tool_calls->empty();
+  ojson message{{"role", "assistant"},
+                {"content", calls && choice.text.empty() ? ojson(nullptr) : string_json(choice.text)}};
+  if (!calls) return message;
+  ojson list = ojson::array();
+  for (const ToolCall& c : *choice.tool_calls) {
+    list.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  message["tool_calls"] = std::move(list);
+  return message;
+}
+
 }  // namespace
 
 std::string_view finish_reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::stop: return "stop";
     case FinishReason::length: return "length";
+    case FinishReason::tool_calls: return "tool_calls";
   }
   return "stop";
 }
@@ -108,7 +123,7 @@ std::string chat_completion_json(std::string_view id, int64_t created, std::stri
   ojson list = ojson::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     list.push_back({{"index", i},
-                    {"message", {{"role", "assistant"}, {"content", string_json(choices[i].text)}}},
+                    {"message", message_json(choices[i])},
                     {"logprobs", chat_logprobs_json(choices[i].logprobs)},
                     {"finish_reason", string_json(finish_reason_name(choices[i].finish))}});
   }
@@ -166,6 +181,28 @@ std::string text_chunk_event(std::string_view id, int64_t created, std::string_v
                {"text", string_json(text)},
                {"logprobs", text_logprobs_json(logprobs, text_offset)},
                {"finish_reason", finish_json(finish)}};
+  chunk["choices"] = ojson::array({std::move(choice)});
+  if (include_usage_null) chunk["usage"] = nullptr;
+  return event(chunk);
+}
+
+std::string tool_call_chunk_event(std::string_view id, int64_t created, std::string_view model, int index, int call,
+                                  std::string_view call_id, std::string_view name, std::string_view arguments,
+                                  bool include_usage_null) {
+  ojson chunk = envelope(id, chunk_object(Endpoint::chat), created, model);
+  ojson piece{{"index", call}};
+  ojson function = ojson::object();
+  if (!call_id.empty()) {
+    piece["id"] = string_json(call_id);
+    piece["type"] = "function";
+    function["name"] = string_json(name);
+  }
+  function["arguments"] = string_json(arguments);
+  piece["function"] = std::move(function);
+  ojson choice{{"index", index},
+               {"delta", {{"tool_calls", ojson::array({std::move(piece)})}}},
+               {"logprobs", nullptr},
+               {"finish_reason", nullptr}};
   chunk["choices"] = ojson::array({std::move(choice)});
   if (include_usage_null) chunk["usage"] = nullptr;
   return event(chunk);

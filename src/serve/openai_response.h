@@ -25,8 +25,9 @@ struct Usage {
 };
 
 // "stop": the model ended (end of sequence, end of turn) or a stop string
-// appeared; "length": max_tokens ran out or the context is full.
-enum class FinishReason { stop, length };
+// appeared; "length": max_tokens ran out or the context is full;
+// "tool_calls": the reply called tools (and ended).
+enum class FinishReason { stop, length, tool_calls };
 std::string_view finish_reason_name(FinishReason reason);
 
 // One generated token's log probabilities as a response shows them: its
@@ -45,6 +46,9 @@ struct Choice {
   std::string_view text;
   FinishReason finish = FinishReason::stop;
   Logprobs logprobs = nullptr;
+  // The calls the reply made (chat): the message's "tool_calls", its content
+  // null when empty. Null or empty: none.
+  const std::vector<ToolCall>* tool_calls = nullptr;
 };
 std::string chat_completion_json(std::string_view id, int64_t created, std::string_view model,
                                  const std::vector<Choice>& choices, Usage usage);
@@ -79,6 +83,14 @@ std::string chat_chunk_event(std::string_view id, int64_t created, std::string_v
 std::string text_chunk_event(std::string_view id, int64_t created, std::string_view model, std::string_view text,
                              std::optional<FinishReason> finish, bool include_usage_null, Logprobs logprobs = nullptr,
                              size_t text_offset = 0, int index = 0);
+// A chat chunk with a piece of tool call `call` of choice `index`: the
+// call's first chunk carries its id, type and name with `arguments` (often
+// ""), later ones only more of the arguments, as OpenAI streams them:
+// {"delta": {"tool_calls": [{"index", "id", "type": "function", "function":
+// {"name", "arguments"}}]}}.
+std::string tool_call_chunk_event(std::string_view id, int64_t created, std::string_view model, int index, int call,
+                                  std::string_view call_id, std::string_view name, std::string_view arguments,
+                                  bool include_usage_null);
 // The last chunk when stream_options.include_usage: "choices": [] and the usage.
 std::string usage_chunk_event(Endpoint endpoint, std::string_view id, int64_t created, std::string_view model,
                               Usage usage);

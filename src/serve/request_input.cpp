@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "serve/tool_input.h"
+
 namespace tensorpc::serve {
 namespace {
 
@@ -16,9 +18,20 @@ Problem read_message(const json& message, const std::string& param, ChatMessage*
   const json* role = field(message, "role");
   if (role == nullptr) return missing_field(param + ".role");
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_string(*role, param + ".role", &out->role));
-  if (out->role != "system" && out->role != "user" && out->role != "assistant") {
-    return invalid_request("invalid_value", param + ".role",
-                           "'" + param + ".role' must be \"system\", \"user\" or \"assistant\", not " + shown(*role));
+  if (out->role != "system" && out->role != "user" && out->role != "assistant" && out->role != "tool") {
+    return invalid_request(
+        "invalid_value", param + ".role",
+        "'" + param + ".role' must be \"system\", \"user\", \"assistant\" or \"tool\", not " + shown(*role));
+  }
+  if (out->role == "assistant") {
+    if (const json* calls = field(message, "tool_calls"); calls != nullptr) {
+      TENSORPC_SERVE_RETURN_IF_PROBLEM(read_tool_calls(*calls, param + ".tool_calls", &out->tool_calls));
+    }
+  }
+  if (out->role == "tool") {
+    const json* id = field(message, "tool_call_id");
+    if (id == nullptr) return missing_field(param + ".tool_call_id");
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_string(*id, param + ".tool_call_id", &out->tool_call_id));
   }
   const json* content = field(message, "content");
   if (content == nullptr) {

@@ -202,8 +202,8 @@ TEST(OpenaiRequest, UserAndSystemMessagesNeedContent) {
                    "missing_field", "messages[1].content");
 }
 
-TEST(OpenaiRequest, RolesOtherThanSystemUserAssistantAreRefused) {
-  for (const char* role : {"tool", "function", "developer", "User", ""}) {
+TEST(OpenaiRequest, RolesOtherThanSystemUserAssistantToolAreRefused) {
+  for (const char* role : {"function", "developer", "User", ""}) {
     const std::string body =
         std::string(R"({"messages":[{"role":"user","content":"a"},{"role":")") + role + R"(","content":"b"}]})";
     const ApiError e = refused(Endpoint::chat, body);
@@ -498,12 +498,77 @@ TEST(OpenaiRequest, LogprobsAsChatAndCompletionsSpellThem) {
   EXPECT_API_ERROR(completion_refusing(R"("logprobs":1,"top_logprobs":1)"), "unsupported_parameter", "top_logprobs");
 }
 
-TEST(OpenaiRequest, ToolsAndFunctionsAreUnsupportedUnlessEmpty) {
-  chat_with(R"("tools":[],"functions":null)");
-  EXPECT_API_ERROR(chat_refusing(R"("tools":[{"type":"function","function":{"name":"f"}}])"), "unsupported_parameter",
-                   "tools");
-  EXPECT_API_ERROR(chat_refusing(R"("functions":[{"name":"f"}])"), "unsupported_parameter", "functions");
+TEST(OpenaiRequest, ToolsAreReadWithTheirSchemaInTheRequestsOrder) {
+  const CompletionRequest r = chat_with(
+      R"("tools":[{"type":"function","function":{"name":"get_weather","description":"d","parameters":)"
+      R"({"type":"object","properties":{"zone":{"type":"string"},"city":{"type":"string"}},"required":["city"]}}},)"
+      R"({"type":"function","function":{"name":"now"}}])");
+  ASSERT_EQ(r.tools.size(), 2u);
+  EXPECT_EQ(r.tools[0].name, "get_weather");
+  EXPECT_EQ(r.tools[0].description, "d");
+  // The keys keep their order ("zone" before "city"), which templates print.
+  EXPECT_LT(r.tools[0].parameters.find("zone"), r.tools[0].parameters.find("city")) << r.tools[0].parameters;
+  EXPECT_LT(r.tools[0].tool_json.find("name"), r.tools[0].tool_json.find("description")) << r.tools[0].tool_json;
+  EXPECT_EQ(r.tools[1].parameters, "{}");
+  EXPECT_EQ(r.tool_choice, ToolChoice::automatic);
+  EXPECT_TRUE(r.parallel_tool_calls);
+  EXPECT_EQ(chat_with(R"("tools":[])").tool_choice, ToolChoice::none);
+}
+
+TEST(OpenaiRequest, ToolChoiceNoneAutoRequiredOrANamedFunction) {
+  const std::string tools = R"("tools":[{"type":"function","function":{"name":"f"}}],)";
+  EXPECT_EQ(chat_with(tools + R"("tool_choice":"none")").tool_choice, ToolChoice::none);
+  EXPECT_EQ(chat_with(tools + R"("tool_choice":"auto")").tool_choice, ToolChoice::automatic);
+  EXPECT_EQ(chat_with(tools + R"("tool_choice":"required")").tool_choice, ToolChoice::required);
+  const CompletionRequest named = chat_with(tools + R"("tool_choice":{"type":"function","function":{"name":"f"}})");
+  EXPECT_EQ(named.tool_choice, ToolChoice::function);
+  EXPECT_EQ(named.tool_choice_name, "f");
+  EXPECT_FALSE(chat_with(tools + R"("parallel_tool_calls":false)").parallel_tool_calls);
+  EXPECT_API_ERROR(chat_refusing(tools + R"("tool_choice":{"type":"function","function":{"name":"g"}})"),
+                   "invalid_value", "tool_choice.function.name");
+  EXPECT_API_ERROR(chat_refusing(tools + R"("tool_choice":"always")"), "invalid_value", "tool_choice");
+  EXPECT_API_ERROR(chat_refusing(R"("tool_choice":"required")"), "invalid_value", "tool_choice");
+  EXPECT_API_ERROR(chat_refusing(tools + R"("parallel_tool_calls":"yes")"), "invalid_type", "parallel_tool_calls");
+}
+
+TEST(OpenaiRequest, BadToolsAreRefusedNamingTheField) {
   EXPECT_API_ERROR(chat_refusing(R"("tools":{"type":"function"})"), "invalid_type", "tools");
+  EXPECT_API_ERROR(chat_refusing(R"("tools":[{"type":"retrieval"}])"), "unsupported_value", "tools[0].type");
+  EXPECT_API_ERROR(chat_refusing(R"("tools":[{"type":"function"}])"), "missing_field", "tools[0].function");
+  EXPECT_API_ERROR(chat_refusing(R"("tools":[{"type":"function","function":{"name":"a b"}}])"), "invalid_value",
+                   "tools[0].function.name");
+  EXPECT_API_ERROR(chat_refusing(R"("tools":[{"type":"function","function":{"name":"f","parameters":[]}}])"),
+                   "invalid_type", "tools[0].function.parameters");
+  EXPECT_API_ERROR(chat_refusing(R"("tools":[{"type":"function","function":{"name":"f"}},)"
+                                 R"({"type":"function","function":{"name":"f"}}])"),
+                   "invalid_value", "tools[1].function.name");
+  EXPECT_API_ERROR(chat_refusing(R"("functions":[{"name":"f"}])"), "unsupported_parameter", "functions");
+  EXPECT_API_ERROR(chat_refusing(R"("tools":[{"type":"function","function":{"name":"f"}}],)"
+                                 R"("response_format":{"type":"json_object"})"),
+                   "unsupported_parameter", "response_format");
+  EXPECT_API_ERROR(refused(Endpoint::completion, R"({"prompt":"a","tools":[]})"), "unsupported_parameter", "tools");
+}
+
+TEST(OpenaiRequest, ToolCallsAndToolResultsInMessages) {
+  const CompletionRequest r = accepted(
+      Endpoint::chat, R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":null,"tool_calls":[)"
+                      R"({"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"x\":1}"}}]},)"
+                      R"({"role":"tool","tool_call_id":"call_1","content":"42"}]})");
+  ASSERT_EQ(r.messages.size(), 3u);
+  ASSERT_EQ(r.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[1].tool_calls[0].id, "call_1");
+  EXPECT_EQ(r.messages[1].tool_calls[0].name, "f");
+  EXPECT_EQ(r.messages[1].tool_calls[0].arguments, "{\"x\":1}");
+  EXPECT_EQ(r.messages[2].role, "tool");
+  EXPECT_EQ(r.messages[2].tool_call_id, "call_1");
+  EXPECT_EQ(r.messages[2].content, "42");
+  EXPECT_API_ERROR(refused(Endpoint::chat, R"({"messages":[{"role":"tool","content":"42"}]})"), "missing_field",
+                   "messages[0].tool_call_id");
+  EXPECT_API_ERROR(refused(Endpoint::chat, R"({"messages":[{"role":"assistant","tool_calls":[{"id":"c"}]}]})"),
+                   "missing_field", "messages[0].tool_calls[0].function");
+  EXPECT_API_ERROR(refused(Endpoint::chat, R"({"messages":[{"role":"assistant","tool_calls":[{"id":"c",)"
+                                           R"("function":{"name":"f","arguments":1}}]}]})"),
+                   "invalid_type", "messages[0].tool_calls[0].function.arguments");
 }
 
 TEST(OpenaiRequest, ResponseFormatTextJsonObjectOrASchemaTurnedIntoAGrammar) {

@@ -43,6 +43,43 @@ using Keys = std::vector<std::string>;
 TEST(OpenaiResponse, FinishReasonsHaveOpenAiNames) {
   EXPECT_EQ(finish_reason_name(FinishReason::stop), "stop");
   EXPECT_EQ(finish_reason_name(FinishReason::length), "length");
+  EXPECT_EQ(finish_reason_name(FinishReason::tool_calls), "tool_calls");
+}
+
+TEST(OpenaiResponse, ToolCallsGoInTheMessageWithNullContent) {
+  const std::vector<ToolCall> calls = {{.id = "call_a", .name = "f", .arguments = "{\"x\": 1}"}};
+  const json r =
+      parsed(chat_completion_json("chatcmpl-1", 1, "m", {Choice{"", FinishReason::tool_calls, nullptr, &calls}},
+                                  {.prompt_tokens = 1, .completion_tokens = 2}));
+  const json& choice = r["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(keys(choice["message"]), (Keys{"role", "content", "tool_calls"}));
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  EXPECT_EQ(choice["message"]["tool_calls"],
+            json::parse(R"([{"id":"call_a","type":"function","function":{"name":"f","arguments":"{\"x\": 1}"}}])"));
+  // Content beside the calls stays; no calls, no tool_calls field.
+  const json both =
+      parsed(chat_completion_json("c", 1, "m", {Choice{"Let me see.", FinishReason::tool_calls, nullptr, &calls}}, {}));
+  EXPECT_EQ(both["choices"][0]["message"]["content"], "Let me see.");
+  const std::vector<ToolCall> none;
+  const json plain = parsed(chat_completion_json("c", 1, "m", {Choice{"", FinishReason::stop, nullptr, &none}}, {}));
+  EXPECT_EQ(plain["choices"][0]["message"], json({{"role", "assistant"}, {"content", ""}}));
+}
+
+TEST(OpenaiResponse, ToolCallChunksStreamAsOpenAiDoes) {
+  const json first = event_json(tool_call_chunk_event("c", 1, "m", 2, 0, "call_a", "f", "", true));
+  const json& choice = first["choices"][0];
+  EXPECT_EQ(choice["index"], 2);
+  EXPECT_TRUE(choice["finish_reason"].is_null());
+  EXPECT_EQ(
+      choice["delta"],
+      json::parse(
+          R"({"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"f","arguments":""}}]})"));
+  EXPECT_TRUE(first["usage"].is_null());
+  const json more = event_json(tool_call_chunk_event("c", 1, "m", 0, 1, "", "", "{\"x", false));
+  EXPECT_EQ(more["choices"][0]["delta"],
+            json::parse(R"({"tool_calls":[{"index":1,"function":{"arguments":"{\"x"}}]})"));
+  EXPECT_FALSE(more.contains("usage"));
 }
 
 TEST(OpenaiResponse, ChatCompletionHasOpenAiShape) {

@@ -344,6 +344,13 @@ StatusOr<std::string> tool_call_grammar(ToolSyntax syntax, std::span<const ToolF
   constexpr std::string_view kRoot = "root ::= ";
   if (rules.compare(0, kRoot.size(), kRoot) != 0) return internal_error("tool call grammar: no root rule");
   rules.replace(0, kRoot.size(), "tool-call ::= ");
+  // A call written as models write one, {"name": "f", "arguments": {…}}: at
+  // most one space between its tokens, not the 20 characters of white space
+  // the JSON grammar allows (a weak model would spend its tokens on them).
+  constexpr std::string_view kWs = "ws      ::= [ \\t\\n\\r]{0,20}";
+  const size_t ws = rules.find(kWs);
+  if (ws == std::string::npos) return internal_error("tool call grammar: no ws rule");
+  rules.replace(ws, kWs.size(), "ws      ::= \" \"?");
   switch (syntax) {
     case ToolSyntax::hermes: return "root ::= tool-call \"\\n</tool_call>\"\n" + rules;
     case ToolSyntax::mistral: return "root ::= \" [\" tool-call \"]\"\n" + rules;
