@@ -156,11 +156,13 @@ Status Engine::submit(Request request) {
     std::lock_guard lock(mu_);
     TENSORPC_RETURN_IF_ERROR(check_room());
     queue_.push_back(std::make_unique<Pending>(Pending{std::move(request), Clock::now()}));
-    stats_.queued = static_cast<int>(queue_.size());
+    note_queued();
   }
   wake_.notify_all();
   return Status();
 }
+
+void Engine::note_queued() { stats_.queued = static_cast<int>(queue_.size() + embed_queue_.size()); }
 
 Status Engine::check_room() const {
   if (stopping_) return out_of_memory("the server is shutting down");
@@ -191,6 +193,7 @@ Status Engine::submit_embedding(EmbedRequest request) {
     std::lock_guard lock(mu_);
     TENSORPC_RETURN_IF_ERROR(check_room());
     embed_queue_.push_back(std::make_unique<PendingEmbed>(PendingEmbed{std::move(request), {}}));
+    note_queued();
   }
   wake_.notify_all();
   return Status();
@@ -267,7 +270,7 @@ void Engine::admit() {
         ++it;
       }
     }
-    stats_.queued = static_cast<int>(queue_.size());
+    note_queued();
   }
   for (auto& p : gone) {
     if (p->req.on_done) p->req.on_done(cancelled());
@@ -280,7 +283,7 @@ void Engine::admit() {
       if (std::none_of(slots_.begin(), slots_.end(), [](const auto& s) { return !s->active; })) return;
       p = std::move(queue_.front());
       queue_.pop_front();
-      stats_.queued = static_cast<int>(queue_.size());
+      note_queued();
       ++stats_.active;  // in the same breath: submit() never sees it neither queued nor active
     }
     if (p->req.cancel->load()) {
@@ -332,6 +335,7 @@ void Engine::embed() {
     if (embed_queue_.empty()) return;
     embedding_ = std::move(embed_queue_.front());
     embed_queue_.pop_front();
+    note_queued();
   }
   if (embedding_->req.cancel->load()) return finish_embedding(unavailable("the client went away"));
   // The free slots, those holding the fewest cached tokens first: prompts cached elsewhere stay.

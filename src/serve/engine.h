@@ -126,7 +126,7 @@ struct EmbedRequest {
 struct EngineStats {
   int slots = 0;
   int active = 0;
-  int queued = 0;
+  int queued = 0;  // generation and embedding requests waiting for a slot
   uint64_t requests_done = 0;
   uint64_t prompt_tokens = 0;     // evaluated (cached ones not counted)
   uint64_t generated_tokens = 0;
@@ -169,6 +169,8 @@ class Engine {
   void loop();
   // mu_ held: out_of_memory when the engine stops or every slot is busy and the queue is full.
   Status check_room() const;
+  // mu_ held: stats_.queued from both queues.
+  void note_queued();
   // Moves queued requests into free slots (the one holding the longest prefix of each prompt).
   void admit();
   // One batched step over the active slots; nothing when none is active.
