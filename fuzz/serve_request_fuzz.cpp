@@ -6,7 +6,9 @@
 // request's own text, which may hold any bytes), and each formatting must
 // parse back as JSON. The request's text is also run through a StopMatcher
 // with its stop strings, in pieces cut by the input's bytes, which must give
-// what a naive search for the first stop string gives.
+// what a naive search for the first stop string gives. The same bytes as an
+// embeddings request (OpenAI's and Ollama's): refused with a 400, or inputs
+// none of them empty, within kMaxEmbeddingInputs, their answers JSON.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <variant>
 #include <vector>
 
+#include "serve/embeddings_api.h"
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
 #include "serve/stop_strings.h"
@@ -128,6 +131,22 @@ void stream_text(const CompletionRequest& r, const std::string& text, std::strin
   check_json(models_json(r.model, 1, r.user));
 }
 
+void check_embeddings(const std::variant<EmbeddingsRequest, ApiError>& result) {
+  if (const ApiError* error = std::get_if<ApiError>(&result)) return check_error(*error);
+  const EmbeddingsRequest& r = std::get<EmbeddingsRequest>(result);
+  const size_t n = r.is_tokens ? r.tokens.size() : r.texts.size();
+  check(n > 0 && n <= kMaxEmbeddingInputs && r.texts.size() + r.tokens.size() == n, "embedding inputs out of range");
+  for (const auto& t : r.texts) check(!t.empty(), "an empty text to embed");
+  for (const auto& t : r.tokens) {
+    check(!t.empty(), "an empty token list to embed");
+    for (int32_t id : t) check(id >= 0, "a negative token id");
+  }
+  check(r.dimensions >= 0, "negative dimensions");
+  const std::vector<std::vector<float>> vectors(n, std::vector<float>{0.5f, -1.0f, 1e-30f});
+  check_json(embeddings_json(r.model, vectors, r.base64, 3));
+  check_json(ollama_embed_json(r.model, vectors, 3, 0.25));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -146,5 +165,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     text += std::string(body.substr(0, std::min<size_t>(body.size(), 16)));
     stream_text(request, text, body);
   }
+  check_embeddings(parse_embeddings_request(body));
+  check_embeddings(parse_ollama_embed_request(body));
   return 0;
 }

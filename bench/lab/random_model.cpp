@@ -67,6 +67,7 @@ Status add_random_model(GgufWriter& w, const RandomModelOptions& o) {
     }
   }
   if (o.sliding_window > 0) TENSORPC_RETURN_IF_ERROR(u32("attention.sliding_window", o.sliding_window));
+  if (o.pooling_type >= 0) TENSORPC_RETURN_IF_ERROR(u32("pooling_type", o.pooling_type));
   if (o.attn_softcap > 0) TENSORPC_RETURN_IF_ERROR(w.add_f32(k + "attn_logit_softcapping", o.attn_softcap));
   if (o.final_softcap > 0) TENSORPC_RETURN_IF_ERROR(w.add_f32(k + "final_logit_softcapping", o.final_softcap));
   const bool moe = o.n_expert > 0;

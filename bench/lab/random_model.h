@@ -44,6 +44,7 @@ struct RandomModelOptions {
   float attn_softcap = 0.0f;          // gemma2's soft-caps, written when > 0
   float final_softcap = 0.0f;
   bool tied_output = false;           // no output.weight: the embedding projects the output
+  int64_t pooling_type = -1;          // written as pooling_type (embeddings) when >= 0
   // Mixture of experts (needed by qwen2moe, qwen3moe and gpt-oss; llama with
   // experts is Mixtral): n_expert experts of n_ff_exp (0, and llama: n_ff), n_expert_used
   // a token; qwen2moe's shared expert n_ff_shexp (0: n_ff) wide.

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 
+#include "model/runtime/embedding.h"
 #include "serve/stop_strings.h"
 
 namespace tensorpc::serve {
@@ -20,6 +21,16 @@ Outcome cancelled() {
   Outcome o;
   o.finish = Finish::cancelled;
   return o;
+}
+
+// invalid_argument naming the first token outside a vocabulary of n_vocab.
+Status check_vocabulary(std::span<const int32_t> tokens, int64_t n_vocab) {
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= n_vocab) {
+      return invalid_argument("token " + std::to_string(t) + " is not in the vocabulary of " + std::to_string(n_vocab));
+    }
+  }
+  return Status();
 }
 
 // Generated tokens/s is averaged over this many seconds.
@@ -64,6 +75,11 @@ TokenLogprobs logprobs_of(std::span<const float> logits, int32_t token, int top)
 struct Engine::Pending {
   Request req;
   Clock::time_point submitted;
+};
+
+struct Engine::PendingEmbed {
+  EmbedRequest req;
+  std::vector<std::vector<float>> vectors;  // of the inputs done so far
 };
 
 // One sequence of the generator, and the request it serves (none when free).
@@ -122,11 +138,7 @@ Engine::~Engine() {
 Status Engine::submit(Request request) {
   const int64_t n_vocab = model_.hparams().n_vocab;
   if (request.prompt.empty()) return invalid_argument("the prompt has no tokens");
-  for (int32_t t : request.prompt) {
-    if (t < 0 || t >= n_vocab) {
-      return invalid_argument("token " + std::to_string(t) + " is not in the vocabulary of " + std::to_string(n_vocab));
-    }
-  }
+  TENSORPC_RETURN_IF_ERROR(check_vocabulary(request.prompt, n_vocab));
   if (static_cast<int64_t>(request.prompt.size()) >= slot_context()) {
     return invalid_argument("the prompt has " + std::to_string(request.prompt.size()) +
                             " tokens; the context holds " + std::to_string(slot_context()) +
@@ -142,16 +154,46 @@ Status Engine::submit(Request request) {
   if (!request.cancel) request.cancel = std::make_shared<std::atomic<bool>>(false);
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return out_of_memory("the server is shutting down");
-    const int busy = stats_.active + static_cast<int>(queue_.size());
-    if (busy >= options_.parallel + options_.queue) {
-      // Requests admitted to a slot leave the queue only at the next step, so
-      // the queue's own length may pass --queue for a moment: say the limits.
-      return out_of_memory("every slot is busy and the queue is full (--parallel " + std::to_string(options_.parallel) +
-                           ", --queue " + std::to_string(options_.queue) + "); try again later");
-    }
+    TENSORPC_RETURN_IF_ERROR(check_room());
     queue_.push_back(std::make_unique<Pending>(Pending{std::move(request), Clock::now()}));
-    stats_.queued = static_cast<int>(queue_.size());
+    note_queued();
+  }
+  wake_.notify_all();
+  return Status();
+}
+
+void Engine::note_queued() { stats_.queued = static_cast<int>(queue_.size() + embed_queue_.size()); }
+
+Status Engine::check_room() const {
+  if (stopping_) return out_of_memory("the server is shutting down");
+  const int busy = stats_.active + static_cast<int>(queue_.size() + embed_queue_.size());
+  if (busy >= options_.parallel + options_.queue) {
+    // Requests admitted to a slot leave the queue only at the next step, so
+    // the queue's own length may pass --queue for a moment: say the limits.
+    return out_of_memory("every slot is busy and the queue is full (--parallel " + std::to_string(options_.parallel) +
+                         ", --queue " + std::to_string(options_.queue) + "); try again later");
+  }
+  return Status();
+}
+
+Status Engine::submit_embedding(EmbedRequest request) {
+  const int64_t n_vocab = model_.hparams().n_vocab;
+  if (request.inputs.empty()) return invalid_argument("no inputs to embed");
+  for (size_t i = 0; i < request.inputs.size(); ++i) {
+    const std::vector<int32_t>& in = request.inputs[i];
+    if (in.empty()) return invalid_argument("input " + std::to_string(i) + " has no tokens");
+    if (static_cast<int64_t>(in.size()) > slot_context()) {
+      return invalid_argument("input " + std::to_string(i) + " has " + std::to_string(in.size()) +
+                              " tokens; the context holds " + std::to_string(slot_context()));
+    }
+    TENSORPC_RETURN_IF_ERROR(check_vocabulary(in, n_vocab));
+  }
+  if (!request.cancel) request.cancel = std::make_shared<std::atomic<bool>>(false);
+  {
+    std::lock_guard lock(mu_);
+    TENSORPC_RETURN_IF_ERROR(check_room());
+    embed_queue_.push_back(std::make_unique<PendingEmbed>(PendingEmbed{std::move(request), {}}));
+    note_queued();
   }
   wake_.notify_all();
   return Status();
@@ -181,11 +223,24 @@ void Engine::loop() {
   for (;;) {
     {
       std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || stats_.active > 0; });
+      wake_.wait(lock, [&] {
+        return stopping_ || !queue_.empty() || !embed_queue_.empty() || embedding_ || stats_.active > 0;
+      });
       if (stopping_) break;
     }
+    // Embeddings first: their turn ends within the call, so the slots it took are free again for admit().
+    embed();
     admit();
     step();
+  }
+  if (embedding_) finish_embedding(unavailable("the server is shutting down"));
+  std::deque<std::unique_ptr<PendingEmbed>> embeds;
+  {
+    std::lock_guard lock(mu_);
+    embeds.swap(embed_queue_);
+  }
+  for (auto& e : embeds) {
+    if (e->req.on_done) e->req.on_done(unavailable("the server is shutting down"));
   }
   // Shutting down: every request ends, none is left without its on_done.
   for (auto& slot : slots_) {
@@ -215,7 +270,7 @@ void Engine::admit() {
         ++it;
       }
     }
-    stats_.queued = static_cast<int>(queue_.size());
+    note_queued();
   }
   for (auto& p : gone) {
     if (p->req.on_done) p->req.on_done(cancelled());
@@ -228,7 +283,7 @@ void Engine::admit() {
       if (std::none_of(slots_.begin(), slots_.end(), [](const auto& s) { return !s->active; })) return;
       p = std::move(queue_.front());
       queue_.pop_front();
-      stats_.queued = static_cast<int>(queue_.size());
+      note_queued();
       ++stats_.active;  // in the same breath: submit() never sees it neither queued nor active
     }
     if (p->req.cancel->load()) {
@@ -272,6 +327,58 @@ void Engine::admit() {
     slot.stops.emplace(p->req.stop);
     slot.active = std::move(p);
   }
+}
+
+void Engine::embed() {
+  if (!embedding_) {
+    std::lock_guard lock(mu_);
+    if (embed_queue_.empty()) return;
+    embedding_ = std::move(embed_queue_.front());
+    embed_queue_.pop_front();
+    note_queued();
+  }
+  if (embedding_->req.cancel->load()) return finish_embedding(unavailable("the client went away"));
+  // The free slots, those holding the fewest cached tokens first: prompts cached elsewhere stay.
+  std::vector<Slot*> free;
+  for (auto& s : slots_) {
+    if (!s->active) free.push_back(s.get());
+  }
+  if (free.empty()) return;  // the next turn, once a slot is free
+  std::stable_sort(free.begin(), free.end(), [](Slot* a, Slot* b) { return a->cached.size() < b->cached.size(); });
+  const std::vector<std::vector<int32_t>>& inputs = embedding_->req.inputs;
+  const size_t done = embedding_->vectors.size();
+  const size_t n = std::min(inputs.size() - done, free.size());
+  std::vector<int64_t> seqs;
+  for (size_t i = 0; i < n; ++i) {
+    seqs.push_back(free[i]->seq);
+    free[i]->cached.clear();  // its cells will hold the input (or what a failed step left)
+  }
+  EmbedOptions eo{
+      .pooling = model_.hparams().pooling, .normalize = embedding_->req.normalize, .n_batch = options_.n_batch};
+  auto vectors = tensorpc::embed(*gen_, std::span<const std::vector<int32_t>>(inputs).subspan(done, n), seqs, eo);
+  int64_t tokens = 0;
+  for (size_t i = done; i < done + n; ++i) tokens += static_cast<int64_t>(inputs[i].size());
+  {
+    std::lock_guard lock(mu_);
+    if (vectors.ok()) stats_.prompt_tokens += static_cast<uint64_t>(tokens);
+    if (!vectors.ok()) stats_.last_error = vectors.status().to_string();
+    stats_.last_step_failed = !vectors.ok();
+  }
+  if (!vectors.ok()) {
+    if (options_.log) options_.log("an embedding step failed: " + vectors.status().to_string());
+    return finish_embedding(vectors.status());
+  }
+  for (auto& v : vectors.value()) embedding_->vectors.push_back(std::move(v));
+  if (embedding_->vectors.size() == inputs.size()) finish_embedding(std::move(embedding_->vectors));
+}
+
+void Engine::finish_embedding(StatusOr<std::vector<std::vector<float>>> result) {
+  const std::unique_ptr<PendingEmbed> ended = std::move(embedding_);
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.requests_done;
+  }
+  if (ended->req.on_done) ended->req.on_done(std::move(result));
 }
 
 void Engine::finish(Slot& slot, Finish finish, Status status) {

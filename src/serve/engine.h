@@ -12,6 +12,14 @@
 // earlier request is given that slot, and only the rest of its prompt is
 // evaluated.
 //
+// Embeddings (submit_embedding) run on the same thread, between generation
+// steps: a request waits in its own queue for a free slot, and then its
+// inputs are evaluated on every slot free at that moment, one input a slot,
+// in steps that end at the hidden states instead of the logits (embed() in
+// embedding.h); more inputs than free slots take turns, a generation step
+// between turns. The slots it used start over empty (their cached prompts
+// are dropped); the slots generating are not touched.
+//
 // Text goes to each request's callbacks from the engine's thread, piece by
 // piece as it completes (whole UTF-8 characters, stop strings held back and
 // cut); a callback must be quick (hand the piece to the connection's thread).
@@ -107,11 +115,21 @@ struct Request {
   std::shared_ptr<std::atomic<bool>> cancel;
 };
 
+// Texts (as tokens) to turn into vectors (embedding.h).
+struct EmbedRequest {
+  std::vector<std::vector<int32_t>> inputs;  // each not empty, at most slot_context() tokens
+  bool normalize = true;                     // unit vectors
+  // Once, at the end, from the engine's thread: a vector per input, in
+  // order, or the error (cancelled: the client went away or the engine shut down).
+  std::function<void(StatusOr<std::vector<std::vector<float>>>)> on_done;
+  std::shared_ptr<std::atomic<bool>> cancel;  // set from any thread to drop the request
+};
+
 // Live figures of the engine, for /metrics.
 struct EngineStats {
   int slots = 0;
   int active = 0;
-  int queued = 0;
+  int queued = 0;  // generation and embedding requests waiting for a slot
   uint64_t requests_done = 0;
   uint64_t prompt_tokens = 0;     // evaluated (cached ones not counted)
   uint64_t generated_tokens = 0;
@@ -135,6 +153,10 @@ class Engine {
   // not fit a slot's context, or sampler options out of range. On success
   // on_done will be called exactly once.
   Status submit(Request request);
+  // Queues an embedding request, counted with the others against --parallel
+  // and --queue. invalid_argument for no inputs, an empty input, a token
+  // outside the vocabulary or an input longer than a slot's context.
+  Status submit_embedding(EmbedRequest request);
 
   // Positions one slot holds: the longest prompt plus reply a request can have.
   int64_t slot_context() const { return slot_context_; }
@@ -145,12 +167,21 @@ class Engine {
  private:
   struct Slot;
   struct Pending;
+  struct PendingEmbed;
   Engine(const LlamaModel& model, ModelPlacement& placement, EngineOptions options);
   void loop();
+  // mu_ held: out_of_memory when the engine stops or every slot is busy and the queue is full.
+  Status check_room() const;
+  // mu_ held: stats_.queued from both queues.
+  void note_queued();
   // Moves queued requests into free slots (the one holding the longest prefix of each prompt).
   void admit();
   // One batched step over the active slots; nothing when none is active.
   void step();
+  // One turn of the oldest embedding request on the free slots; nothing when none is free.
+  void embed();
+  // Ends the embedding request under way with `result`.
+  void finish_embedding(StatusOr<std::vector<std::vector<float>>> result);
   void finish(Slot& slot, Finish finish, Status status = Status());
   void note_generated(int64_t n);
 
@@ -164,6 +195,8 @@ class Engine {
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::deque<std::unique_ptr<Pending>> queue_;  // guarded by mu_
+  std::deque<std::unique_ptr<PendingEmbed>> embed_queue_;  // guarded by mu_
+  std::unique_ptr<PendingEmbed> embedding_;                // the request under way (the engine's thread)
   bool stopping_ = false;                       // guarded by mu_
   EngineStats stats_;                           // guarded by mu_ (slots, queued, active kept current)
   std::deque<std::pair<double, int64_t>> recent_;  // guarded by mu_: (time, tokens) of the last steps

@@ -3,12 +3,14 @@
 
 #include <openssl/crypto.h>
 
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <span>
 
 #include "serve/anthropic_api.h"
+#include "serve/embeddings_api.h"
 #include "serve/ollama_api.h"
 #include "serve/openai_response.h"
 #include "serve/token_api.h"
@@ -396,11 +398,15 @@ HttpRoutes::HttpRoutes(std::string model_id, std::string api_key)
   routes_.push_back(
       {.path = "/v1/completions", .get = false, .post = true, .open = false, .quick = false, .label = "completions"});
   routes_.push_back(
+      {.path = "/v1/embeddings", .get = false, .post = true, .open = false, .quick = false, .label = "embeddings"});
+  routes_.push_back(
       {.path = "/v1/messages", .get = false, .post = true, .open = false, .quick = false, .label = "messages"});
   routes_.push_back(
       {.path = "/api/chat", .get = false, .post = true, .open = false, .quick = false, .label = "ollama"});
   routes_.push_back(
       {.path = "/api/generate", .get = false, .post = true, .open = false, .quick = false, .label = "ollama"});
+  routes_.push_back(
+      {.path = "/api/embed", .get = false, .post = true, .open = false, .quick = false, .label = "ollama"});
   routes_.push_back({.path = "/api/tags", .get = true, .post = false, .open = false, .quick = true, .label = "ollama"});
   routes_.push_back(
       {.path = "/api/show", .get = false, .post = true, .open = false, .quick = false, .label = "ollama"});
@@ -498,6 +504,7 @@ void HttpRoutes::handle(const RouteInfo& route, std::string body, std::shared_pt
         {.status = 200, .content_type = "application/json", .body = std::get<std::string>(answer), .headers = {}});
   }
   if (path == "/v1/messages") return messages(body, std::move(out));
+  if (path == "/v1/embeddings" || path == "/api/embed") return embeddings(path == "/api/embed", body, std::move(out));
   if (path == "/api/chat" || path == "/api/generate") return ollama(path == "/api/chat", body, std::move(out));
   if (path == "/api/tags" || path == "/api/show") {
     if (auto e = not_ready()) return out->reply(OllamaExchange::error(*e));
@@ -848,6 +855,86 @@ std::shared_ptr<const GrammarVocabulary> HttpRoutes::grammar_vocabulary() {
   std::call_once(vocabulary_once_,
                  [&] { vocabulary_ = std::make_shared<const GrammarVocabulary>(model_.engine->model().tokenizer()); });
   return vocabulary_;
+}
+
+}  // namespace tensorpc::serve
+
+namespace tensorpc::serve {
+
+void HttpRoutes::embeddings(bool ollama, const std::string& body, std::shared_ptr<Responder> out) {
+  const auto fail = [ollama, out](const ApiError& e) {
+    if (ollama) return out->reply(OllamaExchange::error(e));
+    out->reply(e.status == 503 ? retry_later(e) : error_reply(e));
+  };
+  if (auto e = not_ready()) return fail(*e);
+  auto parsed = ollama ? parse_ollama_embed_request(body) : parse_embeddings_request(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return fail(*e);
+  EmbeddingsRequest r = std::move(std::get<EmbeddingsRequest>(parsed));
+  if (!r.model.empty() && r.model != model_id_ && !(ollama && r.model == model_id_ + ":latest")) {
+    return fail({.status = ollama ? 404 : 400,
+                 .type = ollama ? "not_found_error" : "invalid_request_error",
+                 .message = "the model '" + r.model + "' is not served here; this server serves '" + model_id_ + "'",
+                 .code = "model_not_found",
+                 .param = "model"});
+  }
+  Engine& engine = *model_.engine;
+  const int64_t n_embd = engine.model().hparams().n_embd;
+  if (r.dimensions != 0 && r.dimensions != n_embd) {
+    return fail(invalid_request("invalid_value", "dimensions",
+                                "'dimensions' is " + std::to_string(r.dimensions) + ": this model's embeddings have " +
+                                    std::to_string(n_embd) + " (tensorpc does not shorten them)"));
+  }
+  const Tokenizer& tok = engine.model().tokenizer();
+  const int64_t context = engine.slot_context();
+  EmbedRequest work;
+  work.inputs = std::move(r.tokens);
+  const size_t n = r.is_tokens ? work.inputs.size() : r.texts.size();
+  int64_t prompt_tokens = 0;
+  const bool cut = ollama && r.truncate;  // Ollama's default: what the context cannot hold is dropped
+  for (size_t i = 0; i < n; ++i) {
+    std::string param = "input";
+    if (n > 1) {
+      param += "[";
+      param += std::to_string(i);
+      param += "]";
+    }
+    if (!r.is_tokens) {
+      const Status s = cut ? Status() : check_prompt_bytes(r.texts[i].size(), tok, context);
+      if (!s.ok()) return fail(invalid_request("context_length_exceeded", param, s.message()));
+      work.inputs.push_back(tok.encode(r.texts[i], /*add_special=*/true, /*parse_special=*/false));
+      if (work.inputs.back().empty()) return fail(invalid_request("invalid_value", param, "the text has no tokens"));
+    }
+    std::vector<int32_t>& tokens = work.inputs[i];
+    if (static_cast<int64_t>(tokens.size()) > context) {
+      if (!cut) {
+        return fail(invalid_request("context_length_exceeded", param,
+                                    "the input has " + std::to_string(tokens.size()) + " tokens; the context holds " +
+                                        std::to_string(context)));
+      }
+      tokens.resize(static_cast<size_t>(context));
+    }
+    prompt_tokens += static_cast<int64_t>(tokens.size());
+  }
+  const auto started = std::chrono::steady_clock::now();
+  work.cancel = out->gone();
+  work.on_done = [=, model = r.model.empty() || !ollama ? model_id_ : r.model,
+                  base64 = r.base64](StatusOr<std::vector<std::vector<float>>> vectors) {
+    if (!vectors.ok()) {
+      const bool lost = vectors.status().code() == StatusCode::unavailable;
+      return fail(lost ? unavailable_error(vectors.status().message())
+                       : api_error(500, "server_error", "embedding_failed", vectors.status().to_string()));
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    out->reply({.status = 200,
+                .content_type = "application/json",
+                .body = ollama ? ollama_embed_json(model, vectors.value(), prompt_tokens, seconds)
+                               : embeddings_json(model, vectors.value(), base64, prompt_tokens),
+                .headers = {}});
+  };
+  if (const Status s = engine.submit_embedding(std::move(work)); !s.ok()) {
+    if (s.code() == StatusCode::out_of_memory) return fail(unavailable_error(s.message()));
+    return fail(invalid_request("invalid_value", "input", s.message()));
+  }
 }
 
 }  // namespace tensorpc::serve

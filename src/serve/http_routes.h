@@ -1,6 +1,6 @@
 // HttpRoutes: what `tensorpc serve` answers, apart from how HTTP reaches it —
 // the OpenAI-compatible API (/v1/chat/completions, /v1/completions,
-// /v1/models), /health, /metrics in Prometheus' text format, /v1/cluster and
+// /v1/embeddings, /v1/models), /health, /metrics in Prometheus' text format, /v1/cluster and
 // the web page (web_assets.h). The front (http_front.h) parses the bytes,
 // enforces the limits, checks the key and hands a route only a complete
 // request; the route answers through a Responder, at once or later from the
@@ -141,6 +141,8 @@ class HttpRoutes {
   // POST /api/chat and /api/generate: Ollama's API (ollama_api.h).
   void ollama(bool chat, const std::string& body, std::shared_ptr<Responder> out);
   OllamaModelInfo ollama_model() const;
+  // POST /v1/embeddings, or with `ollama` POST /api/embed (embeddings_api.h).
+  void embeddings(bool ollama, const std::string& body, std::shared_ptr<Responder> out);
   // The model's vocabulary for grammars (response_format), made on first use.
   std::shared_ptr<const GrammarVocabulary> grammar_vocabulary();
   // `sampler` follows the GBNF grammar `gbnf` (none when empty); its parse error otherwise.

@@ -9,9 +9,21 @@
 #include "serve/tool_input.h"
 
 namespace tensorpc::serve {
-namespace {
 
 std::string indexed(const std::string& param, size_t i) { return param + "[" + std::to_string(i) + "]"; }
+
+Problem read_tokens(const json& tokens, const std::string& param, std::vector<int32_t>* out) {
+  out->reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    int64_t id = 0;
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_integer(tokens[i], indexed(param, i), 0, std::numeric_limits<int32_t>::max(),
+                                                  "between 0 and 2^31 - 1", &id));
+    out->push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
+namespace {
 
 Problem read_message(const json& message, const std::string& param, ChatMessage* out) {
   if (!message.is_object()) return wrong_type(param, "an object", message);
@@ -41,18 +53,6 @@ Problem read_message(const json& message, const std::string& param, ChatMessage*
     return missing_field(param + ".content");
   }
   return read_content(*content, param + ".content", &out->content);
-}
-
-// A list of token ids, each in [0, 2^31 - 1].
-Problem read_tokens(const json& tokens, const std::string& param, std::vector<int32_t>* out) {
-  out->reserve(tokens.size());
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    int64_t id = 0;
-    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_integer(tokens[i], indexed(param, i), 0, std::numeric_limits<int32_t>::max(),
-                                                  "between 0 and 2^31 - 1", &id));
-    out->push_back(static_cast<int32_t>(id));
-  }
-  return std::nullopt;
 }
 
 // A prompt: a string or a list of token ids; at the top level also a list

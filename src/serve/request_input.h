@@ -3,11 +3,18 @@
 // accepted). Private to tensorpc_serve_api, like json_fields.h.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "serve/json_fields.h"
 
 namespace tensorpc::serve {
+
+// "param[i]": the name of an array's element in messages.
+std::string indexed(const std::string& param, size_t i);
+
+// A list of token ids (an array, checked by the caller), each in [0, 2^31 - 1].
+Problem read_tokens(const json& tokens, const std::string& param, std::vector<int32_t>* out);
 
 // A message's content: a string, or an array of {"type": "text", "text"}
 // parts joined by "\n" (OpenAI's content parts and Anthropic's text blocks).

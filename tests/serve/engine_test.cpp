@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "model/runtime/embedding.h"
 #include "model/runtime/generate.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/rpc_client.h"
@@ -292,6 +293,97 @@ TEST_F(EngineTest, OverTwoServersTheTextEqualsTheLocalText) {
   }
   over.reset();
   p.reset();
+}
+
+}  // namespace
+}  // namespace tensorpc::serve
+
+namespace tensorpc::serve {
+namespace {
+
+// An embedding request's vectors, filled from the engine's thread.
+struct CollectedVectors {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<StatusOr<std::vector<std::vector<float>>>> result;
+
+  EmbedRequest request(std::vector<std::vector<int32_t>> inputs) {
+    EmbedRequest r;
+    r.inputs = std::move(inputs);
+    r.on_done = [this](StatusOr<std::vector<std::vector<float>>> v) {
+      std::lock_guard lock(mu);
+      result = std::move(v);
+      cv.notify_all();
+    };
+    return r;
+  }
+  StatusOr<std::vector<std::vector<float>>> wait() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return result.has_value(); });
+    return *result;
+  }
+};
+
+TEST_F(EngineTest, EmbeddingsOnFreeSlotsLeaveTheGeneratedTextsAsTheyAre) {
+  const std::vector<std::string> texts(kPrompts.begin(), kPrompts.begin() + 5);
+  std::vector<std::vector<int32_t>> inputs;
+  for (const std::string& t : texts) inputs.push_back(tokens(t));
+  const auto generate_two = [&](Engine& e, CollectedVectors* embedding) {
+    std::vector<std::unique_ptr<Collected>> got;
+    for (int i = 0; i < 2; ++i) {
+      got.push_back(std::make_unique<Collected>());
+      EXPECT_TRUE(e.submit(got.back()->request(tokens(kPrompts[static_cast<size_t>(i) + 5]), 24)).ok());
+    }
+    // Five inputs, one slot free: they take turns between the generation steps.
+    if (embedding != nullptr) {
+      EXPECT_TRUE(e.submit_embedding(embedding->request(inputs)).ok());
+    }
+    std::vector<std::string> out;
+    for (auto& c : got) {
+      c->wait();
+      out.push_back(c->text);
+    }
+    return out;
+  };
+  std::vector<std::string> plain;
+  {
+    auto e = engine(3);
+    plain = generate_two(*e, nullptr);
+  }
+  placement.reset();  // a model's weights are placed once at a time
+  CollectedVectors vectors;
+  auto e = engine(3);
+  EXPECT_EQ(generate_two(*e, &vectors), plain);
+  auto v = vectors.wait();
+  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  ASSERT_EQ(v.value().size(), inputs.size());
+
+  // The vectors are embed()'s on a generator of the model's own.
+  e.reset();
+  placement.reset();
+  placement = ModelPlacement::create(*model, {&cpu}, {.n_ctx = 128}).value();
+  Generator gen(*model, *placement);
+  const int64_t seq = 0;
+  auto want = embed(gen, inputs, std::span<const int64_t>(&seq, 1), {.pooling = model->hparams().pooling});
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ASSERT_EQ(v.value()[i].size(), want.value()[i].size());
+    for (size_t j = 0; j < want.value()[i].size(); ++j) EXPECT_NEAR(v.value()[i][j], want.value()[i][j], 1e-4f);
+  }
+}
+
+TEST_F(EngineTest, BadEmbeddingRequestsAreRefusedBeforeTheyQueue) {
+  auto e = engine(1);
+  CollectedVectors never;
+  EXPECT_EQ(e->submit_embedding(never.request({})).code(), StatusCode::invalid_argument);
+  EXPECT_EQ(e->submit_embedding(never.request({{1, 2}, {}})).code(), StatusCode::invalid_argument);
+  EXPECT_EQ(e->submit_embedding(never.request({{1, 1 << 20}})).code(), StatusCode::invalid_argument);
+  const Status too_long = e->submit_embedding(never.request({std::vector<int32_t>(129, 1)}));
+  EXPECT_EQ(too_long.code(), StatusCode::invalid_argument);
+  EXPECT_NE(too_long.message().find("128"), std::string::npos) << too_long.to_string();
+  CollectedVectors fits;
+  ASSERT_TRUE(e->submit_embedding(fits.request({std::vector<int32_t>(128, 1)})).ok());
+  EXPECT_TRUE(fits.wait().ok());
 }
 
 }  // namespace

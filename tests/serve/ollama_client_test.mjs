@@ -9,6 +9,8 @@
 //   - chat() at temperature 0 answers the text /v1/chat/completions gives,
 //     done, with counts; streamed (NDJSON) its pieces add up to it;
 //   - generate() streamed and not give the same response;
+//   - embed(): a unit vector per input, equal texts equal vectors, different
+//     ones different; an empty input throws (400);
 //   - an unknown option and a wrong model name throw ResponseError (400, 404);
 //   - with KEYED_URL: the right key is served, a wrong key throws (401).
 //
@@ -95,6 +97,21 @@ await check('generate() streamed and not give the same response', async () => {
     streamed += part.response;
   }
   assert.equal(streamed, whole.response);
+});
+
+await check('embed(): a unit vector per input, the same text the same vector; an empty input throws (400)', async () => {
+  const input = ['In the beginning God created the heaven and the earth.', 'And God saw the light, that it was good.',
+    'In the beginning God created the heaven and the earth.'];
+  const r = await client.embed({ model, input });
+  assert.equal(r.embeddings.length, 3);
+  for (const v of r.embeddings) {
+    assert.equal(v.length, r.embeddings[0].length);
+    assert.ok(Math.abs(Math.hypot(...v) - 1) < 1e-4, `length ${Math.hypot(...v)}`);
+  }
+  assert.ok(r.embeddings[0].every((x, i) => Math.abs(x - r.embeddings[2][i]) < 1e-4));
+  assert.ok(r.embeddings[0].some((x, i) => Math.abs(x - r.embeddings[1][i]) > 1e-3));
+  assert.ok(r.prompt_eval_count > 0);
+  await assert.rejects(client.embed({ model, input: '' }), (e) => e.status_code === 400);
 });
 
 await check('an unknown option and an unknown model throw ResponseError (400, 404)', async () => {

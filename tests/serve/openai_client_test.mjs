@@ -24,6 +24,10 @@
 //     keyword tensorpc lacks throws BadRequestError;
 //   - with KEYED_URL: the right key is served, a wrong key throws
 //     AuthenticationError (401);
+//   - embeddings.create (the package's base64 decoded by it, and "float" and
+//     "base64" asked for by name): unit vectors of one width, the same text the
+//     same vector batched or alone, different texts different ones; an empty
+//     input or other dimensions throw BadRequestError;
 //   - a malformed request (temperature "hot", messages missing) throws
 //     BadRequestError (400) naming the field.
 //
@@ -278,6 +282,54 @@ await check('json_schema: 50 replies at temperature 1 parse and validate (ajv); 
     model, messages: MESSAGES, max_tokens: 8,
     response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', patternProperties: {} } } },
   }));
+});
+
+// The largest difference between two vectors' values, and a vector's length.
+const farthest = (a, b) => Math.max(...a.map((x, i) => Math.abs(x - b[i])));
+const norm = (v) => Math.sqrt(v.reduce((sum, x) => sum + x * x, 0));
+
+await check('embeddings.create: unit vectors, equal texts equal, different texts different; float and base64 agree', async () => {
+  const texts = ['In the beginning God created the heaven and the earth.', 'And the earth was without form, and void;',
+    'In the beginning God created the heaven and the earth.'];
+  // No encoding_format: the package asks for base64 and decodes it into numbers itself.
+  const r = await client.embeddings.create({ model, input: texts });
+  assert.equal(r.object, 'list');
+  assert.equal(r.model, model);
+  assert.equal(r.data.length, texts.length);
+  const width = r.data[0].embedding.length;
+  assert.ok(width > 0);
+  for (const [i, d] of r.data.entries()) {
+    assert.equal(d.object, 'embedding');
+    assert.equal(d.index, i);
+    assert.equal(d.embedding.length, width);
+    assert.ok(Math.abs(norm(d.embedding) - 1) < 1e-4, `vector ${i} has length ${norm(d.embedding)}`);
+  }
+  assert.ok(farthest(r.data[0].embedding, r.data[2].embedding) < 1e-4, 'the same text gave different vectors');
+  assert.ok(farthest(r.data[0].embedding, r.data[1].embedding) > 1e-3, 'different texts gave the same vector');
+  assert.ok(r.usage.prompt_tokens > 0);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens);
+
+  // Asked for by name, the answer comes as it is: numbers, or base64 of little-endian float32 values.
+  const asFloats = await client.embeddings.create({ model, input: texts[0], encoding_format: 'float' });
+  assert.equal(asFloats.data.length, 1);
+  const floats = asFloats.data[0].embedding;
+  assert.ok(farthest(floats, r.data[0].embedding) < 1e-4, 'alone and batched differ');
+  const asBase64 = await client.embeddings.create({ model, input: texts[0], encoding_format: 'base64', dimensions: width });
+  const bytes = Buffer.from(asBase64.data[0].embedding, 'base64');
+  assert.equal(bytes.length, 4 * width);
+  const decoded = Array.from({ length: width }, (_, i) => bytes.readFloatLE(4 * i));
+  assert.deepEqual(decoded, floats.map((x) => Math.fround(x)));
+});
+
+await check('embeddings.create with an empty input, or dimensions other than the width, throws BadRequestError', async () => {
+  for (const input of ['', [], ['a text', '']]) {
+    const e = await expectThrows(OpenAI.BadRequestError, 400, () => client.embeddings.create({ model, input }));
+    assert.match(e.param, /^input/);
+    assert.equal(e.type, 'invalid_request_error');
+  }
+  const e = await expectThrows(OpenAI.BadRequestError, 400, () =>
+    client.embeddings.create({ model, input: 'a text', dimensions: 3 }));
+  assert.equal(e.param, 'dimensions');
 });
 
 await check('temperature "hot" throws BadRequestError (400) naming it', async () => {

@@ -10,7 +10,8 @@ CPU. Then checks, one line per case, with curl:
 
   - bad requests get OpenAI's error JSON and the status that says whose fault:
     malformed JSON, a field of the wrong type, an unknown model, a prompt
-    longer than a slot's context (400); an unknown path (404); a body over
+    longer than a slot's context, an empty or too long embeddings input (400);
+    an unknown path (404); a body over
     --max-body (413, one under it is served); a missing or wrong key (401,
     while /health needs none); every slot busy and no queue (503, Retry-After);
   - /metrics and /v1/cluster name both servers, and /v1/cluster both devices of each;
@@ -325,6 +326,12 @@ class Cases:
         expect_error(http(base + "/v1/chat/completions", "POST",
                           {"messages": [{"role": "user", "content": long_text}], "max_tokens": 1}),
                      400, "invalid_request_error", "context_length_exceeded", "messages")
+        expect_error(http(base + "/v1/embeddings", "POST", {"input": ""}), 400, "invalid_request_error",
+                     "invalid_value", "input")
+        expect_error(http(base + "/v1/embeddings", "POST", {"input": [long_text]}), 400, "invalid_request_error",
+                     "context_length_exceeded", "input")
+        expect_error(http(base + "/v1/embeddings", "POST", {"input": [[1, 2], [10 ** 9]]}), 400,
+                     "invalid_request_error", "invalid_value", "input")
         expect_error(http(base + "/v1/no-such-path"), 404, "not_found_error", "not_found")
         expect_error(http(base + "/v1/no-such-path", "POST", {}), 404, "not_found_error", "not_found")
 
@@ -429,7 +436,8 @@ class Cases:
 
     def api_key(self, base):
         for path, method, body in (("/v1/models", "GET", None),
-                                   ("/v1/completions", "POST", {"prompt": "In", "max_tokens": 1})):
+                                   ("/v1/completions", "POST", {"prompt": "In", "max_tokens": 1}),
+                                   ("/v1/embeddings", "POST", {"input": "In the beginning"})):
             r = http(base + path, method, body)
             expect_error(r, 401, "authentication_error", "invalid_api_key")
             check(r.headers.get("www-authenticate", "").startswith("Bearer"), f"{path}: no WWW-Authenticate: Bearer")

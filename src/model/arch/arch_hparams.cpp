@@ -39,6 +39,7 @@ constexpr std::string_view kKnownKeys[] = {
     "expert_used_count",
     "expert_feed_forward_length",
     "expert_shared_feed_forward_length",
+    "pooling_type",
 };
 
 // The keys of one architecture's prefix, and the errors that name them.
@@ -263,6 +264,14 @@ Status read_arch_hparams(const GgufFile& f, const ArchDescription& arch, LlamaHp
       }
     }
   }
+
+  // Embeddings' pooling (GGUF's numbering: 0 none, 1 mean, 2 cls, 3 last);
+  // rank (4) scores a pair of texts, which tensorpc does not do.
+  TENSORPC_ASSIGN_OR_RETURN(const int64_t pooling, keys.integer("pooling_type", 1));
+  if (pooling < 0 || pooling > 3) {
+    return keys.refuse("pooling_type", std::to_string(pooling), "tensorpc pools by none, mean, cls or last (0 to 3)");
+  }
+  hp.pooling = static_cast<Pooling>(pooling);
 
   // The query scale.
   if (arch.query_scale == QueryScale::gemma2 && hp.n_layer == 46 && hp.n_head > 0) {

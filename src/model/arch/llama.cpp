@@ -306,7 +306,7 @@ LlamaStep build_llama_step(Context& ctx, const LlamaHparams& hp, const LlamaWeig
     step.cells = ctx.new_tensor(DType::i32, {n}, "cells");
     step.cells->flags |= kFlagInput;
   }
-  if (shape.n_out > 0) {
+  if (shape.n_out > 0 && !shape.hidden) {
     step.out_rows = ctx.new_tensor(DType::i32, {shape.n_out}, "out_rows");
     step.out_rows->flags |= kFlagInput;
   }
@@ -430,6 +430,14 @@ LlamaStep build_llama_step(Context& ctx, const LlamaHparams& hp, const LlamaWeig
     }
     if (arch.post_norms) d = ctx.mul(ctx.rms_norm(d, hp.norm_eps), L.post_ffn_norm);
     x = ctx.add(x, d);
+  }
+
+  // hidden = RMSNorm(x) * output_norm for every token: the last hidden
+  // state, which embeddings pool; the step ends there
+  if (shape.hidden) {
+    step.hidden = ctx.mul(ctx.rms_norm(x, hp.norm_eps), w.output_norm);
+    step.hidden->name = "hidden";
+    return step;
   }
 
   // logits = W_out RMSNorm(x) * output_norm — for the last token only when

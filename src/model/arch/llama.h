@@ -26,6 +26,11 @@
 
 namespace tensorpc {
 
+// How an embedding pools a sequence's final hidden states into one vector:
+// GGUF's <arch>.pooling_type, numbered as the file writes it. none keeps a
+// vector per token.
+enum class Pooling { none = 0, mean = 1, cls = 2, last = 3 };
+
 struct LlamaHparams {
   const ArchDescription* arch = &kArchLlama;  // never null
   int64_t n_vocab = 0;
@@ -63,6 +68,8 @@ struct LlamaHparams {
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;
   int64_t n_ff_shexp = 0;
+
+  Pooling pooling = Pooling::mean;  // <arch>.pooling_type; mean when the file names none
 
   bool has_experts() const { return n_expert > 0; }
   int64_t head_dim() const { return n_head_dim > 0 ? n_head_dim : n_head > 0 ? n_embd / n_head : 0; }
@@ -153,7 +160,8 @@ struct KvCache {
 // (causal_mask and batch_mask make both). Each mask is there (non-null) when
 // some layer reads it: mask_swa when some layer slides (hp.sliding), mask
 // when some does not. The caller reads logits: f32 [n_vocab, n_out], for
-// every token, the last only, or the rows out_rows names.
+// every token, the last only, or the rows out_rows names (or, with
+// LlamaStepShape::hidden, `hidden` instead).
 struct LlamaStep {
   Tensor* tokens = nullptr;
   Tensor* positions = nullptr;
@@ -162,6 +170,7 @@ struct LlamaStep {
   Tensor* mask = nullptr;
   Tensor* mask_swa = nullptr;
   Tensor* logits = nullptr;
+  Tensor* hidden = nullptr;  // with LlamaStepShape::hidden, instead of logits
   int64_t n_tokens = 0;
   int64_t n_kv = 0;
 };
@@ -173,6 +182,10 @@ struct LlamaStepShape {
   bool all_logits = false;   // a row of logits for every token; else for the last
   int64_t n_out = 0;         // > 0: n_out rows, those the out_rows input names (overrides all_logits)
   bool cells = false;        // keys and values go to the cells input rather than to their positions
+  // The step ends before the output projection: `hidden`, f32 [n_embd,
+  // n_tokens], every token's final hidden state (after the output norm),
+  // what embeddings pool; no logits (all_logits and n_out are ignored).
+  bool hidden = false;
 };
 
 // Builds one forward step over n_tokens tokens that attends to the first

@@ -104,11 +104,27 @@ StatusOr<std::vector<float>> Generator::read_logits() const {
 }
 
 StatusOr<std::vector<float>> Generator::eval_batch(std::span<const SequenceTokens> batch, int64_t k) {
-  if (batch.empty()) return invalid_argument("generator: an empty batch");
   if (k < 0 || k > model_.hparams().n_vocab) {
     return invalid_argument("generator: " + std::to_string(k) + " candidates asked of a vocabulary of " +
                             std::to_string(model_.hparams().n_vocab));
   }
+  TENSORPC_ASSIGN_OR_RETURN(const StepTokens in, batch_tokens(batch));
+  std::vector<float> out;
+  TENSORPC_RETURN_IF_ERROR(step(in, k, /*all_logits=*/false, out));
+  return out;
+}
+
+StatusOr<std::vector<float>> Generator::eval_hidden(std::span<const SequenceTokens> batch) {
+  TENSORPC_ASSIGN_OR_RETURN(StepTokens in, batch_tokens(batch));
+  in.last.clear();
+  in.hidden = true;
+  std::vector<float> out;
+  TENSORPC_RETURN_IF_ERROR(step(in, 0, /*all_logits=*/false, out));
+  return out;
+}
+
+StatusOr<Generator::StepTokens> Generator::batch_tokens(std::span<const SequenceTokens> batch) const {
+  if (batch.empty()) return invalid_argument("generator: an empty batch");
   StepTokens in;
   std::vector<bool> seen(positions_.size(), false);
   for (const SequenceTokens& e : batch) {
@@ -124,9 +140,7 @@ StatusOr<std::vector<float>> Generator::eval_batch(std::span<const SequenceToken
     in.seqs.insert(in.seqs.end(), e.tokens.size(), static_cast<int32_t>(e.seq));
     in.last.push_back(static_cast<int32_t>(in.tokens.size() - 1));
   }
-  std::vector<float> out;
-  TENSORPC_RETURN_IF_ERROR(step(in, k, /*all_logits=*/false, out));
-  return out;
+  return in;
 }
 
 StatusOr<std::vector<float>> Generator::run(std::span<const int32_t> tokens, int64_t k, bool all_logits,
@@ -260,10 +274,11 @@ Status Generator::step_once(const StepTokens& in, int64_t k, bool all_logits, st
                        .n_kv = n_kv,
                        .all_logits = all_logits,
                        .n_out = in.last.empty() ? 0 : static_cast<int64_t>(in.last.size()),
-                       .cells = n_seq > 1};
+                       .cells = n_seq > 1,
+                       .hidden = in.hidden};
   const auto same = [](const LlamaStepShape& a, const LlamaStepShape& b) {
     return a.n_tokens == b.n_tokens && a.n_kv == b.n_kv && a.all_logits == b.all_logits && a.n_out == b.n_out &&
-           a.cells == b.cells;
+           a.cells == b.cells && a.hidden == b.hidden;
   };
   const auto same_sampling = [&](const BuiltStep& b) {
     if (sampling == nullptr) return b.token == nullptr;
@@ -292,7 +307,7 @@ Status Generator::step_once(const StepTokens& in, int64_t k, bool all_logits, st
         b->graph = Graph::build({b->step.logits, b->top});
       }
     } else {
-      b->graph = Graph::build({b->step.logits});
+      b->graph = Graph::build({in.hidden ? b->step.hidden : b->step.logits});
     }
     built_ = std::move(b);
   }
@@ -320,7 +335,10 @@ Status Generator::step_once(const StepTokens& in, int64_t k, bool all_logits, st
     const std::array<uint32_t, 2> draw{static_cast<uint32_t>(sampling->draw), static_cast<uint32_t>(sampling->draw >> 32)};
     TENSORPC_RETURN_IF_ERROR(set(built_->draw, draw));
   }
-  const Tensor& result = built_->token ? *built_->token : built_->top ? *built_->top : *step.logits;
+  const Tensor& result = built_->token ? *built_->token
+                         : built_->top ? *built_->top
+                         : step.hidden ? *step.hidden
+                                       : *step.logits;
   const size_t offset = out.size();
   out.resize(offset + static_cast<size_t>(result.nelements()));
   TENSORPC_RETURN_IF_ERROR(scheduler_->compute_and_read(g, result, out.data() + offset));

@@ -33,6 +33,11 @@
 // one's last token. A single-sequence caller never names a sequence: eval(),
 // position() and rewind() are sequence 0's.
 //
+// eval_hidden() runs such a batch through a graph that stops before the
+// output projection and returns every token's final hidden state, which
+// embeddings pool (embedding.h): the same placement, the same sequences and
+// cells, only the graph's end differs.
+//
 // With a recovery (GeneratorOptions::recovery, recovery.h), a step that
 // fails because a server of the placement was lost is not the end: the
 // generator moves to the placement the recovery makes, evaluates again the
@@ -117,6 +122,10 @@ class Generator {
   // can_select_on_device()). The whole batch is one step: the caller keeps
   // it to a size it can afford (n_batch tokens, say).
   StatusOr<std::vector<float>> eval_batch(std::span<const SequenceTokens> batch, int64_t k = 0);
+  // The same pass returning, instead of logits, every token's final hidden
+  // state (after the output norm, before the output projection):
+  // [n_tokens][n_embd], the entries' tokens in order.
+  StatusOr<std::vector<float>> eval_hidden(std::span<const SequenceTokens> batch);
 
   // Back to position 0 with an empty cache, every sequence.
   Status reset();
@@ -171,10 +180,14 @@ class Generator {
     Graph graph;
   };
   // The tokens of one step: each with its sequence; `last` marks the tokens
-  // whose logits come back (empty: the last token's, or all with all_logits).
+  // whose logits come back (empty: the last token's, or all with all_logits);
+  // `hidden`: every token's hidden state comes back instead (no logits).
   struct StepTokens {
     std::vector<int32_t> tokens, seqs, last;
+    bool hidden = false;
   };
+  // The batch's tokens, each entry a distinct sequence with tokens; `last` its last tokens.
+  StatusOr<StepTokens> batch_tokens(std::span<const SequenceTokens> batch) const;
   // Runs one step and appends its result (logits, top k, or with `sampling`
   // the sampled token's bits as one float) to `out`; recovers from a lost
   // server (recover()) and runs it again.
