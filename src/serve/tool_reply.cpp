@@ -62,7 +62,7 @@ ToolReply::Output ToolReply::apply(std::vector<ToolCallEvent>& events) {
       case ToolCallEvent::Kind::content: out.content += e.text; break;
       case ToolCallEvent::Kind::call:
         if (!parallel_ && e.index > 0) break;  // parallel_tool_calls false: the first call only
-        calls_.push_back({.id = new_tool_call_id(syntax_, ids_(), ids_()), .name = e.text, .arguments = {}});
+        calls_.push_back({.id = new_tool_call_id(syntax_, ids_), .name = e.text, .arguments = {}});
         out.calls.push_back({.call = e.index, .id = calls_.back().id, .name = std::move(e.text), .arguments = {}});
         break;
       case ToolCallEvent::Kind::arguments:

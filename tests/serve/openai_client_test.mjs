@@ -1,9 +1,10 @@
 // `tensorpc serve` through the official OpenAI client for Node (the `openai`
 // npm package, v4 API):
 //
-//   node tests/serve/openai_client_test.mjs BASE_URL [KEYED_URL KEY]
+//   node tests/serve/openai_client_test.mjs BASE_URL [KEYED_URL KEY [TOOLS_URL]]
 //
-// BASE_URL is a serve without a key; KEYED_URL one started with --api-key KEY.
+// BASE_URL is a serve without a key; KEYED_URL one started with --api-key KEY;
+// TOOLS_URL one whose chat template has tool syntax (--chat-template chatml).
 // Each case prints one line; the first failure exits 1 with the reason.
 // Checks, in order:
 //   - models.list() lists the served model;
@@ -28,6 +29,12 @@
 //     "base64" asked for by name): unit vectors of one width, the same text the
 //     same vector batched or alone, different texts different ones; an empty
 //     input or other dimensions throw BadRequestError;
+//   - with TOOLS_URL, tools: a required call (finish_reason tool_calls, the
+//     arguments valid JSON of the tool's schema), its result sent back as a
+//     `tool` message and answered in text; a named function called; a streamed
+//     call reassembled from delta.tool_calls (id and name first, the arguments
+//     in two or more pieces) equal to the call not streamed; tools on
+//     BASE_URL, whose template has no tool syntax, throw BadRequestError;
 //   - a malformed request (temperature "hot", messages missing) throws
 //     BadRequestError (400) naming the field.
 //
@@ -61,8 +68,8 @@ function loadOpenAI() {
   }
 }
 
-const [baseUrl, keyedUrl, key] = process.argv.slice(2);
-if (!baseUrl || (keyedUrl && !key)) exitFailed('usage: node openai_client_test.mjs BASE_URL [KEYED_URL KEY]');
+const [baseUrl, keyedUrl, key, toolsUrl] = process.argv.slice(2);
+if (!baseUrl || (keyedUrl && !key)) exitFailed('usage: node openai_client_test.mjs BASE_URL [KEYED_URL KEY [TOOLS_URL]]');
 const OpenAI = loadOpenAI();
 // No retries: a 5xx must show, not be hidden behind a second try.
 const client = new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
@@ -331,6 +338,98 @@ await check('embeddings.create with an empty input, or dimensions other than the
     client.embeddings.create({ model, input: 'a text', dimensions: 3 }));
   assert.equal(e.param, 'dimensions');
 });
+
+if (toolsUrl) {
+  const tools = new OpenAI({ baseURL: `${toolsUrl}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+  const TOOLS = [
+    {
+      type: 'function',
+      function: {
+        name: 'get_weather',
+        description: 'The weather in a city',
+        parameters: {
+          type: 'object',
+          properties: { unit: { type: 'string', enum: ['celsius', 'fahrenheit'] }, detailed: { type: 'boolean' } },
+          required: ['unit'],
+        },
+      },
+    },
+    { type: 'function', function: { name: 'now', description: 'The time', parameters: { type: 'object', properties: {} } } },
+  ];
+  const ASK = [{ role: 'user', content: 'What is the weather like?' }];
+  const CALL = { model, messages: ASK, tools: TOOLS, tool_choice: 'required', max_tokens: 200, temperature: 0 };
+
+  let call = null;
+  await check('tools: a required call comes back as message.tool_calls, finish_reason tool_calls', async () => {
+    const r = await tools.chat.completions.create(CALL);
+    const choice = r.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
+    assert.equal(choice.message.content, null);
+    assert.equal(choice.message.tool_calls.length, 1);
+    call = choice.message.tool_calls[0];
+    assert.equal(call.type, 'function');
+    assert.match(call.id, /^call_[A-Za-z0-9]{24}$/);
+    assert.ok(['get_weather', 'now'].includes(call.function.name), call.function.name);
+    const args = JSON.parse(call.function.arguments);
+    if (call.function.name === 'get_weather') assert.ok(['celsius', 'fahrenheit'].includes(args.unit), call.function.arguments);
+  });
+
+  await check('tools: the call\'s result sent back as a tool message is answered in text', async () => {
+    const r = await tools.chat.completions.create({
+      model, tools: TOOLS, max_tokens: MAX_TOKENS, temperature: 0,
+      messages: [...ASK, { role: 'assistant', content: null, tool_calls: [call] },
+        { role: 'tool', tool_call_id: call.id, content: '{"temperature": 21}' }],
+    });
+    const choice = r.choices[0];
+    assert.ok(['stop', 'length'].includes(choice.finish_reason), choice.finish_reason);
+    assert.equal(typeof choice.message.content, 'string');
+    assert.ok(choice.message.content.length > 0);
+    assert.equal(choice.message.tool_calls, undefined);
+  });
+
+  await check('tools: tool_choice naming a function calls that one, at temperature 1 over 5 seeds', async () => {
+    for (let seed = 1; seed <= 5; ++seed) {
+      const r = await tools.chat.completions.create({
+        ...CALL, temperature: 1, seed, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+      });
+      const c = r.choices[0].message.tool_calls[0];
+      assert.equal(c.function.name, 'get_weather');
+      assert.ok(['celsius', 'fahrenheit'].includes(JSON.parse(c.function.arguments).unit), c.function.arguments);
+    }
+  });
+
+  await check('tools: a streamed call reassembled from delta.tool_calls equals the call not streamed', async () => {
+    const stream = await tools.chat.completions.create({ ...CALL, stream: true });
+    const calls = [];
+    let pieces = 0, finish = null;
+    for await (const chunk of stream) {
+      const choice = chunk.choices[0];
+      if (!choice) continue;
+      if (choice.finish_reason) finish = choice.finish_reason;
+      for (const d of choice.delta.tool_calls ?? []) {
+        if (d.id) {
+          assert.equal(calls.length, d.index, 'calls begin in order');
+          calls.push({ id: d.id, name: d.function.name, arguments: d.function.arguments ?? '' });
+        } else {
+          calls[d.index].arguments += d.function.arguments;
+          ++pieces;
+        }
+      }
+    }
+    assert.equal(finish, 'tool_calls');
+    assert.equal(calls.length, 1);
+    assert.ok(pieces >= 2, `arguments in ${pieces} pieces`);
+    assert.equal(calls[0].name, call.function.name);
+    assert.equal(calls[0].arguments, call.function.arguments);
+  });
+
+  await check('tools: a template without tool syntax throws BadRequestError naming tools', async () => {
+    const e = await expectThrows(OpenAI.BadRequestError, 400, () =>
+      client.chat.completions.create({ ...CALL, max_tokens: 4 }));
+    assert.equal(e.param, 'tools');
+    assert.match(e.message, /no tool calling/);
+  });
+}
 
 await check('temperature "hot" throws BadRequestError (400) naming it', async () => {
   const e = await expectThrows(OpenAI.BadRequestError, 400, () =>

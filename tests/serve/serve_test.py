@@ -585,14 +585,18 @@ def main():
                                       "--max-body", str(GUARDED_MAX_BODY))
         tiny = cluster.start_serve("serve-tiny", "kjv-tiny.gguf", "--local-only", "--parallel", "1",
                                    "--ctx", str(TINY_CTX))
+        # Tools: the chatml template (Qwen 2.5's tool syntax) and room for the tools' prompt.
+        tools = cluster.start_serve("serve-tools", "kjv-bpe.gguf", "--local-only", "--parallel", "2",
+                                    "--chat-template", "chatml", "--ctx", "1024")
         n_ctx = {}
 
         def ready():
             n_ctx["main"] = cluster.wait_ready(main_serve, 4)
             cluster.wait_ready(guarded, 1)
             cluster.wait_ready(tiny, 1)
-            return f"servers {', '.join(endpoints)}; {main_serve.base}, {guarded.base}, {tiny.base}"
-        case("two servers and three serves start, /health 200", ready)
+            cluster.wait_ready(tools, 2)
+            return f"servers {', '.join(endpoints)}; {main_serve.base}, {guarded.base}, {tiny.base}, {tools.base}"
+        case("two servers and four serves start, /health 200", ready)
 
         base = main_serve.base
         case("GET /v1/models lists the model", cases.models, base)
@@ -618,7 +622,7 @@ def main():
 
         case("the openai npm package (openai_client_test.mjs)",
              lambda: print(run_node(os.path.join(here, "openai_client_test.mjs"),
-                                    [base, guarded.base, API_KEY], npm_dir, 120), flush=True))
+                                    [base, guarded.base, API_KEY, tools.base], npm_dir, 120), flush=True))
         case("the @anthropic-ai/sdk npm package on /v1/messages (anthropic_client_test.mjs)",
              lambda: print(run_node(os.path.join(here, "anthropic_client_test.mjs"),
                                     [base, guarded.base, API_KEY], npm_dir, 120), flush=True))

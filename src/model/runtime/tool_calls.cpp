@@ -358,15 +358,12 @@ StatusOr<std::string> tool_call_grammar(ToolSyntax syntax, std::span<const ToolF
   }
 }
 
-std::string new_tool_call_id(ToolSyntax syntax, uint64_t random_a, uint64_t random_b) {
+std::string new_tool_call_id(ToolSyntax syntax, std::mt19937_64& random) {
   static constexpr char kDigits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  std::uniform_int_distribution<int> digit(0, 61);
   std::string out = syntax == ToolSyntax::mistral ? "" : "call_";
   const int n = syntax == ToolSyntax::mistral ? 9 : 24;
-  for (int i = 0; i < n; ++i) {
-    uint64_t& bits = i < 12 ? random_a : random_b;
-    out += kDigits[bits % 62];
-    bits /= 62;
-  }
+  for (int i = 0; i < n; ++i) out += kDigits[digit(random)];
   return out;
 }
 

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -94,9 +95,9 @@ std::string_view tool_call_opener(ToolSyntax syntax);
 // converter does not take (naming the tool), or `tools` is empty.
 StatusOr<std::string> tool_call_grammar(ToolSyntax syntax, std::span<const ToolFunction> tools);
 
-// A new call id as the syntax wants it, from `random` bits: "call_" and 24
+// A new call id as the syntax wants it, drawn from `random`: "call_" and 24
 // letters or digits; for mistral 9 letters or digits (its template's rule).
-std::string new_tool_call_id(ToolSyntax syntax, uint64_t random_a, uint64_t random_b);
+std::string new_tool_call_id(ToolSyntax syntax, std::mt19937_64& random);
 
 // A whole reply read at once: its content and its calls (ids empty).
 struct ParsedReply {

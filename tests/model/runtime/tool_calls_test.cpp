@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -175,12 +177,20 @@ TEST(ToolCalls, GrammarRefusesWhatItCannotConstrain) {
 }
 
 TEST(ToolCalls, NewIdsFollowTheSyntax) {
-  const std::string openai = new_tool_call_id(ToolSyntax::hermes, 12345, 67890);
+  std::mt19937_64 random(7);
+  const std::string openai = new_tool_call_id(ToolSyntax::hermes, random);
   EXPECT_EQ(openai.rfind("call_", 0), 0u);
   EXPECT_EQ(openai.size(), 5u + 24u);
-  const std::string mistral = new_tool_call_id(ToolSyntax::mistral, 12345, 67890);
+  const std::string mistral = new_tool_call_id(ToolSyntax::mistral, random);
   EXPECT_EQ(mistral.size(), 9u);
-  EXPECT_NE(new_tool_call_id(ToolSyntax::hermes, 1, 2), new_tool_call_id(ToolSyntax::hermes, 2, 1));
+  for (char c : mistral) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c))) << mistral;
+  // Every place of the id varies (none is stuck at one digit).
+  std::vector<std::set<char>> seen(24);
+  for (int i = 0; i < 200; ++i) {
+    const std::string id = new_tool_call_id(ToolSyntax::hermes, random);
+    for (size_t k = 0; k < 24; ++k) seen[k].insert(id[5 + k]);
+  }
+  for (const std::set<char>& s : seen) EXPECT_GT(s.size(), 20u);
 }
 
 }  // namespace
