@@ -277,29 +277,54 @@ struct ShapedExchange {
   std::string text;                 // guarded by mu: the whole text (not streamed) or events not yet sent (streamed)
   bool started = false;             // guarded by mu
   std::optional<std::string> tail;  // guarded by mu
+  std::optional<ToolReply> tools;   // guarded by mu: with tools, the reply's calls, read as it comes
 
   virtual ~ShapedExchange() = default;
-  virtual std::string piece_event(std::string_view piece) const = 0;
+  virtual std::string piece_event(std::string_view piece) = 0;
+  // Events for pieces of calls as they come (streamed); none: the shape gives the calls at the end.
+  virtual std::string call_events(const std::vector<ToolReply::CallPiece>&) { return {}; }
   // The whole answer (not streamed), or the stream's last events; `failure` when it failed.
   virtual HttpReply whole(const Outcome& o, const std::optional<ApiError>& failure) const = 0;
   virtual std::string last_events(const Outcome& o, const std::optional<ApiError>& failure) const = 0;
   virtual std::string opening() const { return {}; }
   virtual bool ndjson() const { return false; }
 
+  const std::vector<ToolCall>& calls() const {
+    static const std::vector<ToolCall> kNone;
+    return tools ? tools->calls() : kNone;
+  }
+  // Content and calls: kept whole, or as events; mu held.
+  void take(std::string_view content, const std::vector<ToolReply::CallPiece>& pieces = {}) {
+    if (!stream) {
+      text += content;
+      return;
+    }
+    std::string events = content.empty() ? std::string() : piece_event(content);
+    if (!pieces.empty()) events += call_events(pieces);
+    if (events.empty()) return;
+    if (started) {
+      out->send(std::move(events));
+    } else {
+      text += events;
+    }
+  }
   bool on_text(std::string_view piece) {
     std::lock_guard lock(mu);
-    if (!stream) {
-      text += piece;
-    } else if (started) {
-      out->send(piece_event(piece));
+    if (tools) {
+      const ToolReply::Output o = tools->feed(piece);
+      take(o.content, o.calls);
     } else {
-      text += piece_event(piece);
+      take(piece);
     }
     return !out->gone()->load();
   }
   void on_done(const Outcome& o) {
     const std::optional<ApiError> failure = failure_of(o);
     std::lock_guard lock(mu);
+    if (tools) {
+      const ToolReply::Output rest = tools->finish();
+      take(rest.content, rest.calls);
+    }
     if (!stream) return out->reply(whole(o, failure));
     std::string last = last_events(o, failure);
     if (started) return out->end(std::move(last));
@@ -336,16 +361,19 @@ struct OllamaExchange : ShapedExchange {
             .prompt_seconds = o.first_token_seconds - o.queue_seconds,
             .eval_seconds = o.seconds - o.first_token_seconds};
   }
-  std::string piece_event(std::string_view piece) const override { return ollama_piece_line(chat, model, piece); }
+  std::string piece_event(std::string_view piece) override { return ollama_piece_line(chat, model, piece); }
   HttpReply whole(const Outcome& o, const std::optional<ApiError>& failure) const override {
     if (failure) return error(*failure);
     return {.status = 200,
             .content_type = "application/json",
-            .body = ollama_done_line(chat, model, text, done_of(o)),
+            .body = ollama_done_line(chat, model, text, done_of(o), calls()),
             .headers = {}};
   }
+  // Streamed, the calls come whole in a line before the last, as Ollama sends them.
   std::string last_events(const Outcome& o, const std::optional<ApiError>& failure) const override {
-    return failure ? ollama_error_json(failure->message) + "\n" : ollama_done_line(chat, model, "", done_of(o));
+    if (failure) return ollama_error_json(failure->message) + "\n";
+    std::string lines = calls().empty() ? std::string() : ollama_tool_calls_line(model, calls());
+    return lines + ollama_done_line(chat, model, "", done_of(o));
   }
   bool ndjson() const override { return true; }
 };
@@ -354,22 +382,45 @@ struct OllamaExchange : ShapedExchange {
 struct MessageExchange : ShapedExchange {
   std::string id;
   int64_t input_tokens = 0;
+  int block = 0;           // guarded by mu: the content block open in the stream (0: the first text block)
+  bool text_block = true;  // guarded by mu: whether it is a text block
 
   static HttpReply error(const ApiError& e) { return json_reply(e, anthropic_error_json(e)); }
-  static MessageEnd end_of(const Outcome& o) {
+  MessageEnd end_of(const Outcome& o) const {
     if (!o.stop_string.empty()) return {.stop_reason = "stop_sequence", .stop_sequence = o.stop_string};
-    return {.stop_reason = o.finish == Finish::length ? "max_tokens" : "end_turn", .stop_sequence = {}};
+    if (o.finish == Finish::length) return {.stop_reason = "max_tokens", .stop_sequence = {}};
+    return {.stop_reason = calls().empty() ? "end_turn" : "tool_use", .stop_sequence = {}};
   }
-  std::string piece_event(std::string_view piece) const override { return text_delta_event(piece); }
+  std::string piece_event(std::string_view piece) override {
+    std::string events;
+    if (!text_block) {  // text after a call: a text block of its own
+      events = block_switch_events(block, block + 1);
+      ++block;
+      text_block = true;
+    }
+    return events + text_delta_event(block, piece);
+  }
+  std::string call_events(const std::vector<ToolReply::CallPiece>& pieces) override {
+    std::string events;
+    for (const ToolReply::CallPiece& p : pieces) {
+      if (!p.id.empty()) {
+        events += block_switch_events(block, block + 1, p.id, p.name);
+        ++block;
+        text_block = false;
+      }
+      if (!p.arguments.empty()) events += input_json_delta_event(block, p.arguments);
+    }
+    return events;
+  }
   HttpReply whole(const Outcome& o, const std::optional<ApiError>& failure) const override {
     if (failure) return error(*failure);
     return {.status = 200,
             .content_type = "application/json",
-            .body = message_json(id, model, text, end_of(o), input_tokens, o.completion_tokens),
+            .body = message_json(id, model, text, end_of(o), input_tokens, o.completion_tokens, calls()),
             .headers = {}};
   }
   std::string last_events(const Outcome& o, const std::optional<ApiError>& failure) const override {
-    return failure ? anthropic_error_event(*failure) : message_end_events(end_of(o), o.completion_tokens);
+    return failure ? anthropic_error_event(*failure) : message_end_events(end_of(o), o.completion_tokens, block);
   }
   std::string opening() const override { return message_start_events(id, model, input_tokens); }
 };
@@ -737,7 +788,9 @@ void HttpRoutes::messages(const std::string& body, std::shared_ptr<Responder> ou
   }
   Engine& engine = *model_.engine;
   const Tokenizer& tok = engine.model().tokenizer();
-  auto tokens = conversation_tokens(*model_.chat_template, r.messages, ToolPlan{}, tok, engine.slot_context());
+  auto tools = plan_tools(*model_.chat_template, r.tools, r.tool_choice, r.tool_choice_name, r.parallel_tool_calls);
+  if (!tools.ok()) return refuse("tools", tools.status().message());
+  auto tokens = conversation_tokens(*model_.chat_template, r.messages, *tools, tok, engine.slot_context());
   if (!tokens.ok()) return refuse("messages", tokens.status().message());
   Request work;
   work.prompt = std::move(tokens).value();
@@ -747,7 +800,10 @@ void HttpRoutes::messages(const std::string& body, std::shared_ptr<Responder> ou
   work.max_tokens = r.max_tokens;
   work.sampler = r.sampler;
   work.stop = r.stop;
+  work.special_text = tools->active() && tools->syntax == ToolSyntax::mistral;  // its calls open with [TOOL_CALLS]
+  if (Status s = constrain(tools->grammar, work.sampler); !s.ok()) return refuse("tools", s.message());
   auto ex = std::make_shared<MessageExchange>();
+  if (tools->active()) ex->tools.emplace(*tools);
   ex->out = out;
   ex->id = request_id("msg_");
   ex->model = model_id_;
@@ -803,10 +859,15 @@ void HttpRoutes::ollama(bool chat, const std::string& body, std::shared_ptr<Resp
   }
   const Tokenizer& tok = engine.model().tokenizer();
   std::string text;
+  ToolPlan tools;
   if (!chat && r.raw) {
     text = r.prompt;
   } else if (model_.chat_template) {
-    auto rendered = model_.chat_template->render(r.messages, /*add_generation_prompt=*/true);
+    auto plan = plan_tools(*model_.chat_template, r.tools, ToolChoice::automatic, {}, /*parallel=*/true);
+    if (!plan.ok()) return refuse(plan.status().message());
+    tools = std::move(plan).value();
+    if (tools.active() && !r.grammar.empty()) return refuse("'format' cannot be combined with 'tools'");
+    auto rendered = render_with_tools(*model_.chat_template, r.messages, tools);
     if (!rendered.ok()) return refuse(rendered.status().message());
     text = std::move(rendered).value();
   } else if (!chat) {
@@ -824,7 +885,9 @@ void HttpRoutes::ollama(bool chat, const std::string& body, std::shared_ptr<Resp
   work.sampler = r.sampler;
   work.stop = r.stop;
   if (Status s = constrain(r.grammar, work.sampler); !s.ok()) return refuse(s.message());
+  work.special_text = tools.active() && tools.syntax == ToolSyntax::mistral;  // its calls open with [TOOL_CALLS]
   auto ex = std::make_shared<OllamaExchange>();
+  if (tools.active()) ex->tools.emplace(tools);
   ex->out = out;
   ex->model = r.model.empty() ? model_id_ : r.model;
   ex->chat = chat;

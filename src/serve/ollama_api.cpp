@@ -7,6 +7,7 @@
 #include "model/runtime/json_schema.h"
 #include "serve/json_fields.h"
 #include "serve/request_input.h"
+#include "serve/tool_input.h"
 
 namespace tensorpc::serve {
 namespace {
@@ -124,7 +125,11 @@ std::variant<OllamaRequest, ApiError> parse_ollama_request(bool chat, std::strin
       return invalid_request("invalid_value", "format", "'format' must be \"json\" or a JSON Schema");
     }
   }
-  TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_given(body, "tools", "this server has no tool calling here"));
+  if (chat) {
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_tool_list(body, body_text, &r.tools));
+  } else {
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_given(body, "tools", "tools are for /api/chat"));
+  }
   TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_given(body, "images", "this server runs text models"));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_given(body, "think", "this server has no thinking mode"));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_options(body, &r));
@@ -134,7 +139,7 @@ std::variant<OllamaRequest, ApiError> parse_ollama_request(bool chat, std::strin
         TENSORPC_SERVE_RETURN_IF_PROBLEM(refuse_given((*messages)[i], "images", "this server runs text models"));
       }
     }
-    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_messages(body, &r.messages));
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_messages(body, &r.messages, /*tool_ids_optional=*/true));
   } else {
     if (field(body, "prompt") == nullptr) return missing_field("prompt");
     TENSORPC_SERVE_RETURN_IF_PROBLEM(read_string_field(body, "prompt", &r.prompt));
@@ -159,10 +164,33 @@ std::string ollama_piece_line(bool chat, std::string_view model, std::string_vie
   return dumped(line) + "\n";
 }
 
-std::string ollama_done_line(bool chat, std::string_view model, std::string_view text, const OllamaDone& done) {
+namespace {
+
+ojson tool_calls_json(const std::vector<ToolCall>& calls) {
+  ojson list = ojson::array();
+  for (const ToolCall& c : calls) {
+    ojson arguments = ojson::parse(c.arguments, nullptr, /*allow_exceptions=*/false);
+    if (!arguments.is_object()) arguments = ojson::object();  // cut short (num_predict): nothing whole to give
+    list.push_back({{"function", {{"name", c.name}, {"arguments", std::move(arguments)}}}});
+  }
+  return list;
+}
+
+}  // namespace
+
+std::string ollama_tool_calls_line(std::string_view model, const std::vector<ToolCall>& calls) {
+  ojson line{{"model", std::string(model)}, {"created_at", created_at()}};
+  line["message"] = {{"role", "assistant"}, {"content", ""}, {"tool_calls", tool_calls_json(calls)}};
+  line["done"] = false;
+  return dumped(line) + "\n";
+}
+
+std::string ollama_done_line(bool chat, std::string_view model, std::string_view text, const OllamaDone& done,
+                             const std::vector<ToolCall>& calls) {
   ojson line{{"model", std::string(model)}, {"created_at", created_at()}};
   if (chat) {
     line["message"] = {{"role", "assistant"}, {"content", std::string(text)}};
+    if (!calls.empty()) line["message"]["tool_calls"] = tool_calls_json(calls);
   } else {
     line["response"] = std::string(text);
   }

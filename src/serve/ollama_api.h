@@ -10,9 +10,11 @@
 // presence_penalty, frequency_penalty, seed, stop, num_predict (-1: no
 // limit) and num_ctx (at most the slot's context, which stays what it is).
 // format: "json" (any JSON value) or a JSON Schema, which the reply then
-// follows. Refused by name with a 400: tools, images, think: true, and any
-// other option. Sampling defaults are Ollama's: temperature 0.8, top_k 40,
-// top_p 0.9, repeat_penalty 1.1 over 64 tokens.
+// follows. tools (chat): OpenAI's list of functions, which the model may
+// call; messages then may hold an assistant's tool_calls ({"function":
+// {"name", "arguments": {...}}}) and "tool" messages (their results). Refused
+// by name with a 400: images, think: true, and any other option. Sampling defaults are Ollama's: temperature 0.8, top_k
+// 40, top_p 0.9, repeat_penalty 1.1 over 64 tokens.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,7 @@ struct OllamaRequest {
   SamplerOptions sampler;
   std::vector<std::string> stop;
   std::string grammar;  // format "json" or a JSON Schema, as GBNF; empty: plain text
+  std::vector<ToolFunction> tools;  // chat: the functions the model may call
 };
 
 std::variant<OllamaRequest, ApiError> parse_ollama_request(bool chat, std::string_view body, uint64_t seed);
@@ -52,8 +55,13 @@ struct OllamaDone {
 
 // One NDJSON line (with its "\n") carrying `piece`, done false.
 std::string ollama_piece_line(bool chat, std::string_view model, std::string_view piece);
-// The last line, or the whole answer not streamed (`text` the whole text), done true.
-std::string ollama_done_line(bool chat, std::string_view model, std::string_view text, const OllamaDone& done);
+// The last line, or the whole answer not streamed (`text` the whole text,
+// `calls` the tool calls the reply made), done true.
+std::string ollama_done_line(bool chat, std::string_view model, std::string_view text, const OllamaDone& done,
+                             const std::vector<ToolCall>& calls = {});
+// A line, done false, with the calls a streamed chat reply made:
+// {"message": {"role": "assistant", "content": "", "tool_calls": [{"function": {"name", "arguments": {...}}}]}}.
+std::string ollama_tool_calls_line(std::string_view model, const std::vector<ToolCall>& calls);
 // {"error": "message"}; as a line too.
 std::string ollama_error_json(std::string_view message);
 

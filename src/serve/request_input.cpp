@@ -25,7 +25,7 @@ Problem read_tokens(const json& tokens, const std::string& param, std::vector<in
 
 namespace {
 
-Problem read_message(const json& message, const std::string& param, ChatMessage* out) {
+Problem read_message(const json& message, const std::string& param, bool tool_ids_optional, ChatMessage* out) {
   if (!message.is_object()) return wrong_type(param, "an object", message);
   const json* role = field(message, "role");
   if (role == nullptr) return missing_field(param + ".role");
@@ -42,8 +42,8 @@ Problem read_message(const json& message, const std::string& param, ChatMessage*
   }
   if (out->role == "tool") {
     const json* id = field(message, "tool_call_id");
-    if (id == nullptr) return missing_field(param + ".tool_call_id");
-    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_string(*id, param + ".tool_call_id", &out->tool_call_id));
+    if (id == nullptr && !tool_ids_optional) return missing_field(param + ".tool_call_id");
+    if (id != nullptr) TENSORPC_SERVE_RETURN_IF_PROBLEM(read_string(*id, param + ".tool_call_id", &out->tool_call_id));
   }
   const json* content = field(message, "content");
   if (content == nullptr) {
@@ -106,14 +106,15 @@ Problem read_content(const json& content, const std::string& param, std::string*
   return std::nullopt;
 }
 
-Problem read_messages(const json& body, std::vector<ChatMessage>* out) {
+Problem read_messages(const json& body, std::vector<ChatMessage>* out, bool tool_ids_optional) {
   const json* messages = field(body, "messages");
   if (messages == nullptr) return missing_field("messages");
   if (!messages->is_array()) return wrong_type("messages", "an array", *messages);
   if (messages->empty()) return invalid_request("invalid_value", "messages", "'messages' is empty");
   out->resize(messages->size());
   for (size_t i = 0; i < messages->size(); ++i) {
-    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_message((*messages)[i], indexed("messages", i), &(*out)[i]));
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(
+        read_message((*messages)[i], indexed("messages", i), tool_ids_optional, &(*out)[i]));
   }
   return std::nullopt;
 }

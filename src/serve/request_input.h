@@ -20,8 +20,10 @@ Problem read_tokens(const json& tokens, const std::string& param, std::vector<in
 // parts joined by "\n" (OpenAI's content parts and Anthropic's text blocks).
 Problem read_content(const json& content, const std::string& param, std::string* out);
 
-// "messages": required, not empty; each message's role and text content.
-Problem read_messages(const json& body, std::vector<ChatMessage>* out);
+// "messages": required, not empty; each message's role and text content,
+// an assistant's tool_calls, a tool message's tool_call_id (required unless
+// `tool_ids_optional`: Ollama's tool messages have none).
+Problem read_messages(const json& body, std::vector<ChatMessage>* out, bool tool_ids_optional = false);
 
 // "prompt": required; sets prompt, or prompt_tokens and prompt_is_tokens.
 Problem read_prompt(const json& body, CompletionRequest* request);

@@ -17,18 +17,6 @@ bool valid_name(const std::string& name) {
   return true;
 }
 
-const nlohmann::ordered_json& ordered_at(const nlohmann::ordered_json& v, std::string_view key) {
-  static const nlohmann::ordered_json kNull;
-  if (!v.is_object()) return kNull;
-  const auto it = v.find(std::string(key));
-  return it == v.end() ? kNull : *it;
-}
-
-const nlohmann::ordered_json& ordered_at(const nlohmann::ordered_json& v, size_t i) {
-  static const nlohmann::ordered_json kNull;
-  return v.is_array() && i < v.size() ? v[i] : kNull;
-}
-
 Problem read_tool_choice(const json& body, CompletionRequest* request) {
   const json* choice = field(body, "tool_choice");
   const bool tools = !request->tools.empty();
@@ -77,6 +65,18 @@ Problem read_tool_choice(const json& body, CompletionRequest* request) {
 
 }  // namespace
 
+const nlohmann::ordered_json& ordered_at(const nlohmann::ordered_json& v, std::string_view key) {
+  static const nlohmann::ordered_json kNull;
+  if (!v.is_object()) return kNull;
+  const auto it = v.find(std::string(key));
+  return it == v.end() ? kNull : *it;
+}
+
+const nlohmann::ordered_json& ordered_at(const nlohmann::ordered_json& v, size_t i) {
+  static const nlohmann::ordered_json kNull;
+  return v.is_array() && i < v.size() ? v[i] : kNull;
+}
+
 nlohmann::ordered_json ordered_body(std::string_view body_text) {
   return nlohmann::ordered_json::parse(body_text, nullptr, /*allow_exceptions=*/false);
 }
@@ -122,7 +122,7 @@ Problem read_function(const json& function, const nlohmann::ordered_json& ordere
   return std::nullopt;
 }
 
-Problem read_openai_tools(const json& body, std::string_view body_text, CompletionRequest* request) {
+Problem read_tool_list(const json& body, std::string_view body_text, std::vector<ToolFunction>* out) {
   const json* tools = field(body, "tools");
   if (tools != nullptr) {
     if (!tools->is_array()) return wrong_type("tools", "an array", *tools);
@@ -142,10 +142,15 @@ Problem read_openai_tools(const json& body, std::string_view body_text, Completi
       if (function == nullptr) return missing_field(param + ".function");
       ToolFunction f;
       TENSORPC_SERVE_RETURN_IF_PROBLEM(read_function(*function, ordered_at(ordered_at(ordered_tools, i), "function"),
-                                                     param + ".function", "parameters", request->tools, &f));
-      request->tools.push_back(std::move(f));
+                                                     param + ".function", "parameters", *out, &f));
+      out->push_back(std::move(f));
     }
   }
+  return std::nullopt;
+}
+
+Problem read_openai_tools(const json& body, std::string_view body_text, CompletionRequest* request) {
+  TENSORPC_SERVE_RETURN_IF_PROBLEM(read_tool_list(body, body_text, &request->tools));
   TENSORPC_SERVE_RETURN_IF_PROBLEM(read_tool_choice(body, request));
   return read_bool_field(body, "parallel_tool_calls", &request->parallel_tool_calls);
 }

@@ -21,6 +21,10 @@ namespace tensorpc::serve {
 Problem read_function(const json& function, const nlohmann::ordered_json& ordered, const std::string& param,
                       const char* parameters_key, const std::vector<ToolFunction>& seen, ToolFunction* out);
 
+// "tools": a list of {"type": "function", "function": {...}} (OpenAI's and
+// Ollama's), into *out.
+Problem read_tool_list(const json& body, std::string_view body_text, std::vector<ToolFunction>* out);
+
 // "tools" (a list of {"type": "function", "function": {...}}),
 // "tool_choice" ("none", "auto", "required" or {"type": "function",
 // "function": {"name"}}) and "parallel_tool_calls" (a boolean), as OpenAI
@@ -35,5 +39,8 @@ Problem read_tool_calls(const json& calls, const std::string& param, std::vector
 // The body read again keeping its keys' order (nlohmann::json sorts them),
 // for the tools' JSON; null when it does not parse (it did once already).
 nlohmann::ordered_json ordered_body(std::string_view body_text);
+// Its member `key`, or its item `i`: null when there is none.
+const nlohmann::ordered_json& ordered_at(const nlohmann::ordered_json& v, std::string_view key);
+const nlohmann::ordered_json& ordered_at(const nlohmann::ordered_json& v, size_t i);
 
 }  // namespace tensorpc::serve

@@ -59,11 +59,72 @@ TEST(AnthropicRequest, ProblemsNameTheField) {
   EXPECT_EQ(refused(R"({"max_tokens": 8, "messages": [{"role": "system", "content": "x"}]})").param,
             "messages[0].role");
   EXPECT_EQ(refused(R"({"max_tokens": 8, "temperature": 1.5, )" + kTurn + "}").param, "temperature");
-  EXPECT_EQ(refused(R"({"max_tokens": 8, "tools": [{"name": "f"}], )" + kTurn + "}").param, "tools");
+  EXPECT_EQ(refused(R"({"max_tokens": 8, "tools": [{"name": "f"}], )" + kTurn + "}").param, "tools[0].input_schema");
+  EXPECT_EQ(
+      refused(R"({"max_tokens": 8, "tools": [{"type": "web_search_20250305", "name": "web_search"}], )" + kTurn + "}")
+          .param,
+      "tools[0].type");
+  EXPECT_EQ(refused(R"({"max_tokens": 8, "tool_choice": {"type": "any"}, )" + kTurn + "}").param, "tool_choice");
   EXPECT_EQ(refused(R"({"max_tokens": 8, "stop_sequences": [""], )" + kTurn + "}").param, "stop_sequences[0]");
   EXPECT_EQ(refused(R"({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "image"}]}]})").param,
             "messages[0].content[0].type");
   EXPECT_EQ(refused("[]").code, "invalid_json");
+}
+
+TEST(AnthropicRequest, ToolsToolChoiceAndToolBlocks) {
+  const MessagesRequest r = accepted(
+      R"({"max_tokens": 8, "tools": [{"name": "get_weather", "description": "d", "input_schema": {"type": "object",
+          "properties": {"zone": {"type": "string"}, "city": {"type": "string"}}}}],
+          "tool_choice": {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": true},
+          "messages": [{"role": "user", "content": "Weather?"},
+                       {"role": "assistant", "content": [{"type": "text", "text": "Let me see."},
+                           {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+                       {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "21"},
+                           {"type": "text", "text": "And Rome?"}]}]})");
+  ASSERT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tools[0].name, "get_weather");
+  EXPECT_LT(r.tools[0].parameters.find("zone"), r.tools[0].parameters.find("city"));  // the request's order
+  EXPECT_NE(r.tools[0].tool_json.find(R"("type":"function")"), std::string::npos) << r.tools[0].tool_json;
+  EXPECT_EQ(r.tool_choice, ToolChoice::function);
+  EXPECT_EQ(r.tool_choice_name, "get_weather");
+  EXPECT_FALSE(r.parallel_tool_calls);
+  ASSERT_EQ(r.messages.size(), 4u);  // user, assistant with a call, the tool's result, user
+  EXPECT_EQ(r.messages[1].content, "Let me see.");
+  ASSERT_EQ(r.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[1].tool_calls[0].id, "toolu_1");
+  EXPECT_EQ(r.messages[1].tool_calls[0].arguments, R"({"city":"Paris"})");
+  EXPECT_EQ(r.messages[2].role, "tool");
+  EXPECT_EQ(r.messages[2].tool_call_id, "toolu_1");
+  EXPECT_EQ(r.messages[2].content, "21");
+  EXPECT_EQ(r.messages[3].content, "And Rome?");
+  EXPECT_EQ(
+      accepted(R"({"max_tokens": 8, "tools": [{"name": "f", "input_schema": {}}], "tool_choice": {"type": "any"}, )" +
+               kTurn + "}")
+          .tool_choice,
+      ToolChoice::required);
+  EXPECT_EQ(accepted(R"({"max_tokens": 8, "tools": [{"name": "f", "input_schema": {}}], )" + kTurn + "}").tool_choice,
+            ToolChoice::automatic);
+  EXPECT_EQ(refused(R"({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "tool_use", "id": "a",
+                       "name": "f", "input": {}}]}]})")
+                .param,
+            "messages[0].content[0].type");
+}
+
+TEST(AnthropicResponse, ToolUseBlocksAndTheirStream) {
+  const std::vector<ToolCall> calls = {{.id = "call_abc123", .name = "f", .arguments = R"({"x": 1})"}};
+  const json m =
+      json::parse(message_json("msg_1", "kjv", "", {.stop_reason = "tool_use", .stop_sequence = {}}, 1, 2, calls));
+  EXPECT_EQ(m["stop_reason"], "tool_use");
+  EXPECT_EQ(m["content"],
+            json::parse(R"([{"type": "tool_use", "id": "toolu_abc123", "name": "f", "input": {"x": 1}}])"));
+  const std::string events = block_switch_events(0, 1, "call_abc123", "f") + input_json_delta_event(1, R"({"x":)");
+  EXPECT_NE(events.find(R"("content_block":{"type":"tool_use","id":"toolu_abc123","name":"f","input":{}})"),
+            std::string::npos)
+      << events;
+  EXPECT_NE(events.find(R"({"type":"content_block_stop","index":0})"), std::string::npos) << events;
+  EXPECT_NE(events.find(R"("delta":{"type":"input_json_delta","partial_json":"{\"x\":"})"), std::string::npos)
+      << events;
+  EXPECT_NE(message_end_events({}, 2, 1).find(R"({"type":"content_block_stop","index":1})"), std::string::npos);
 }
 
 TEST(AnthropicResponse, MessageAndStreamHaveAnthropicsShapes) {

@@ -1,7 +1,7 @@
 // `tensorpc serve`'s Messages API through the official Anthropic client for
 // Node (the `@anthropic-ai/sdk` npm package):
 //
-//   node tests/serve/anthropic_client_test.mjs BASE_URL [KEYED_URL KEY]
+//   node tests/serve/anthropic_client_test.mjs BASE_URL [KEYED_URL KEY [TOOLS_URL]]
 //
 // BASE_URL is a serve without a key; KEYED_URL one started with --api-key KEY
 // (the SDK sends it as x-api-key). Each case prints one line; the first
@@ -12,6 +12,11 @@
 //     it, with message_start first and message_stop last;
 //   - stop_sequences end the text before the sequence, said as stop_reason
 //     "stop_sequence" with the sequence;
+//   - with TOOLS_URL (a serve whose template has tool syntax): tool_choice
+//     "any" answers a tool_use block (stop_reason "tool_use", its input valid
+//     for the tool's schema); streamed, input_json_delta events that the SDK
+//     reassembles into the same input; the call's tool_result sent back is
+//     answered in text;
 //   - with KEYED_URL: the right key is served, a wrong key throws
 //     AuthenticationError (401); a request without max_tokens throws
 //     BadRequestError (400).
@@ -37,8 +42,8 @@ function loadAnthropic() {
   }
 }
 
-const [baseUrl, keyedUrl, key] = process.argv.slice(2);
-if (!baseUrl || (keyedUrl && !key)) exitFailed('usage: node anthropic_client_test.mjs BASE_URL [KEYED_URL KEY]');
+const [baseUrl, keyedUrl, key, toolsUrl] = process.argv.slice(2);
+if (!baseUrl || (keyedUrl && !key)) exitFailed('usage: node anthropic_client_test.mjs BASE_URL [KEYED_URL KEY [TOOLS_URL]]');
 const Anthropic = loadAnthropic();
 const client = new Anthropic({ baseURL: baseUrl, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
 
@@ -100,6 +105,50 @@ await check('stop_sequences end the text before the sequence, said so', async ()
   assert.equal(m.stop_sequence, stop);
   assert.ok(!m.content[0].text.includes(stop), `${JSON.stringify(m.content[0].text)} holds ${stop}`);
 });
+
+if (toolsUrl) {
+  const tools = new Anthropic({ baseURL: toolsUrl, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+  const TOOLS = [{
+    name: 'get_weather',
+    description: 'The weather in a city',
+    input_schema: { type: 'object', properties: { unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } }, required: ['unit'] },
+  }];
+  const ASK = [{ role: 'user', content: 'What is the weather like?' }];
+  const CALL = { model, max_tokens: 200, temperature: 0, tools: TOOLS, tool_choice: { type: 'any' }, messages: ASK };
+  let use = null;
+  await check('tools: tool_choice any answers a tool_use block, stop_reason tool_use', async () => {
+    const m = await tools.messages.create(CALL);
+    assert.equal(m.stop_reason, 'tool_use', JSON.stringify(m));
+    use = m.content.find((b) => b.type === 'tool_use');
+    assert.ok(use, JSON.stringify(m.content));
+    assert.equal(use.name, 'get_weather');
+    assert.match(use.id, /^toolu_[A-Za-z0-9]+$/);
+    assert.ok(['celsius', 'fahrenheit'].includes(use.input.unit), JSON.stringify(use.input));
+  });
+  await check('tools: streamed, input_json_delta events reassemble into the same input', async () => {
+    const stream = tools.messages.stream(CALL);
+    let deltas = 0;
+    for await (const event of stream) {
+      if (event.type === 'content_block_delta' && event.delta.type === 'input_json_delta') ++deltas;
+    }
+    assert.ok(deltas >= 2, `${deltas} input_json_delta events`);
+    const final = await stream.finalMessage();
+    assert.equal(final.stop_reason, 'tool_use');
+    const streamed = final.content.find((b) => b.type === 'tool_use');
+    assert.deepEqual(streamed.input, use.input);
+    assert.equal(streamed.name, use.name);
+  });
+  await check('tools: the tool_result sent back is answered in text', async () => {
+    const m = await tools.messages.create({
+      model, max_tokens: MAX_TOKENS, temperature: 0, tools: TOOLS,
+      messages: [...ASK, { role: 'assistant', content: [use] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '21 degrees' }] }],
+    });
+    assert.ok(['end_turn', 'max_tokens'].includes(m.stop_reason), m.stop_reason);
+    assert.equal(m.content[0].type, 'text');
+    assert.ok(m.content[0].text.length > 0);
+  });
+}
 
 if (keyedUrl) {
   await check('with --api-key, the right x-api-key is served', async () => {

@@ -25,6 +25,31 @@ ApiError refused(bool chat, const std::string& body) {
   return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
 }
 
+TEST(OllamaRequest, ToolsAndToolMessages) {
+  const OllamaRequest r = accepted(true, R"({"messages": [{"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+      {"role": "tool", "content": "21", "tool_name": "get_weather"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]})");
+  ASSERT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tools[0].name, "get_weather");
+  ASSERT_EQ(r.messages.size(), 3u);
+  ASSERT_EQ(r.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[1].tool_calls[0].arguments, R"({"city":"Paris"})");
+  EXPECT_EQ(r.messages[2].role, "tool");
+  EXPECT_EQ(r.messages[2].content, "21");
+}
+
+TEST(OllamaResponse, ToolCallsAsOllamaWritesThem) {
+  const std::vector<ToolCall> calls = {{.id = "call_x", .name = "f", .arguments = R"({"a": [1, 2]})"}};
+  const json line = json::parse(ollama_tool_calls_line("m", calls));
+  EXPECT_EQ(line["done"], false);
+  EXPECT_EQ(line["message"]["tool_calls"], json::parse(R"([{"function": {"name": "f", "arguments": {"a": [1, 2]}}}])"));
+  const json done = json::parse(ollama_done_line(true, "m", "", {}, calls));
+  EXPECT_EQ(done["done"], true);
+  EXPECT_EQ(done["message"]["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_FALSE(json::parse(ollama_done_line(true, "m", "hi", {}))["message"].contains("tool_calls"));
+}
+
 TEST(OllamaRequest, DefaultsOptionsAndBothEndpoints) {
   const OllamaRequest chat = accepted(true, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}]})");
   EXPECT_TRUE(chat.stream);  // Ollama's default
@@ -63,7 +88,8 @@ TEST(OllamaRequest, ProblemsNameTheField) {
   EXPECT_FALSE(accepted(true, "{" + turn + R"(, "format": {"type": "object"}})").grammar.empty());
   EXPECT_EQ(refused(true, "{" + turn + R"(, "format": "xml"})").param, "format");
   EXPECT_EQ(refused(true, "{" + turn + R"(, "format": {"type": "object", "patternProperties": {}}})").param, "format");
-  EXPECT_EQ(refused(true, "{" + turn + R"(, "tools": [{"type": "function"}]})").param, "tools");
+  EXPECT_EQ(refused(true, "{" + turn + R"(, "tools": [{"type": "function"}]})").param, "tools[0].function");
+  EXPECT_EQ(refused(false, R"({"prompt": "a", "tools": [{"type": "function"}]})").param, "tools");
   EXPECT_EQ(refused(true, "{" + turn + R"(, "think": true})").param, "think");
   EXPECT_EQ(refused(true, R"({"messages": [{"role": "user", "content": "x", "images": ["AAAA"]}]})").param, "images");
   EXPECT_EQ(refused(true, "{}").param, "messages");

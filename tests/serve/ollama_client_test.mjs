@@ -34,8 +34,8 @@ function loadOllama() {
   }
 }
 
-const [baseUrl, keyedUrl, key] = process.argv.slice(2);
-if (!baseUrl || (keyedUrl && !key)) exitFailed('usage: node ollama_client_test.mjs BASE_URL [KEYED_URL KEY]');
+const [baseUrl, keyedUrl, key, toolsUrl] = process.argv.slice(2);
+if (!baseUrl || (keyedUrl && !key)) exitFailed('usage: node ollama_client_test.mjs BASE_URL [KEYED_URL KEY [TOOLS_URL]]');
 const { Ollama } = loadOllama();
 const client = new Ollama({ host: baseUrl });
 const MESSAGES = [{ role: 'user', content: 'Who made the heaven and the earth?' }];
@@ -120,6 +120,43 @@ await check('an unknown option and an unknown model throw ResponseError (400, 40
   await assert.rejects(client.chat({ model: 'no-such-model', messages: MESSAGES, stream: false }),
     (e) => e.status_code === 404);
 });
+
+if (toolsUrl) {
+  // Ollama has no tool_choice: the call comes from the OpenAI route, where it can be required.
+  const TOOLS = [{
+    type: 'function',
+    function: {
+      name: 'get_weather', description: 'The weather in a city',
+      parameters: { type: 'object', properties: { unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } }, required: ['unit'] },
+    },
+  }];
+  const ASK = [{ role: 'user', content: 'What is the weather like?' }];
+  await check('chat() with tools: a call and its tool message in the history are answered in text', async () => {
+    const res = await fetch(`${toolsUrl}/v1/chat/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ messages: ASK, tools: TOOLS, tool_choice: 'required', temperature: 0, max_tokens: 200 }),
+    });
+    const call = (await res.json()).choices[0].message.tool_calls[0].function;
+    const tools = new Ollama({ host: toolsUrl });
+    const r = await tools.chat({
+      model, tools: TOOLS, stream: false, options: OPTIONS,
+      messages: [...ASK, { role: 'assistant', content: '', tool_calls: [{ function: { name: call.name, arguments: JSON.parse(call.arguments) } }] },
+        { role: 'tool', content: '21 degrees' }],
+    });
+    assert.equal(r.done, true);
+    assert.ok(r.message.content.length > 0, JSON.stringify(r.message));
+  });
+  await check('chat() with tools on a template without tool syntax throws ResponseError (400)', async () => {
+    let thrown = null;
+    try {
+      await client.chat({ model, messages: ASK, tools: TOOLS, stream: false, options: OPTIONS });
+    } catch (e) {
+      thrown = e;
+    }
+    assert.ok(thrown && thrown.status_code === 400, `${thrown}`);
+    assert.match(thrown.message, /no tool calling/);
+  });
+}
 
 if (keyedUrl) {
   await check('with --api-key, the right key is served and a wrong one throws (401)', async () => {

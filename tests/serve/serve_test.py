@@ -625,10 +625,10 @@ def main():
                                     [base, guarded.base, API_KEY, tools.base], npm_dir, 120), flush=True))
         case("the @anthropic-ai/sdk npm package on /v1/messages (anthropic_client_test.mjs)",
              lambda: print(run_node(os.path.join(here, "anthropic_client_test.mjs"),
-                                    [base, guarded.base, API_KEY], npm_dir, 120), flush=True))
+                                    [base, guarded.base, API_KEY, tools.base], npm_dir, 120), flush=True))
         case("the ollama npm package on /api/* (ollama_client_test.mjs)",
              lambda: print(run_node(os.path.join(here, "ollama_client_test.mjs"),
-                                    [base, guarded.base, API_KEY], npm_dir, 120), flush=True))
+                                    [base, guarded.base, API_KEY, tools.base], npm_dir, 120), flush=True))
         if os.path.exists(page_test):
             case("the web page in Chromium (page_test.mjs)",
                  lambda: print(run_node(page_test, [base, screens, ",".join(endpoints), str(SERVER_DEVICES)], npm_dir,
