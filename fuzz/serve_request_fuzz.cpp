@@ -8,7 +8,10 @@
 // with its stop strings, in pieces cut by the input's bytes, which must give
 // what a naive search for the first stop string gives. The same bytes as an
 // embeddings request (OpenAI's and Ollama's): refused with a 400, or inputs
-// none of them empty, within kMaxEmbeddingInputs, their answers JSON.
+// none of them empty, within kMaxEmbeddingInputs, their answers JSON. The
+// request's text read as a model's reply by the tool call parser of each
+// syntax, in pieces cut by the input's bytes, must give what the reply read
+// whole gives, and its calls must format as JSON.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +23,7 @@
 #include <variant>
 #include <vector>
 
+#include "model/runtime/tool_calls.h"
 #include "serve/embeddings_api.h"
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
@@ -62,8 +66,21 @@ void check_request(const CompletionRequest& r, Endpoint endpoint) {
   if (endpoint == Endpoint::chat) {
     check(!r.messages.empty(), "a chat without messages");
     for (const auto& m : r.messages) {
-      check(m.role == "system" || m.role == "user" || m.role == "assistant", "a message of another role");
+      check(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool",
+            "a message of another role");
+      check(m.tool_calls.empty() || m.role == "assistant", "tool calls in a message not the assistant's");
     }
+    check((r.tool_choice == ToolChoice::none) == r.tools.empty() || r.tool_choice == ToolChoice::none,
+          "tools without a tool_choice");
+    bool named = r.tool_choice != ToolChoice::function;
+    for (const auto& t : r.tools) {
+      check(!t.name.empty() && t.name.size() <= 64, "a tool name out of range");
+      check(!nlohmann::json::parse(t.parameters, nullptr, false).is_discarded(), "a tool's parameters are not JSON");
+      check(!nlohmann::json::parse(t.tool_json, nullptr, false).is_discarded(), "a tool's JSON is not JSON");
+      named = named || t.name == r.tool_choice_name;
+    }
+    check(named, "tool_choice names a function that is not a tool");
+    check(r.tools.empty() || r.tool_choice == ToolChoice::none || r.grammar.empty(), "tools with a response_format");
   } else if (r.prompt_is_tokens) {
     check(!r.prompt_tokens.empty() && r.prompt.empty(), "token prompt and text prompt mixed");
     for (const int32_t id : r.prompt_tokens) check(id >= 0, "a negative token id");
@@ -147,6 +164,43 @@ void check_embeddings(const std::variant<EmbeddingsRequest, ApiError>& result) {
   check_json(ollama_embed_json(r.model, vectors, 3, 0.25));
 }
 
+// `text` as a reply in each tool syntax, whole and in pieces, and its calls formatted.
+void read_tool_calls(const std::string& text, std::string_view cuts) {
+  using tensorpc::ToolCallEvent;
+  for (const tensorpc::ToolSyntax syntax : {tensorpc::ToolSyntax::hermes, tensorpc::ToolSyntax::llama3_json,
+                                            tensorpc::ToolSyntax::mistral}) {
+    for (const bool forced : {false, true}) {
+      const tensorpc::ParsedReply whole = tensorpc::parse_reply(syntax, text, forced);
+      tensorpc::ToolCallParser parser(syntax, forced);
+      std::vector<ToolCallEvent> events;
+      for (size_t at = 0, i = 0; at < text.size(); ++i) {
+        const size_t n = std::min<size_t>(i < cuts.size() ? static_cast<unsigned char>(cuts[i]) % 8 + 1 : 64,
+                                          text.size() - at);
+        parser.feed(std::string_view(text).substr(at, n), events);
+        at += n;
+      }
+      parser.finish(events);
+      std::string content;
+      std::vector<tensorpc::ToolCall> calls;
+      for (const ToolCallEvent& e : events) {
+        if (e.kind == ToolCallEvent::Kind::content) content += e.text;
+        if (e.kind == ToolCallEvent::Kind::call) calls.push_back({.id = "call_x", .name = e.text, .arguments = {}});
+        if (e.kind == ToolCallEvent::Kind::arguments) {
+          check(e.index >= 0 && static_cast<size_t>(e.index) < calls.size(), "arguments of a call not begun");
+          calls[static_cast<size_t>(e.index)].arguments += e.text;
+        }
+      }
+      check(content == whole.content, "tool call parsing: content read in pieces differs from whole");
+      check(calls.size() == whole.calls.size(), "tool call parsing: calls read in pieces differ from whole");
+      for (size_t k = 0; k < calls.size(); ++k) {
+        check(calls[k].name == whole.calls[k].name && calls[k].arguments == whole.calls[k].arguments,
+              "tool call parsing: a call read in pieces differs from whole");
+      }
+      check_json(chat_completion_json("c", 1, "m", {Choice{content, FinishReason::tool_calls, nullptr, &calls}}, {}));
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -164,6 +218,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The request's text as a model's output, which may end mid-character.
     text += std::string(body.substr(0, std::min<size_t>(body.size(), 16)));
     stream_text(request, text, body);
+    read_tool_calls(text, body);
   }
   check_embeddings(parse_embeddings_request(body));
   check_embeddings(parse_ollama_embed_request(body));
