@@ -2,6 +2,7 @@
 #include "serve/token_api.h"
 
 #include "serve/json_fields.h"
+#include "serve/tool_reply.h"
 
 namespace tensorpc::serve {
 namespace {
@@ -60,7 +61,10 @@ std::variant<std::string, ApiError> apply_template_json(const ChatTemplate* chat
     return invalid_request("no_chat_template", "messages",
                            "this model has no chat template tensorpc understands (" + std::string(why_none) + ")");
   }
-  auto rendered = chat_template->render(std::get<CompletionRequest>(parsed).messages, /*add_generation_prompt=*/true);
+  const CompletionRequest& r = std::get<CompletionRequest>(parsed);
+  auto tools = plan_tools(*chat_template, r.tools, r.tool_choice, r.tool_choice_name, r.parallel_tool_calls);
+  if (!tools.ok()) return invalid_request("invalid_value", "tools", tools.status().message());
+  auto rendered = render_with_tools(*chat_template, r.messages, *tools);
   if (!rendered.ok()) return invalid_request("invalid_value", "messages", rendered.status().message());
   return dumped(json{{"prompt", rendered.value()}});
 }

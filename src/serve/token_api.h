@@ -5,7 +5,8 @@
 //                          "with_pieces": false}
 //                         -> {"tokens": [ids]}, or with_pieces {"tokens": [{"id", "piece"}]}
 //   POST /detokenize      {"tokens": [ids], "special": false} -> {"content": "text"}
-//   POST /apply-template  a chat completion's body -> {"prompt": "the rendered conversation"}
+//   POST /apply-template  a chat completion's body -> {"prompt": "the rendered conversation"}, its tools
+//                         rendered as for a reply (with a required call's opener last)
 //
 // add_special puts the model's BOS (and what else it adds) around the text;
 // parse_special reads text that spells a control token as that token; a

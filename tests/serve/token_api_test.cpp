@@ -78,5 +78,23 @@ TEST_F(TokenApi, ApplyTemplateRendersAsAChatWould) {
   EXPECT_EQ(refusal(apply_template_json(&chatml, "", "{}")).param, "messages");
 }
 
+TEST_F(TokenApi, ApplyTemplateRendersTheToolsAndARequiredCallsOpener) {
+  const ChatTemplate chatml = ChatTemplate::named("chatml").value();
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_weather"}}])";
+  const std::string ask = R"({"messages": [{"role": "user", "content": "Weather?"}], )";
+  const std::string prompt = answer(apply_template_json(&chatml, "", ask + tools + "}"))["prompt"];
+  EXPECT_NE(prompt.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}\n</tools>"),
+            std::string::npos)
+      << prompt;
+  const std::string required =
+      answer(apply_template_json(&chatml, "", ask + tools + R"(, "tool_choice": "required"})"))["prompt"];
+  EXPECT_EQ(required, prompt + "<tool_call>\n");
+  const std::string none =
+      answer(apply_template_json(&chatml, "", ask + tools + R"(, "tool_choice": "none"})"))["prompt"];
+  EXPECT_EQ(none.find("<tools>"), std::string::npos);
+  const ChatTemplate gemma = ChatTemplate::named("gemma").value();
+  EXPECT_EQ(refusal(apply_template_json(&gemma, "", ask + tools + "}")).param, "tools");
+}
+
 }  // namespace
 }  // namespace tensorpc::serve
