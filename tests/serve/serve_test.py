@@ -210,8 +210,9 @@ class Cluster:
         self.processes.append(p)
         return p
 
-    def start_rpc_server(self, name):
-        p = self.start(name, [self.args.server, "--port", "0", *["--device", "cpu:1"] * SERVER_DEVICES])
+    def start_rpc_server(self, name, devices=1):
+        """A tensorpc-server with `devices` CPU devices of one thread each."""
+        p = self.start(name, [self.args.server, "--port", "0", *["--device", "cpu:1"] * devices])
         p.endpoint = p.wait_for_line(p.out_path, r"tensorpc-server listening on (\S+:\d+)", 30).group(1)
         return p
 
@@ -576,7 +577,7 @@ def main():
 
     try:
         case("npm packages in WORK/npm", ensure_npm_packages, npm_dir, os.path.exists(page_test))
-        servers = [cluster.start_rpc_server(f"server{i}") for i in (1, 2)]
+        servers = [cluster.start_rpc_server(f"server{i}", SERVER_DEVICES) for i in (1, 2)]
         endpoints = [s.endpoint for s in servers]
         rpc = ["--rpc", ",".join(endpoints)]
         main_serve = cluster.start_serve("serve", "kjv-bpe.gguf", *rpc, "--parallel", "4")
