@@ -11,7 +11,10 @@
 // one, the draft's next position is already evaluated and picking goes on;
 // the first token that differs is kept (plain decoding would have picked it
 // there) and the rest of the draft dropped. A greedy text, and a sampled one
-// under the same seed, is the one plain decoding gives, token for token.
+// under the same seed, is the one plain decoding gives, token for token —
+// given that a device computes a token's logits in a step of several tokens
+// bit for bit as in a step of one, as the CPU device does for every format
+// (tests/model/runtime/lookup_test.cpp) and the Vulkan shaders did on llvmpipe.
 //
 // The positions of the dropped tokens stay in the KV cache until the next
 // steps overwrite them; the generator is rewound past them, so the mask hides

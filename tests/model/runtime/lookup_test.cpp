@@ -55,18 +55,24 @@ TEST(PromptLookup, DraftLengthGrowsOnFullAcceptanceAndShrinksOnRejection) {
 }
 
 // A random model of `arch` (the architectures generation_test.cpp covers).
-std::unique_ptr<LlamaModel> random_model(const std::string& arch) {
+std::unique_ptr<LlamaModel> random_model(const std::string& arch, DType type = DType::f32) {
   RandomModelOptions o;
   o.arch = arch;
+  o.type = type;
+  if (block_size(type) > o.n_embd) {  // the super-block formats need rows of 256
+    o.n_embd = 256;
+    o.n_ff = 512;
+  }
   if (arch == "gemma2" || arch == "phi3") o.sliding_window = 8;
   if (arch == "gemma2") {
     o.attn_softcap = 2.0f;
     o.final_softcap = 3.0f;
   }
   if (arch == "qwen3") o.n_head_dim = 24;
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("tensorpc_lookup_test_" + std::to_string(::getpid()) + "_" + arch + ".gguf"))
-                               .string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() /
+       ("tensorpc_lookup_test_" + std::to_string(::getpid()) + "_" + arch + "_" + std::string(name_of(type)) + ".gguf"))
+          .string();
   EXPECT_TRUE(write_random_llama(path, o).ok());
   auto model = LlamaModel::open(path);
   std::filesystem::remove(path);  // the mapping stays
@@ -168,6 +174,26 @@ TEST_P(LookupGeneration, AcrossTwoServersGivesTheLocalTokens) {
 INSTANTIATE_TEST_SUITE_P(Architectures, LookupGeneration,
                          ::testing::Values("llama", "qwen2", "qwen3", "phi3", "gemma2"),
                          [](const auto& info) { return std::string(info.param); });
+
+// The matrices' formats: a step of several tokens computes each token's
+// logits as a step of one does, whatever kernel the format takes.
+class LookupFormats : public ::testing::TestWithParam<DType> {};
+
+TEST_P(LookupFormats, GiveGreedyPlainDecodingsTokens) {
+  const std::unique_ptr<LlamaModel> model = random_model("llama", GetParam());
+  ASSERT_NE(model, nullptr);
+  CpuDevice cpu({.threads = 2});
+  const GenerateResult plain = generate_on(*model, {&cpu}, greedy(32));
+  const GenerateResult fast = generate_on(*model, {&cpu}, with_lookup(greedy(32)));
+  ASSERT_EQ(plain.generated.size(), 32u);
+  EXPECT_EQ(fast.generated, plain.generated);
+  EXPECT_GT(fast.speculation.steps, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, LookupFormats,
+                         ::testing::Values(DType::q8_0, DType::bf16, DType::q5_1, DType::iq4_nl, DType::q4_K,
+                                           DType::q6_K),
+                         [](const auto& info) { return std::string(name_of(info.param)); });
 
 // The plain continuation of a prompt, then drafts checked against it on a
 // fresh generator: a right draft is accepted whole in one step; a wrong one
