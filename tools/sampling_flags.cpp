@@ -49,6 +49,17 @@ void add_sampling_flags(CLI::App& cmd, SamplingOptions* o) {
       });
 }
 
+void add_lookup_flags(CLI::App& cmd, LookupFlags* o) {
+  CLI::Option* lookup =
+      cmd.add_flag("--lookup", o->lookup,
+                   "speculative decoding by prompt lookup: each step also checks tokens drafted from where the "
+                   "text's last tokens came before (the same text, fewer steps when it repeats itself)");
+  cmd.add_option("--draft-max", o->draft_max, "draft tokens a --lookup step checks at most")
+      ->check(whole_number(1, 64))
+      ->needs(lookup)
+      ->capture_default_str();
+}
+
 StatusOr<std::pair<int32_t, float>> parse_logit_bias(std::string_view text) {
   const auto bad = [&] {
     return invalid_argument("--logit-bias '" + std::string(text) +

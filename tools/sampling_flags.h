@@ -2,7 +2,8 @@
 // defaults and meanings of the common GGUF tools — the library's own
 // (tensorpc::SamplingOptions): --temp 0.8, --top-k 40, --top-p 0.95,
 // --min-p 0.05, --repeat-penalty 1 (off), -s/--seed, and OpenAI's
-// --presence-penalty, --frequency-penalty (0, off) and -l/--logit-bias.
+// --presence-penalty, --frequency-penalty (0, off) and -l/--logit-bias;
+// and the flags of speculative decoding.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,15 @@ namespace tensorpc::tools {
 
 // Adds the flags to `cmd`, writing into `*o`, which must outlive the app.
 void add_sampling_flags(CLI::App& cmd, SamplingOptions* o);
+
+// Speculative decoding by prompt lookup, which `run` and `chat` share:
+// --lookup, and --draft-max N (1 to 64, with --lookup) for the draft tokens a
+// step checks at most. The text is the same with it as without.
+struct LookupFlags {
+  bool lookup = false;
+  int draft_max = 8;
+};
+void add_lookup_flags(CLI::App& cmd, LookupFlags* o);
 
 // "15043+1.5", "15043-100": a --logit-bias item (token id, bias in
 // [-100, 100]); anything else is invalid_argument quoting it.

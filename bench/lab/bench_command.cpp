@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "lab/bench_gpu.h"
+#include "lab/bench_lookup.h"
 #include "lab/bench_moe.h"
 #include "lab/bench_quant.h"
 #include "lab/bench_rpc.h"
@@ -32,7 +33,7 @@ Status fill_defaults(BenchOptions& o) {
                 : std::vector<uint64_t>{kMiB, 16 * kMiB, 64 * kMiB, 256 * kMiB, 1024 * kMiB};
   }
   bool fill_quant_mixes = o.quant_only;
-  if (o.models.empty() && !o.quant_only && !o.gpu_only && !o.moe_only) {
+  if (o.models.empty() && !o.quant_only && !o.gpu_only && !o.moe_only && !o.lookup_only) {
     if (!o.bundled_model.empty() && std::filesystem::exists(o.bundled_model)) {
       o.models.push_back({.key = "kjv_tiny", .label = "kjv-tiny", .path = o.bundled_model});
     }
@@ -114,6 +115,18 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
     TENSORPC_RETURN_IF_ERROR(add_moe());
     return figures;
   }
+  // On the bundled model: a model that goes on quoting its prompt, as real ones do.
+  const bool have_bundled = !o.bundled_model.empty() && std::filesystem::exists(o.bundled_model);
+  auto add_lookup = [&]() -> Status {
+    if (!have_bundled) return Status();
+    say("decode with prompt lookup against without, kjv-tiny, 2x2 over link " + o.link.to_string());
+    return add(bench_lookup_decode({.key = "kjv_tiny", .label = "kjv-tiny", .path = o.bundled_model}, model), "lookup");
+  };
+  if (o.lookup_only) {
+    if (!have_bundled) return not_found("--lookup-only: no bundled model (kjv-tiny) to run");
+    TENSORPC_RETURN_IF_ERROR(add_lookup());
+    return figures;
+  }
 
   if (!o.quant_only && !o.serve_only) {  // --quant-only, --serve-only: those figures below alone
     say("round trip of a tiny command");
@@ -130,6 +143,7 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
       say("decode and prefill, " + m.label + " (local, 1x1, 2x2, 2x2 over link " + o.link.to_string() + ")");
       TENSORPC_RETURN_IF_ERROR(add(bench_model_decode(m, model), m.label));
     }
+    TENSORPC_RETURN_IF_ERROR(add_lookup());
   }
   if (!o.quant_only) {
     say("serving: 8 requests at once against one alone, random 250M q8_0 over 2 servers");

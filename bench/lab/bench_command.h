@@ -45,6 +45,7 @@ struct BenchOptions {
   bool serve_only = false;                 // --serve-only: the serving figures alone (bench_serve.h)
   bool gpu_only = false;                   // --gpu-only: the local GPUs' figures alone (bench_gpu.h)
   bool moe_only = false;                   // --moe-only: the mixture-of-experts figures alone (bench_moe.h)
+  bool lookup_only = false;                // --lookup-only: the prompt-lookup figures alone (bench_lookup.h)
   // --device: the Vulkan devices (by index, or kEveryVulkanDevice) of the GPU
   // figures. Unset: every one, when the loader reports any (else the section
   // is left out); empty (`--device cpu`): none.

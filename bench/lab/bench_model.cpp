@@ -93,6 +93,7 @@ StatusOr<std::unique_ptr<GenerationLayout>> GenerationLayout::prepare(const Llam
   p.generate.n_predict = o.n_predict;
   p.generate.stop_at_eos = false;
   p.generate.sampler.temperature = 0;
+  p.generate.lookup = o.lookup;
   p.last.weight_bytes = p.placement->weight_bytes();
   // One generation first, not measured, for every layout alike: what a
   // layout does once — storing its plans and graphs on the servers, asking
@@ -112,12 +113,15 @@ Status GenerationLayout::measure() {
   TENSORPC_ASSIGN_OR_RETURN(auto r, generate_text(*p.generator, p.prompt, g));
   if (r.decode_steps == 0) return internal_error("no decode step ran");
   const auto after = p.server_times();
+  // The tokens after the prefill's: one a step, or more with lookup.
+  const double decoded = static_cast<double>(r.generated.size() - 1);
   p.last.server_compute_ms = (after.first - at_decode.first) / 1e6 / r.decode_steps;
   p.last.peer_wait_ms = (after.second - at_decode.second) / 1e6 / r.decode_steps;
-  p.last.round_trips = static_cast<double>(r.decode.round_trips) / r.decode_steps;
-  p.last.client_bytes = static_cast<double>(r.decode.bytes_sent + r.decode.bytes_received) / r.decode_steps;
+  p.last.round_trips = static_cast<double>(r.decode.round_trips) / decoded;
+  p.last.client_bytes = static_cast<double>(r.decode.bytes_sent + r.decode.bytes_received) / decoded;
+  p.last.tokens_per_step = decoded / r.decode_steps;
   p.prefill_tps.push_back(static_cast<double>(r.prompt.size()) / r.prompt_seconds);
-  p.decode_tps.push_back(r.decode_steps / r.decode_seconds);
+  p.decode_tps.push_back(decoded / r.decode_seconds);
   return Status();
 }
 

@@ -34,6 +34,7 @@ struct ModelBenchOptions {
   // where the layers are, not in where the scheduler put the threads.
   bool pin_threads = true;
   std::string prompt{};  // empty: a two-sentence prompt that fits every model's context
+  bool lookup = false;   // speculative decoding by prompt lookup (GenerateOptions::lookup)
 };
 
 // Per decode step, what one layout's generations measured.
@@ -41,6 +42,7 @@ struct GenerationSpeed {
   double decode_tps = 0, prefill_tps = 0;    // medians over the measured generations
   std::vector<double> decode_runs, prefill_runs;  // each measured generation's, in order
   double round_trips = 0, client_bytes = 0;  // per generated token, in the last
+  double tokens_per_step = 1;                // in the last: more than 1 with lookup
   uint64_t weight_bytes = 0;                 // on the devices, as placed
   // Per decode step of the last generation, summed over the profiled
   // servers: computing on their devices, and plans waiting for a tensor

@@ -151,6 +151,13 @@ struct GenerationOptions {
   SamplingOptions sampling;
   bool stop_at_end = true;  // stop at the end of the text (EOS, or an end-of-turn token)
   bool special = false;     // the prompt may spell control tokens ("<s>"), and generated ones print
+  // Speculative decoding by prompt lookup: each step also checks up to
+  // draft_max tokens drafted from earlier text (the prompt and the text so
+  // far) that the text may repeat. The tokens are exactly those decoding
+  // without it gives — greedy, and sampled under the same seed — in fewer
+  // steps when the text repeats itself: fewer round trips over a network.
+  bool lookup = false;
+  int draft_max = 8;  // >= 1
 };
 
 // Why a generation ended.
@@ -169,7 +176,12 @@ struct Generation {
   int64_t prompt_tokens = 0;  // tokens of the prompt, BOS included
   double prompt_seconds = 0;  // evaluating the prompt, through the first token
   double decode_seconds = 0;  // the rest
-  int decode_steps = 0;       // one-token evaluations after the prompt's
+  int decode_steps = 0;       // evaluations after the prompt's (one token each, or with lookup a token and its draft)
+  // With lookup: the tokens drafted, those of them the sampler picked too
+  // (the rest were dropped), and the steps that checked a draft.
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
+  int64_t draft_steps = 0;
   // What those steps cost this client on the network, summed over its servers
   // (all 0 on the local CPU alone).
   uint64_t decode_bytes_sent = 0;

@@ -233,10 +233,13 @@ StatusOr<std::string> Model::detokenize(std::span<const int32_t> tokens, bool sp
 StatusOr<Generation> Model::generate(std::string_view prompt, const GenerationOptions& options,
                                      const TokenCallback& on_token) {
   if (options.max_tokens < 1) return invalid_argument("generate: max_tokens must be at least 1");
+  if (options.lookup && options.draft_max < 1) return invalid_argument("generate: draft_max must be at least 1");
   GenerateOptions g;
   g.n_predict = options.max_tokens;
   g.stop_at_eos = options.stop_at_end;
   g.special = options.special;
+  g.lookup = options.lookup;
+  g.draft_max = options.draft_max;
   g.sampler = sampler_options(options.sampling);
   if (!options.sampling.grammar.empty()) {
     auto grammar = Grammar::parse(options.sampling.grammar);
@@ -258,6 +261,9 @@ StatusOr<Generation> Model::generate(std::string_view prompt, const GenerationOp
   out.prompt_seconds = r.prompt_seconds;
   out.decode_seconds = r.decode_seconds;
   out.decode_steps = r.decode_steps;
+  out.drafted_tokens = r.speculation.drafted;
+  out.accepted_tokens = r.speculation.accepted;
+  out.draft_steps = r.speculation.steps;
   out.decode_bytes_sent = r.decode.bytes_sent;
   out.decode_bytes_received = r.decode.bytes_received;
   out.decode_round_trips = r.decode.round_trips;

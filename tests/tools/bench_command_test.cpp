@@ -183,6 +183,27 @@ int bench_exit_code(std::vector<std::string> args) {
   return exit_code;
 }
 
+// --lookup-only: the bundled model's decode with lookup against without, on
+// a text that repeats its prompt, where a step yields more than one token.
+TEST(BenchCommand, ALookupRunComparesDecodeWithAndWithoutLookup) {
+  log::set_level(log::Level::warn);
+  const ScopedTempDir dir;
+  BenchOptions o = small_run(dir.path);
+  o.lookup_only = true;
+  o.bundled_model = std::string(TENSORPC_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+  auto figures = run_bench(o, nullptr);
+  ASSERT_TRUE(figures.ok()) << figures.status().to_string();
+  ASSERT_EQ(figures.value().size(), 2u);
+  const Figure& decode = figures.value()[0];
+  EXPECT_EQ(decode.id, "lookup.kjv_tiny.decode.2x2_link");
+  EXPECT_GT(decode.value, 0);
+  EXPECT_GT(decode.baseline, 0);
+  const Figure& per_step = figures.value()[1];
+  EXPECT_EQ(per_step.id, "lookup.kjv_tiny.tokens_per_step.2x2_link");
+  EXPECT_GT(per_step.value, 1.0) << "no draft was accepted";
+  EXPECT_EQ(per_step.baseline, 1.0);
+}
+
 TEST(BenchCommand, ABadLinkIsRefusedBeforeAnythingRuns) {
   EXPECT_THROW(bench_exit_code({"--link", "1ms"}), CLI::ValidationError);
 }

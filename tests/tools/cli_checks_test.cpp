@@ -84,6 +84,8 @@ TEST(CommandLine, OutOfRangeAndNotANumberFlagsAreShortErrorsQuotingTheValue) {
       {{"-s", "x"}, "'x' is not a whole number from 0"},
       {{"--seed", "-1"}, "'-1' is not a whole number from 0 to 9223372036854775807"},
       {{"-t", "5000"}, "'5000' is not a whole number from 0 (every core) to 4096"},
+      {{"--lookup", "--draft-max", "0"}, "'0' is not a whole number from 1 to 64"},
+      {{"--draft-max", "4"}, "--draft-max requires --lookup"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = run;

@@ -112,6 +112,25 @@ TEST(RunCommand, APromptFromAFileRunsAndAFullContextIsSaid) {
   EXPECT_EQ(err2.text().find("generation stopped"), std::string::npos) << err2.text();
 }
 
+// --lookup: the text of a run without it, and a line saying how its drafts fared.
+TEST(RunCommand, LookupPrintsTheSameTextAndItsAcceptance) {
+  RunOptions o;
+  o.setup.model = std::string(TENSORPC_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+  o.setup.use_local = true;
+  o.setup.threads = 1;
+  o.prompt = "and the earth was without form, and void; and the earth was without form, and";
+  o.sampler.temperature = 0;
+  o.n_predict = 24;
+  Capture plain_out, plain_err;
+  ASSERT_EQ(run_command(o, plain_out.f, plain_err.f), 0) << plain_err.text();
+  EXPECT_EQ(plain_err.text().find("lookup:"), std::string::npos) << plain_err.text();
+  o.lookup = {.lookup = true, .draft_max = 4};
+  Capture out, err;
+  ASSERT_EQ(run_command(o, out.f, err.f), 0) << err.text();
+  EXPECT_EQ(out.text(), plain_out.text());
+  EXPECT_NE(err.text().find("drafted tokens accepted"), std::string::npos) << err.text();
+}
+
 TEST(RunCommand, APromptLongerThanTheContextIsRefusedBeforeItIsEchoed) {
   RunOptions o;
   o.setup.model = std::string(TENSORPC_SOURCE_DIR) + "/models/kjv-tiny.gguf";

@@ -71,6 +71,11 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                 "dense model of its active size)")
       ->excludes(quant_only)
       ->excludes(serve_only);
+  cmd->add_flag("--lookup-only", o->lookup_only,
+                "only the prompt-lookup figures (decode with --lookup against without, the bundled model on 2 "
+                "servers over the link)")
+      ->excludes(quant_only)
+      ->excludes(serve_only);
   auto device_list = std::make_shared<std::vector<std::string>>();
   cmd->add_option("--device", *device_list,
                   "local devices, comma-separated (cpu, vulkan, vulkan:N): the GPUs of the GPU figures "

@@ -110,6 +110,8 @@ int chat_command(const ChatCommandOptions& o, std::FILE* in, std::FILE* out, std
   ChatSessionOptions options;
   options.sampler = sampler_options(o.sampler);
   options.n_predict = o.n_predict;
+  options.lookup = o.lookup.lookup;
+  options.draft_max = o.lookup.draft_max;
   options.system_prompt = o.system_prompt;
   auto session =
       ChatSession::create(ModelInternals::generator(model.value()), std::move(chat_template).value(), options);
@@ -160,6 +162,11 @@ int chat_command(const ChatCommandOptions& o, std::FILE* in, std::FILE* out, std
       std::fprintf(err, "[%lld tokens evaluated in %.3f s, %lld generated in %.3f s (%.1f tokens/s)]\n",
                    static_cast<long long>(t.evaluated), t.prompt_seconds, static_cast<long long>(t.generated),
                    t.reply_seconds, t.reply_seconds > 0 ? static_cast<double>(t.generated) / t.reply_seconds : 0.0);
+      if (t.speculation.steps > 0) {
+        std::fprintf(err, "[lookup: %lld of %lld drafted tokens accepted in %lld steps]\n",
+                     static_cast<long long>(t.speculation.accepted), static_cast<long long>(t.speculation.drafted),
+                     static_cast<long long>(t.speculation.steps));
+      }
     }
     ++turns;
     evaluated += t.evaluated;
@@ -189,6 +196,7 @@ void add_chat_command(CLI::App& app, int* exit_code) {
       ->check(whole_number(0, INT32_MAX))
       ->capture_default_str();
   add_sampling_flags(*cmd, &o->sampler);
+  add_lookup_flags(*cmd, &o->lookup);
   cmd->add_flag("--verbose", o->verbose, "after each reply, the tokens evaluated and generated and their speed");
   auto where = ModelSetupFlags::add_to(*cmd);
   cmd->callback([o, where, exit_code] {

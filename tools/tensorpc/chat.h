@@ -19,6 +19,7 @@
 #include "model/arch/llama_model.h"
 #include "model/text/chat_template.h"
 #include "model_setup.h"
+#include "sampling_flags.h"
 #include "tensorpc/model.h"
 
 namespace CLI {
@@ -33,6 +34,7 @@ struct ChatCommandOptions {
   std::string chat_template;  // --chat-template NAME; empty: the model's
   int64_t n_predict = 0;      // tokens of a reply at most; 0: until the turn ends
   SamplingOptions sampler;    // the library's defaults are the command line's
+  LookupFlags lookup;         // --lookup, --draft-max
   bool verbose = false;       // a line per turn: tokens evaluated and generated, speeds
 };
 

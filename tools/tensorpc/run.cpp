@@ -58,6 +58,8 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
   g.max_tokens = o.n_predict;
   g.sampling = sampling;
   g.special = o.special;
+  g.lookup = o.lookup.lookup;
+  g.draft_max = o.lookup.draft_max;
   // Refused before it is echoed: a prompt the context cannot hold is a wrong argument.
   const size_t prompt_tokens = model.value().tokenize(prompt, true, o.special).size();
   const int64_t context = model.value().info().context_size;
@@ -92,13 +94,21 @@ int run_command(const RunOptions& o, std::FILE* out, std::FILE* err) {
 void print_speed(const Generation& g, std::FILE* out) {
   const size_t generated = g.tokens.size();
   const double prompt_tps = g.prompt_seconds > 0 ? static_cast<double>(g.prompt_tokens) / g.prompt_seconds : 0;
-  const double gen_tps = g.decode_seconds > 0 ? g.decode_steps / g.decode_seconds : 0;
+  // The tokens after the first (the prompt's step gave it): one a step, or more with lookup.
+  const double decoded = static_cast<double>(g.decode_steps + g.accepted_tokens);
+  const double gen_tps = g.decode_seconds > 0 ? decoded / g.decode_seconds : 0;
   std::fprintf(out, "prompt: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(g.prompt_tokens),
                g.prompt_seconds, prompt_tps);
   std::fprintf(out, "generation: %zu tokens, %d decode steps in %.3f s (%.1f tokens/s)\n", generated, g.decode_steps,
                g.decode_seconds, gen_tps);
+  if (g.draft_steps > 0) {
+    std::fprintf(out, "lookup: %lld of %lld drafted tokens accepted (%.0f%%) in %lld steps, %.2f tokens per step\n",
+                 static_cast<long long>(g.accepted_tokens), static_cast<long long>(g.drafted_tokens),
+                 g.drafted_tokens > 0 ? 100.0 * static_cast<double>(g.accepted_tokens) / g.drafted_tokens : 0.0,
+                 static_cast<long long>(g.draft_steps), g.decode_steps > 0 ? decoded / g.decode_steps : 0.0);
+  }
   if (g.decode_steps > 0 && g.decode_bytes_sent + g.decode_bytes_received > 0) {
-    const double steps = g.decode_steps;
+    const double steps = decoded;
     std::fprintf(out, "client traffic per generated token: %s (%s out, %s in), %.1f round trips\n",
                  format_bytes(static_cast<double>(g.decode_bytes_sent + g.decode_bytes_received) / steps).c_str(),
                  format_bytes(static_cast<double>(g.decode_bytes_sent) / steps).c_str(),
@@ -125,6 +135,7 @@ void add_run_command(CLI::App& app, int* exit_code) {
       ->check(whole_number(0, INT32_MAX))
       ->capture_default_str();
   add_sampling_flags(*cmd, &o->sampler);
+  add_lookup_flags(*cmd, &o->lookup);
   auto* grammar = cmd->add_option("--grammar", o->grammar_file, "a GBNF grammar file the generated text follows");
   cmd->add_option("--json-schema", o->json_schema_file, "a JSON Schema file the generated text follows (as JSON)")
       ->excludes(grammar);

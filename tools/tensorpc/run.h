@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model_setup.h"
+#include "sampling_flags.h"
 #include "tensorpc/model.h"
 
 namespace CLI {
@@ -22,6 +23,7 @@ struct RunOptions {
   std::string prompt_file;  // -f: the prompt from a file instead of -p
   int n_predict = 64;
   SamplingOptions sampler;     // the library's defaults are the command line's
+  LookupFlags lookup;          // --lookup, --draft-max
   bool special = false;        // --special: control-token text in the prompt is that token, and control tokens print
   bool show_schedule = false;  // --show-schedule: the plan (node -> device, splits, copies) after the run
   std::string awake_cores;     // --awake-cores: the CPU latency file to hold while running (awake_cores.h)

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "model/runtime/next_token.h"
+#include "model/runtime/speculative_step.h"
 
 namespace tensorpc {
 namespace {
@@ -17,6 +19,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 StatusOr<ChatSession> ChatSession::create(Generator& gen, ChatTemplate chat_template, ChatSessionOptions options) {
   if (options.n_predict < 0) return invalid_argument("chat: n_predict must be ≥ 0 (0: until the turn ends)");
+  if (options.lookup && options.draft_max < 1) return invalid_argument("chat: draft_max must be at least 1");
   if (options.reply_room < 0 || options.reply_room >= gen.n_ctx()) {
     return invalid_argument("chat: the room kept for a reply must be smaller than the context");
   }
@@ -139,32 +142,52 @@ StatusOr<ChatTurn> ChatSession::generate_reply(const std::function<void(std::str
     turn.text += piece;
     if (on_text) on_text(piece);
   };
-  while (true) {
-    const int32_t t = token.value();
+  std::optional<PromptLookup> lookup;  // drafts from the whole conversation
+  if (options_.lookup) {
+    lookup.emplace(options_.draft_max);
+    lookup->push(evaluated_);
+    lookup->push(token.value());
+  }
+  int32_t last = -1;  // the last token taken, not yet in the cache
+  // Keeps one sampled token; false: the reply ends with it. A step that
+  // yields several gives them one by one, so every stop cuts where one-token
+  // steps would.
+  const auto take = [&](int32_t t) {
+    if (last >= 0) {  // a token after `last` was picked: the step had fed it
+      evaluated_.push_back(last);
+      fed.push_back(last);
+    }
+    last = t;
     if (tok.is_end_of_generation(t)) {
       turn.stop = ChatStop::end_of_turn;
-      break;
+      return false;
     }
     sampler_.accept(t, /*generated=*/true);
     ++turn.generated;
     emit(stream.push(t));
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
       turn.stop = ChatStop::cancelled;
-      break;
+      return false;
     }
     if (options_.n_predict > 0 && turn.generated >= options_.n_predict) {
       turn.stop = ChatStop::n_predict;
-      break;
+      return false;
     }
-    if (gen_->position() + 1 > gen_->n_ctx()) {
+    if (static_cast<int64_t>(evaluated_.size()) + 1 > gen_->n_ctx()) {  // evaluated_: the positions fed
       turn.stop = ChatStop::context_full;
-      break;
+      return false;
     }
-    token = next_token(*gen_, sampler_, std::span<const int32_t>(&t, 1));
-    if (!token.ok()) return fail(token.status());
-    evaluated_.push_back(t);
-    fed.push_back(t);
+    return true;
+  };
+  bool more = take(token.value());
+  while (more) {
+    const size_t room = options_.n_predict > 0 ? static_cast<size_t>(options_.n_predict - turn.generated)
+                                               : static_cast<size_t>(gen_->n_ctx());
+    const Status s = decode_after(*gen_, sampler_, lookup ? &*lookup : nullptr, last, room,
+                                  [&](int32_t t) { return more = take(t); });
+    if (!s.ok()) return fail(s);
   }
+  if (lookup) turn.speculation = lookup->counts();
   emit(stream.flush());
   turn.reply_seconds = seconds_since(reply_start);
 

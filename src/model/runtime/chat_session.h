@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "model/runtime/generator.h"
+#include "model/runtime/prompt_lookup.h"
 #include "model/runtime/sampler.h"
 #include "model/text/chat_template.h"
 
@@ -39,6 +40,10 @@ struct ChatSessionOptions {
   // Positions kept free for the reply when old turns are dropped; 0: a
   // quarter of the context.
   int64_t reply_room = 0;
+  // Speculative decoding by prompt lookup over the conversation
+  // (generate.h's GenerateOptions::lookup): the same replies, fewer steps.
+  bool lookup = false;
+  int draft_max = 8;  // >= 1
 };
 
 enum class ChatStop { end_of_turn, n_predict, context_full, cancelled };
@@ -52,6 +57,7 @@ struct ChatTurn {
   int64_t dropped_messages = 0;  // oldest messages dropped to make room
   double prompt_seconds = 0;     // evaluating the conversation, through the reply's first token
   double reply_seconds = 0;      // the rest of the reply
+  SpeculationCounts speculation;  // with lookup: its drafts and how they fared
 };
 
 class ChatSession {

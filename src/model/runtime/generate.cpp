@@ -2,8 +2,10 @@
 #include "model/runtime/generate.h"
 
 #include <chrono>
+#include <optional>
 
 #include "model/runtime/next_token.h"
+#include "model/runtime/speculative_step.h"
 
 namespace tensorpc {
 namespace {
@@ -39,53 +41,75 @@ StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, 
   for (int32_t t : r.prompt) sampler.accept(t);
 
   if (gen.position() > 0) TENSORPC_RETURN_IF_ERROR(gen.reset());
+  if (options.lookup && options.draft_max < 1) return invalid_argument("draft_max must be at least 1");
+  std::optional<PromptLookup> lookup;
+  if (options.lookup) {
+    lookup.emplace(options.draft_max);
+    lookup->push(r.prompt);
+  }
   DetokenizeStream stream(tok, /*sequence_start=*/false, options.special);
   auto cancelled = [cancel] { return cancel != nullptr && cancel->load(std::memory_order_relaxed); };
-  auto step = [&](std::span<const int32_t> tokens) { return next_token(gen, sampler, tokens); };
 
   Clock::time_point t0 = Clock::now();
   Clock::time_point decode_start;
-  SchedulerCounters before = gen.totals();
-  for (int i = 0; i < options.n_predict; ++i) {
-    if (cancelled()) {
-      r.stop = StopReason::cancelled;
-      break;
-    }
-    int32_t next = 0;
-    if (i == 0) {
-      auto first = step(r.prompt);
-      if (!first.ok()) return first.status().with_context("prompt");
-      before = gen.totals();
-      next = first.value();
-    } else {
-      const int32_t last = r.generated.back();
-      auto sampled = step(std::span<const int32_t>(&last, 1));
-      if (!sampled.ok()) return sampled.status().with_context("token " + std::to_string(i));
-      next = sampled.value();
-      ++r.decode_steps;
-    }
+  // Keeps one sampled token; false: generation ends with it. Every stop is
+  // checked token by token, so a step that yields several cuts where plain
+  // decoding would.
+  const auto take = [&](int32_t next) {
     sampler.accept(next, /*generated=*/true);
     r.generated.push_back(next);
-    if (i == 0) {
+    const size_t n = r.generated.size();
+    if (n == 1) {
       r.prompt_seconds = seconds_since(t0);
       if (options.on_decode_start) options.on_decode_start();
       decode_start = Clock::now();
     }
     if (options.stop_at_eos && tok.is_end_of_generation(next)) {
       r.stop = StopReason::end_of_text;
-      break;
+      return false;
     }
     const std::string piece = stream.push(next);
     r.text += piece;
     if (on_token && !on_token(piece, next)) {
       r.stop = StopReason::stopped;
-      break;
+      return false;
     }
-    // Stop before a step that would pass the context; the text so far stands.
-    if (gen.position() + 1 > gen.n_ctx() && i + 1 < options.n_predict) {
+    if (n >= static_cast<size_t>(options.n_predict)) {
+      r.stop = StopReason::n_predict;
+      return false;
+    }
+    // Stop before a step that would pass the context (plain decoding has fed
+    // the prompt and every token but this one); the text so far stands.
+    if (static_cast<int64_t>(r.prompt.size() + n) > gen.n_ctx()) {
       r.stop = StopReason::context_full;
+      return false;
+    }
+    return true;
+  };
+
+  SchedulerCounters before = gen.totals();
+  bool more = options.n_predict > 0;
+  if (more && cancelled()) {
+    r.stop = StopReason::cancelled;
+    more = false;
+  }
+  if (more) {
+    auto first = next_token(gen, sampler, r.prompt);
+    if (!first.ok()) return first.status().with_context("prompt");
+    before = gen.totals();
+    if (lookup) lookup->push(first.value());
+    more = take(first.value());
+  }
+  while (more) {
+    if (cancelled()) {
+      r.stop = StopReason::cancelled;
       break;
     }
+    const size_t room = static_cast<size_t>(options.n_predict) - r.generated.size();
+    const Status s = decode_after(gen, sampler, lookup ? &*lookup : nullptr, r.generated.back(), room,
+                                  [&](int32_t next) { return more = take(next); });
+    if (!s.ok()) return s.with_context("token " + std::to_string(r.generated.size()));
+    ++r.decode_steps;
   }
   if (const std::string rest = stream.flush(); !rest.empty()) {
     r.text += rest;
@@ -93,6 +117,7 @@ StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, 
   }
   if (!r.generated.empty()) r.decode_seconds = seconds_since(decode_start);
   r.decode = difference(gen.totals(), before);
+  if (lookup) r.speculation = lookup->counts();
   r.schedule = gen.describe();
   return r;
 }

@@ -5,6 +5,10 @@
 // text (EOS, or an end-of-turn token: Tokenizer::is_end_of_generation), a
 // full context, the caller's callback saying stop, or the cancel flag.
 //
+// With GenerateOptions::lookup, a decode step may verify a draft and yield
+// several tokens (speculative_step.h); the tokens are those of plain
+// decoding, and every stop cuts where plain decoding would.
+//
 // It also measures itself (prompt and decode seconds, the scheduler's
 // counters over the decode steps), so a tool can print speeds; it prints
 // nothing itself.
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "model/runtime/generator.h"
+#include "model/runtime/prompt_lookup.h"
 #include "model/runtime/sampler.h"
 #include "tensorpc/scheduler.h"
 
@@ -31,6 +36,11 @@ struct GenerateOptions {
   bool stop_at_eos = true;  // stop at EOS or an end-of-turn token; false: run to n_predict (tests, benchmarks)
   bool special = false;     // the prompt may spell control tokens, and generated ones print (--special)
   SamplerOptions sampler;
+  // Speculative decoding by prompt lookup (prompt_lookup.h, speculative_step.h):
+  // the tokens plain decoding gives, greedy or sampled, in fewer steps when
+  // the text repeats itself. draft_max: draft tokens per step at most (>= 1).
+  bool lookup = false;
+  int draft_max = 8;
   GeneratorOptions generator;                  // for callers that make the generator from these options
   std::function<void()> on_decode_start = {};  // called once prefill is done (profiles); may be empty
 };
@@ -51,7 +61,8 @@ struct GenerateResult {
   StopReason stop = StopReason::n_predict;
   double prompt_seconds = 0;  // prefill, through the first sampled token
   double decode_seconds = 0;  // every later step, sampling included
-  int decode_steps = 0;       // single-token evaluations after the prefill
+  int decode_steps = 0;       // evaluations after the prefill (one token each, or one and its draft)
+  SpeculationCounts speculation;  // with lookup: its drafts and how they fared
   SchedulerCounters decode;   // the scheduler's counters summed over those steps
   std::string schedule;       // the scheduler's description of the last step's plan
 };

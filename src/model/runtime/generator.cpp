@@ -48,6 +48,12 @@ Status Generator::rewind(int64_t seq, int64_t position) {
   return Status();
 }
 
+Status Generator::check_candidates(int64_t k, int64_t least) const {
+  if (k >= least && k <= model_.hparams().n_vocab) return Status();
+  return invalid_argument("generator: " + std::to_string(k) + " candidates asked of a vocabulary of " +
+                          std::to_string(model_.hparams().n_vocab));
+}
+
 StatusOr<std::vector<float>> Generator::eval(std::span<const int32_t> tokens) { return run(tokens, 0); }
 
 StatusOr<std::vector<float>> Generator::eval_all(std::span<const int32_t> tokens) {
@@ -55,18 +61,17 @@ StatusOr<std::vector<float>> Generator::eval_all(std::span<const int32_t> tokens
 }
 
 StatusOr<std::vector<float>> Generator::eval_top(std::span<const int32_t> tokens, int64_t k) {
-  if (k < 1 || k > model_.hparams().n_vocab) {
-    return invalid_argument("generator: " + std::to_string(k) + " candidates asked of a vocabulary of " +
-                            std::to_string(model_.hparams().n_vocab));
-  }
+  TENSORPC_RETURN_IF_ERROR(check_candidates(k, 1));
   return run(tokens, k);
 }
 
+StatusOr<std::vector<float>> Generator::eval_top_all(std::span<const int32_t> tokens, int64_t k) {
+  TENSORPC_RETURN_IF_ERROR(check_candidates(k, 1));
+  return run(tokens, k, /*all_logits=*/true);
+}
+
 StatusOr<int32_t> Generator::eval_sample(std::span<const int32_t> tokens, int64_t k, const DeviceSampling& sampling) {
-  if (k < 1 || k > model_.hparams().n_vocab) {
-    return invalid_argument("generator: " + std::to_string(k) + " candidates asked of a vocabulary of " +
-                            std::to_string(model_.hparams().n_vocab));
-  }
+  TENSORPC_RETURN_IF_ERROR(check_candidates(k, 1));
   TENSORPC_RETURN_IF_ERROR(sampling.settings.validate("generator"));
   if (sampling.recent.empty()) return invalid_argument("generator: sampling needs at least one recent slot");
   TENSORPC_ASSIGN_OR_RETURN(const std::vector<float> out, run(tokens, k, false, &sampling));
@@ -104,10 +109,7 @@ StatusOr<std::vector<float>> Generator::read_logits() const {
 }
 
 StatusOr<std::vector<float>> Generator::eval_batch(std::span<const SequenceTokens> batch, int64_t k) {
-  if (k < 0 || k > model_.hparams().n_vocab) {
-    return invalid_argument("generator: " + std::to_string(k) + " candidates asked of a vocabulary of " +
-                            std::to_string(model_.hparams().n_vocab));
-  }
+  TENSORPC_RETURN_IF_ERROR(check_candidates(k, 0));
   TENSORPC_ASSIGN_OR_RETURN(const StepTokens in, batch_tokens(batch));
   std::vector<float> out;
   TENSORPC_RETURN_IF_ERROR(step(in, k, /*all_logits=*/false, out));

@@ -102,6 +102,11 @@ class Generator {
   // the top_k op lays them out ([k, 2]: values, largest first, then ids).
   // Needs can_select_on_device().
   StatusOr<std::vector<float>> eval_top(std::span<const int32_t> tokens, int64_t k);
+  // The same for every one of the tokens ([tokens.size()][2k], row i after
+  // tokens[i]): what verifying a speculative draft reads (speculative_step.h).
+  // read_logits() then reads every token's logits of the step (of the last
+  // n_batch tokens, when there were more). Needs can_select_on_device().
+  StatusOr<std::vector<float>> eval_top_all(std::span<const int32_t> tokens, int64_t k);
   // Whether the device of the output projection computes top_k (a server
   // older than protocol 1.6 does not; callers then use eval()).
   bool can_select_on_device() const;
@@ -145,6 +150,7 @@ class Generator {
   int64_t n_ctx() const { return n_ctx_; }
   int64_t seq_ctx() const;
   const LlamaModel& model() const { return model_; }
+  const GeneratorOptions& options() const { return options_; }
   // The placement the steps run on: after a recovery, the one it made (null
   // while a recovery has failed and the next step has not made one).
   ModelPlacement* placement() const { return placement_; }
@@ -186,6 +192,8 @@ class Generator {
     std::vector<int32_t> tokens, seqs, last;
     bool hidden = false;
   };
+  // invalid_argument unless least <= k <= n_vocab.
+  Status check_candidates(int64_t k, int64_t least) const;
   // The batch's tokens, each entry a distinct sequence with tokens; `last` its last tokens.
   StatusOr<StepTokens> batch_tokens(std::span<const SequenceTokens> batch) const;
   // Runs one step and appends its result (logits, top k, or with `sampling`
