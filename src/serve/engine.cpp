@@ -9,6 +9,8 @@
 #include <span>
 
 #include "model/runtime/embedding.h"
+#include "model/runtime/prompt_lookup.h"
+#include "model/runtime/speculative_step.h"
 #include "serve/stop_strings.h"
 
 namespace tensorpc::serve {
@@ -92,6 +94,8 @@ struct Engine::Slot {
   std::optional<StopMatcher> stops;
   size_t fed = 0;      // prompt tokens in the cache
   int32_t next = -1;   // the token to feed next; -1 while the prompt is being fed
+  std::optional<PromptLookup> lookup;  // with EngineOptions::lookup: drafts from the prompt and the reply
+  std::vector<int32_t> step_tokens;    // the step's tokens of a decoding slot: `next`, then its draft
   uint64_t order = 0;  // admission order: prompts are fed first come, first served
   Outcome outcome;
 };
@@ -121,6 +125,7 @@ Engine::Engine(const LlamaModel& model, ModelPlacement& placement, EngineOptions
   for (int i = 0; i < options.parallel; ++i) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->seq = i;
+    if (options.lookup) slots_.back()->lookup.emplace(options.draft_max);
   }
   stats_.slots = options.parallel;
   thread_ = std::thread([this] { loop(); });
@@ -323,6 +328,10 @@ void Engine::admit() {
     slot.outcome.queue_seconds = seconds_between(p->submitted, Clock::now());
     slot.sampler.emplace(Sampler::create(p->req.sampler).value());  // validated by submit()
     for (int32_t t : prompt) slot.sampler->accept(t);
+    if (slot.lookup) {
+      slot.lookup->clear();
+      slot.lookup->push(prompt);
+    }
     slot.text.emplace(model_.tokenizer(), /*sequence_start=*/false, /*special=*/p->req.special_text);
     slot.stops.emplace(p->req.stop);
     slot.active = std::move(p);
@@ -403,14 +412,61 @@ void Engine::finish(Slot& slot, Finish finish, Status status) {
   if (ended->req.on_done) ended->req.on_done(slot.outcome);
 }
 
+void Engine::draft(Slot& s, int64_t& budget) {
+  s.step_tokens.assign(1, s.next);
+  // Log probabilities need every logit of each token: such a slot decodes one token a step.
+  if (!s.lookup || s.active->req.top_logprobs >= 0 || budget <= 0) return;
+  // The step yields a token more than it drafts, and must fit the slot's context.
+  int64_t limit = std::min(budget, slot_context() - gen_->position(s.seq) - 1);
+  const int64_t max_tokens = s.active->req.max_tokens;
+  if (max_tokens > 0) limit = std::min(limit, max_tokens - s.outcome.completion_tokens - 1);
+  if (limit <= 0) return;
+  const std::vector<int32_t> d = s.lookup->draft(static_cast<size_t>(limit));
+  s.step_tokens.insert(s.step_tokens.end(), d.begin(), d.end());
+  budget -= static_cast<int64_t>(d.size());
+}
+
+bool Engine::take_token(Slot& s, int32_t t, int64_t position, std::span<const float> logits) {
+  const Tokenizer& tok = model_.tokenizer();
+  Pending& p = *s.active;
+  if (s.outcome.completion_tokens == 0) s.outcome.first_token_seconds = seconds_between(p.submitted, Clock::now());
+  ++s.outcome.completion_tokens;
+  note_generated(1);
+  s.sampler->accept(t, /*generated=*/true);
+  if (s.lookup) s.lookup->push(t);
+  if (p.req.stop_at_eos && tok.is_end_of_generation(t)) {
+    finish(s, Finish::stop);
+    return false;
+  }
+  if (p.req.top_logprobs >= 0 && p.req.on_logprobs) {
+    p.req.on_logprobs(logprobs_of(logits, t, p.req.top_logprobs));
+  }
+  const StopMatcher::Result piece = s.stops->push(s.text->push(t));
+  if (!piece.emit.empty() && p.req.on_text && !p.req.on_text(piece.emit)) {
+    finish(s, Finish::cancelled);
+    return false;
+  }
+  if (piece.stopped) {
+    s.outcome.stop_string = s.stops->stopped_by();
+    finish(s, Finish::stop);
+    return false;
+  }
+  const bool full = position + 1 > slot_context();
+  if ((p.req.max_tokens > 0 && s.outcome.completion_tokens >= p.req.max_tokens) || full) {
+    finish(s, Finish::length);
+    return false;
+  }
+  s.next = t;
+  return true;
+}
+
 void Engine::step() {
   const int64_t n_vocab = model_.hparams().n_vocab;
-  const Tokenizer& tok = model_.tokenizer();
   for (auto& s : slots_) {
     if (s->active && s->active->req.cancel->load()) finish(*s, Finish::cancelled);
   }
 
-  // The batch: every decoding slot's token, then prompt chunks first come, first served.
+  // The batch: every decoding slot's token and draft, then prompt chunks first come, first served.
   struct Entry {
     Slot* slot;
     size_t count;  // prompt tokens fed (0: a decode step)
@@ -418,18 +474,22 @@ void Engine::step() {
   };
   std::vector<Entry> entries;
   std::vector<SequenceTokens> batch;
-  int64_t budget = options_.n_batch;
   std::vector<Slot*> prefilling;
   for (auto& s : slots_) {
-    if (!s->active) continue;
-    if (s->next >= 0) {
-      entries.push_back({s.get(), 0, true});
-      batch.push_back({s->seq, std::span<const int32_t>(&s->next, 1)});
-      --budget;
-    } else {
-      prefilling.push_back(s.get());
-    }
+    if (s->active && s->next < 0) prefilling.push_back(s.get());
   }
+  int64_t budget = options_.n_batch;
+  for (auto& s : slots_) budget -= s->active && s->next >= 0 ? 1 : 0;
+  // Drafts take what the decoding slots' tokens leave, half of it while prompts wait.
+  int64_t drafts = prefilling.empty() ? budget : budget / 2;
+  budget -= drafts;
+  for (auto& s : slots_) {
+    if (!s->active || s->next < 0) continue;
+    draft(*s, drafts);
+    entries.push_back({s.get(), 0, true});
+    batch.push_back({s->seq, s->step_tokens, /*all_rows=*/s->step_tokens.size() > 1});
+  }
+  budget += drafts;  // what the drafts left
   std::sort(prefilling.begin(), prefilling.end(), [](Slot* a, Slot* b) { return a->order < b->order; });
   bool fed_prompt = false;
   for (Slot* s : prefilling) {
@@ -447,10 +507,14 @@ void Engine::step() {
 
   // Candidates picked on the device when every sampling slot can decide from a few.
   int64_t k = gen_->can_select_on_device() ? 1 : 0;
-  for (const Entry& e : entries) {
-    if (!e.sample) continue;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!entries[i].sample) continue;
+    const Slot& s = *entries[i].slot;
     // Log probabilities need the softmax's whole denominator: every logit.
-    const int64_t need = e.slot->active->req.top_logprobs >= 0 ? 0 : e.slot->sampler->candidates_needed(n_vocab);
+    const int64_t need =
+        s.active->req.top_logprobs >= 0
+            ? 0
+            : draft_candidates(*s.sampler, n_vocab, entries[i].count > 0 ? 0 : s.step_tokens.size() - 1);
     k = need == 0 ? 0 : (k == 0 ? 0 : std::max(k, need));
   }
   auto out = gen_->eval_batch(batch, k);
@@ -473,10 +537,22 @@ void Engine::step() {
     }
     return;
   }
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (entries[i].count > 0) continue;
+      ++stats_.decode_steps;
+      stats_.draft_tokens += batch[i].tokens.size() - 1;
+    }
+  }
   const size_t stride = k > 0 ? static_cast<size_t>(2 * k) : static_cast<size_t>(n_vocab);
   std::vector<float> all_logits;  // read once, when some slot's candidates cannot decide
+  size_t next_row = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     Slot& s = *entries[i].slot;
+    const size_t first = next_row;  // the entry's rows: after each token with all_rows, else after its last
+    const size_t n_rows = batch[i].all_rows ? batch[i].tokens.size() : 1;
+    next_row += n_rows;
     if (entries[i].count > 0) {
       const std::vector<int32_t>& prompt = s.active->req.prompt;
       s.cached.insert(s.cached.end(), prompt.begin() + static_cast<std::ptrdiff_t>(s.fed),
@@ -484,66 +560,45 @@ void Engine::step() {
       s.fed += entries[i].count;
       std::lock_guard lock(mu_);
       stats_.prompt_tokens += entries[i].count;
-    } else {
-      s.cached.push_back(s.next);
     }
     if (!entries[i].sample) continue;
 
-    const float* row = out.value().data() + i * stride;
-    StatusOr<int32_t> token = -1;
-    if (k > 0) {
-      // This slot's candidates, laid out as top_k would for its own k.
-      const int64_t need = s.sampler->candidates_needed(n_vocab);
-      std::vector<float> top(row, row + need);
-      top.insert(top.end(), row + k, row + k + need);
-      token = s.sampler->sample_candidates(top, n_vocab);
-      if (token.ok() && token.value() == Sampler::kUndecided) {
-        if (all_logits.empty()) {
-          auto read = gen_->read_logits();
-          if (read.ok()) all_logits = std::move(read).value();
-        }
-        token = all_logits.empty() ? StatusOr<int32_t>(internal_error("the logits could not be read"))
-                                   : StatusOr<int32_t>(s.sampler->sample(std::span<const float>(
-                                         all_logits.data() + i * static_cast<size_t>(n_vocab),
-                                         static_cast<size_t>(n_vocab))));
+    const std::span<const float> rows = std::span<const float>(out.value()).subspan(first * stride, n_rows * stride);
+    const auto read = [&](size_t position) -> StatusOr<std::span<const float>> {
+      if (all_logits.empty()) {
+        TENSORPC_ASSIGN_OR_RETURN(all_logits, gen_->read_logits());
       }
-    } else {
-      token = s.sampler->sample(std::span<const float>(row, static_cast<size_t>(n_vocab)));
-    }
-    if (!token.ok() || token.value() < 0) {
-      finish(s, Finish::error, token.ok() ? internal_error("no token can be sampled: every logit is NaN or -inf")
-                                          : token.status());
+      return std::span<const float>(all_logits)
+          .subspan((first + position) * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab));
+    };
+    // The token after the entry's first row is at the sequence's position less the rows after it.
+    const int64_t base = gen_->position(s.seq) - static_cast<int64_t>(n_rows - 1);
+    const std::span<const int32_t> drafted =
+        entries[i].count > 0 ? std::span<const int32_t>() : std::span<const int32_t>(s.step_tokens).subspan(1);
+    const bool logprobs = s.active->req.top_logprobs >= 0;  // then k is 0: the row is every logit
+    int64_t taken = 0;
+    const auto take = [&](int32_t t) {
+      if (entries[i].count == 0) {
+        // Counted before take_token() may end the request, as the tokens are.
+        const bool accepted = static_cast<size_t>(taken) < drafted.size() && t == drafted[static_cast<size_t>(taken)];
+        std::lock_guard lock(mu_);
+        ++stats_.decoded_tokens;
+        stats_.draft_accepted += accepted ? 1 : 0;
+      }
+      return take_token(s, t, base + taken++, logprobs ? rows.first(stride) : std::span<const float>());
+    };
+    auto walk = walk_draft(*s.sampler, n_vocab, {.rows = rows, .k = k, .logits = read}, drafted, take);
+    if (!walk.ok()) {
+      if (s.active) finish(s, Finish::error, walk.status());
       continue;
     }
-    const int32_t t = token.value();
-    Pending& p = *s.active;
-    if (s.outcome.completion_tokens == 0) s.outcome.first_token_seconds = seconds_between(p.submitted, Clock::now());
-    ++s.outcome.completion_tokens;
-    note_generated(1);
-    s.sampler->accept(t, /*generated=*/true);
-    if (p.req.stop_at_eos && tok.is_end_of_generation(t)) {
-      finish(s, Finish::stop);
-      continue;
-    }
-    if (p.req.top_logprobs >= 0 && p.req.on_logprobs) {
-      p.req.on_logprobs(logprobs_of(std::span<const float>(row, static_cast<size_t>(n_vocab)), t, p.req.top_logprobs));
-    }
-    const StopMatcher::Result piece = s.stops->push(s.text->push(t));
-    if (!piece.emit.empty() && p.req.on_text && !p.req.on_text(piece.emit)) {
-      finish(s, Finish::cancelled);
-      continue;
-    }
-    if (piece.stopped) {
-      s.outcome.stop_string = s.stops->stopped_by();
-      finish(s, Finish::stop);
-      continue;
-    }
-    const bool full = gen_->position(s.seq) + 1 > slot_context();
-    if ((p.req.max_tokens > 0 && s.outcome.completion_tokens >= p.req.max_tokens) || full) {
-      finish(s, Finish::length);
-      continue;
-    }
-    s.next = t;
+    if (entries[i].count > 0) continue;
+    const DraftWalk w = walk.value();
+    // Plain decoding would have fed `next` and the draft tokens before the last one taken.
+    s.cached.insert(s.cached.end(), s.step_tokens.begin(),
+                    s.step_tokens.begin() + static_cast<std::ptrdiff_t>(1 + w.fed));
+    (void)gen_->rewind(s.seq, base + static_cast<int64_t>(w.fed));  // ≤ the position: cannot fail
+    if (!drafted.empty()) s.lookup->record(drafted.size(), w.picked);
   }
 }
 

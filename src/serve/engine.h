@@ -8,6 +8,14 @@
 // streams already flowing. A step over servers thus costs each server one
 // execution plan, whatever the number of slots.
 //
+// With lookup (EngineOptions::lookup), a decoding slot's entry carries its
+// token and a draft of the tokens after it (prompt_lookup.h); the step
+// brings back every row of such an entry, and the slot's sampler walks them
+// as a single sequence's verification does (walk_draft() in
+// speculative_step.h), so the text is the one without lookup. Drafts are
+// tokens of the step's n_batch: while prompts wait they get at most half of
+// what the decoding slots' tokens leave.
+//
 // A request whose prompt begins with tokens a free slot still holds from an
 // earlier request is given that slot, and only the rest of its prompt is
 // evaluated.
@@ -37,6 +45,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -56,6 +65,11 @@ struct EngineOptions {
   int64_t n_batch = 64;   // tokens of one step at most (every decoding slot's one, prompt chunks the rest)
   int queue = 64;         // requests waiting for a slot at most; beyond: submit() refuses
   int64_t kv_granularity = 32;
+  // Speculative decoding by prompt lookup (prompt_lookup.h): a decoding
+  // slot's entry in a step carries, after its token, up to draft_max tokens
+  // drafted from its prompt and reply, and keeps those its sampler confirms.
+  bool lookup = false;
+  int draft_max = 8;
   // What the generator recovers from a lost server with (recovery.h): a
   // step then pauses while it works, and goes on. Null: a failed step ends
   // its requests with the error. Must outlive the engine.
@@ -134,6 +148,10 @@ struct EngineStats {
   uint64_t prompt_tokens = 0;     // evaluated (cached ones not counted)
   uint64_t generated_tokens = 0;
   uint64_t steps = 0;
+  uint64_t decode_steps = 0;      // slots' decode entries in those steps (a token and its draft, if any)
+  uint64_t decoded_tokens = 0;    // the tokens they gave
+  uint64_t draft_tokens = 0;      // draft tokens evaluated (--lookup)
+  uint64_t draft_accepted = 0;    // of which the sampler picked the same token
   double tokens_per_second = 0;   // generated over the last few seconds
   std::string last_error;         // the last failed step's error, empty if none
   bool last_step_failed = false;  // the latest step failed (a lost server, with no recovery to go on)
@@ -182,6 +200,12 @@ class Engine {
   void embed();
   // Ends the embedding request under way with `result`.
   void finish_embedding(StatusOr<std::vector<std::vector<float>>> result);
+  // Sets the slot's step_tokens: `next`, then a draft of at most `budget` tokens (taken from it).
+  void draft(Slot& s, int64_t& budget);
+  // What a token sampled for the slot does (counted, logprobs, text, stops,
+  // limits), `position` being the slot's sequence's as plain decoding would
+  // have it; false: the request ended.
+  bool take_token(Slot& s, int32_t t, int64_t position, std::span<const float> logits);
   void finish(Slot& slot, Finish finish, Status status = Status());
   void note_generated(int64_t n);
 

@@ -64,11 +64,13 @@ class EngineTest : public ::testing::Test {
     model = LlamaModel::open(bundled()).value();
   }
   // An engine of `parallel` slots of 128 positions on the local CPU.
-  std::unique_ptr<Engine> engine(int parallel, int queue = 16, int64_t n_batch = 32) {
+  std::unique_ptr<Engine> engine(int parallel, int queue = 16, int64_t n_batch = 32, bool lookup = false) {
     PlacementOptions po;
     po.n_ctx = 128 * parallel;
     placement = ModelPlacement::create(*model, {&cpu}, po).value();
-    return Engine::create(*model, *placement, {.parallel = parallel, .n_batch = n_batch, .queue = queue}).value();
+    return Engine::create(*model, *placement,
+                          {.parallel = parallel, .n_batch = n_batch, .queue = queue, .lookup = lookup})
+        .value();
   }
   std::vector<int32_t> tokens(std::string_view text) const { return model->tokenizer().encode(text); }
 
@@ -293,6 +295,147 @@ TEST_F(EngineTest, OverTwoServersTheTextEqualsTheLocalText) {
   }
   over.reset();
   p.reset();
+}
+
+// Texts that repeat themselves, where prompt lookup finds drafts.
+const std::vector<std::string> kRepeating = {
+    "In the beginning God created the heaven and the earth. In the beginning God created the heaven and the earth. "
+    "In the beginning God",
+    "And God said, Let there be light: and there was light. And God said, Let there be light: and there was",
+    "The LORD is my shepherd; I shall not want. The LORD is my shepherd; I shall not want. The LORD is",
+    "Blessed are the meek: for they shall inherit the earth. Blessed are the meek: for they shall"};
+
+// What requests served together gave, with or without lookup.
+struct Served {
+  std::vector<std::string> texts;
+  std::vector<Outcome> outcomes;
+  std::vector<std::vector<TokenLogprobs>> logprobs;
+  EngineStats stats;
+};
+
+class EngineLookupTest : public EngineTest {
+ protected:
+  // Serves `requests` (each made from its Collected) at once on three slots,
+  // `n_batch` tokens a step, with or without lookup.
+  Served serve(bool lookup, const std::vector<std::function<Request(Collected&)>>& requests, int64_t n_batch = 32) {
+    Served out;
+    out.logprobs.resize(requests.size());
+    std::vector<std::unique_ptr<Collected>> got;  // before the engine, which may call them until it ends
+    auto e = engine(3, 16, n_batch, lookup);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      got.push_back(std::make_unique<Collected>());
+      Request r = requests[i](*got.back());
+      if (r.top_logprobs >= 0) r.on_logprobs = [&out, i](const TokenLogprobs& l) { out.logprobs[i].push_back(l); };
+      EXPECT_TRUE(e->submit(std::move(r)).ok());
+    }
+    for (auto& c : got) {
+      out.outcomes.push_back(c->wait());
+      out.texts.push_back(c->text);
+    }
+    out.stats = e->stats();
+    e.reset();
+    placement.reset();  // a model's weights are placed once at a time
+    return out;
+  }
+  // The same requests with lookup and without: the same texts, token counts and ends.
+  Served expect_same(const std::vector<std::function<Request(Collected&)>>& requests, int64_t n_batch = 32) {
+    const Served plain = serve(false, requests, n_batch);
+    const Served fast = serve(true, requests, n_batch);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(fast.texts[i], plain.texts[i]) << "request " << i;
+      EXPECT_EQ(fast.outcomes[i].completion_tokens, plain.outcomes[i].completion_tokens) << "request " << i;
+      EXPECT_EQ(fast.outcomes[i].finish, plain.outcomes[i].finish) << "request " << i;
+      EXPECT_EQ(fast.outcomes[i].stop_string, plain.outcomes[i].stop_string) << "request " << i;
+    }
+    EXPECT_EQ(plain.stats.draft_tokens, 0u);
+    EXPECT_EQ(fast.stats.generated_tokens, plain.stats.generated_tokens);
+    return fast;
+  }
+};
+
+// Four requests on three slots (one waits), greedy, on texts that repeat
+// themselves: the texts of plain decoding, drafts accepted, fewer decode
+// entries than tokens; and with a batch of 8 tokens, where drafts share the
+// steps with the waiting prompt.
+TEST_F(EngineLookupTest, RequestsTogetherGivePlainDecodingsTextsGreedy) {
+  std::vector<std::function<Request(Collected&)>> requests;
+  for (const std::string& text : kRepeating) {
+    requests.push_back([&, text](Collected& c) { return c.request(tokens(text), 40); });
+  }
+  const Served fast = expect_same(requests);
+  EXPECT_GT(fast.stats.draft_tokens, 0u);
+  EXPECT_GT(fast.stats.draft_accepted, 0u);
+  EXPECT_LE(fast.stats.draft_accepted, fast.stats.draft_tokens);
+  EXPECT_GT(fast.stats.decoded_tokens, fast.stats.decode_steps) << "more than a token a decode step";
+  EXPECT_EQ(fast.stats.decoded_tokens + kRepeating.size(), fast.stats.generated_tokens)
+      << "every token but each request's first comes from a decode entry";
+  expect_same(requests, /*n_batch=*/8);
+}
+
+// Temperature 1 under a seed, with a repetition and a frequency penalty:
+// the sampler's draws and penalties are those of decoding one token a step.
+TEST_F(EngineLookupTest, RequestsTogetherGivePlainDecodingsTextsSeeded) {
+  std::vector<std::function<Request(Collected&)>> requests;
+  for (size_t i = 0; i < kRepeating.size(); ++i) {
+    requests.push_back([&, i](Collected& c) {
+      Request r = c.request(tokens(kRepeating[i]), 40);
+      r.sampler.temperature = 1.0f;
+      r.sampler.seed = 7 + i;
+      r.sampler.repeat_penalty = 1.1f;
+      r.sampler.frequency_penalty = 0.3f;
+      return r;
+    });
+  }
+  EXPECT_GT(expect_same(requests).stats.draft_tokens, 0u);
+}
+
+// A token limit or a stop string that falls inside a draft the sampler
+// accepts ends the text where it ends without lookup.
+TEST_F(EngineLookupTest, LimitsAndStopStringsInsideADraftCutWhereTheyDoWithout) {
+  const std::string text = kRepeating[0];
+  std::vector<std::function<Request(Collected&)>> requests;
+  for (int64_t max_tokens : {5, 9, 14, 23}) {
+    requests.push_back([&, max_tokens](Collected& c) { return c.request(tokens(text), max_tokens); });
+  }
+  const Served plain = serve(false, {[&](Collected& c) { return c.request(tokens(text), 40); }});
+  ASSERT_GT(plain.texts[0].size(), 60u);
+  for (size_t at : {10, 25, 41, 57}) {
+    const std::string stop = plain.texts[0].substr(at, 3);
+    requests.push_back([&, stop](Collected& c) {
+      Request r = c.request(tokens(text), 40);
+      r.stop = {stop};
+      return r;
+    });
+  }
+  const Served fast = expect_same(requests);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(fast.outcomes[i].finish, Finish::length);
+  for (size_t i = 4; i < requests.size(); ++i) EXPECT_EQ(fast.outcomes[i].finish, Finish::stop);
+  EXPECT_GT(fast.stats.draft_accepted, 0u);
+}
+
+// A request with log probabilities decodes a token a step beside requests
+// that speculate: its text and log probabilities are those without lookup.
+TEST_F(EngineLookupTest, ARequestWithLogprobsBesideSpeculatingOnesIsUnchanged) {
+  std::vector<std::function<Request(Collected&)>> requests;
+  for (size_t i = 0; i < 3; ++i) {
+    requests.push_back([&, i](Collected& c) {
+      Request r = c.request(tokens(kRepeating[i]), 24);
+      if (i == 1) r.top_logprobs = 3;
+      return r;
+    });
+  }
+  const Served plain = serve(false, requests);
+  const Served fast = expect_same(requests);
+  ASSERT_EQ(fast.logprobs[1].size(), 24u);
+  ASSERT_EQ(plain.logprobs[1].size(), 24u);
+  for (size_t j = 0; j < 24; ++j) {
+    EXPECT_EQ(fast.logprobs[1][j].chosen.token, plain.logprobs[1][j].chosen.token);
+    // Other slots' drafts change the step's shape, so the sums' order: the same up to rounding.
+    EXPECT_NEAR(fast.logprobs[1][j].chosen.logprob, plain.logprobs[1][j].chosen.logprob, 1e-5f);
+    ASSERT_EQ(fast.logprobs[1][j].top.size(), 3u);
+    EXPECT_EQ(fast.logprobs[1][j].top[2].token, plain.logprobs[1][j].top[2].token);
+  }
+  EXPECT_GT(fast.stats.draft_tokens, 0u);
 }
 
 }  // namespace

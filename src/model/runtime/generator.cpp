@@ -140,7 +140,9 @@ StatusOr<Generator::StepTokens> Generator::batch_tokens(std::span<const Sequence
     seen[static_cast<size_t>(e.seq)] = true;
     in.tokens.insert(in.tokens.end(), e.tokens.begin(), e.tokens.end());
     in.seqs.insert(in.seqs.end(), e.tokens.size(), static_cast<int32_t>(e.seq));
-    in.last.push_back(static_cast<int32_t>(in.tokens.size() - 1));
+    const size_t end = in.tokens.size();
+    for (size_t i = e.all_rows ? end - e.tokens.size() : end - 1; i < end; ++i)
+      in.last.push_back(static_cast<int32_t>(i));
   }
   return in;
 }

@@ -84,6 +84,9 @@ struct DeviceSampling {
 struct SequenceTokens {
   int64_t seq = 0;
   std::span<const int32_t> tokens;
+  // The logits after every one of the tokens come back, not only the last's:
+  // what verifying a speculative draft in a batch reads (speculative_step.h).
+  bool all_rows = false;
 };
 
 class Generator {
@@ -122,10 +125,12 @@ class Generator {
 
   // One forward pass over the next tokens of several distinct sequences
   // (each at its own position, which advances): for each entry in order,
-  // the logits after its last token ([n_vocab] each, one after the other),
-  // or with k > 0 its k largest as top_k lays them out ([2k] each; needs
-  // can_select_on_device()). The whole batch is one step: the caller keeps
-  // it to a size it can afford (n_batch tokens, say).
+  // the logits after its last token — after each of its tokens with
+  // all_rows — ([n_vocab] each, one after the other), or with k > 0 their k
+  // largest as top_k lays them out ([2k] each; needs can_select_on_device()).
+  // After a step with k > 0, read_logits() reads those rows' every logit.
+  // The whole batch is one step: the caller keeps it to a size it can
+  // afford (n_batch tokens, say).
   StatusOr<std::vector<float>> eval_batch(std::span<const SequenceTokens> batch, int64_t k = 0);
   // The same pass returning, instead of logits, every token's final hidden
   // state (after the output norm, before the output projection):
@@ -194,7 +199,8 @@ class Generator {
   };
   // invalid_argument unless least <= k <= n_vocab.
   Status check_candidates(int64_t k, int64_t least) const;
-  // The batch's tokens, each entry a distinct sequence with tokens; `last` its last tokens.
+  // The batch's tokens, each entry a distinct sequence with tokens; `last`
+  // its last tokens, or all of an entry's with all_rows.
   StatusOr<StepTokens> batch_tokens(std::span<const SequenceTokens> batch) const;
   // Runs one step and appends its result (logits, top k, or with `sampling`
   // the sampled token's bits as one float) to `out`; recovers from a lost

@@ -7,46 +7,57 @@
 
 namespace tensorpc {
 
+int64_t draft_candidates(const Sampler& sampler, int64_t n_vocab, size_t draft_size) {
+  const int64_t k = sampler.candidates_needed(n_vocab);
+  return k > 0 ? std::min(n_vocab, k + static_cast<int64_t>(draft_size)) : 0;
+}
+
+StatusOr<DraftWalk> walk_draft(Sampler& sampler, int64_t n_vocab, const DraftRows& rows, std::span<const int32_t> draft,
+                               const TakeToken& take) {
+  const size_t width = static_cast<size_t>(rows.k > 0 ? 2 * rows.k : n_vocab);  // of one position's row
+  DraftWalk walk;
+  for (;; ++walk.fed) {
+    const std::span<const float> r = rows.rows.subspan(walk.fed * width, width);
+    int32_t token = -1;
+    if (rows.k > 0) {
+      TENSORPC_ASSIGN_OR_RETURN(token, sampler.sample_candidates(r, n_vocab));
+      if (token == Sampler::kUndecided) {
+        TENSORPC_ASSIGN_OR_RETURN(const std::span<const float> logits, rows.logits(walk.fed));
+        token = sampler.sample(logits);
+      }
+    } else {
+      token = sampler.sample(r);
+    }
+    if (token < 0) return internal_error("no token can be sampled: every logit is NaN or -inf");
+    const bool confirmed = walk.fed < draft.size() && token == draft[walk.fed];
+    if (confirmed) ++walk.picked;
+    if (!take(token) || !confirmed) return walk;
+  }
+}
+
 StatusOr<size_t> verify_draft(Generator& gen, Sampler& sampler, int32_t last, std::span<const int32_t> draft,
                               const TakeToken& take) {
   const int64_t start = gen.position();
   const int64_t n_vocab = gen.model().hparams().n_vocab;
   std::vector<int32_t> tokens{last};
   tokens.insert(tokens.end(), draft.begin(), draft.end());
-  // Each accepted token may add one to the candidates the sampler needs (a
-  // token generated once more): enough for the last position is enough for all.
-  int64_t k = sampler.candidates_needed(n_vocab);
-  if (k > 0) k = std::min(n_vocab, k + static_cast<int64_t>(draft.size()));
+  const int64_t k = draft_candidates(sampler, n_vocab, draft.size());
   const bool top = k > 0 && gen.can_select_on_device();
-  const int64_t width = top ? 2 * k : n_vocab;  // of one position's row
   TENSORPC_ASSIGN_OR_RETURN(const std::vector<float> rows, top ? gen.eval_top_all(tokens, k) : gen.eval_all(tokens));
   std::vector<float> logits;  // every logit of the step, read only when candidates cannot decide
-
-  size_t picked = 0;  // draft tokens the sampler picked
-  size_t row = 0;
-  for (;; ++row) {
-    const std::span<const float> r(rows.data() + row * static_cast<size_t>(width), static_cast<size_t>(width));
-    int32_t token = -1;
-    if (top) {
-      TENSORPC_ASSIGN_OR_RETURN(token, sampler.sample_candidates(r, n_vocab));
-      if (token == Sampler::kUndecided) {
-        if (logits.empty()) {
-          TENSORPC_ASSIGN_OR_RETURN(logits, gen.read_logits());
-        }
-        token = sampler.sample(
-            std::span<const float>(logits).subspan(row * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab)));
-      }
-    } else {
-      token = sampler.sample(r);
+  const auto read = [&](size_t position) -> StatusOr<std::span<const float>> {
+    if (logits.empty()) {
+      TENSORPC_ASSIGN_OR_RETURN(logits, gen.read_logits());
     }
-    if (token < 0) return internal_error("no token can be sampled: every logit is NaN or -inf");
-    const bool confirmed = row < draft.size() && token == draft[row];
-    if (confirmed) ++picked;
-    if (!take(token) || !confirmed) break;
-  }
+    return std::span<const float>(logits).subspan(position * static_cast<size_t>(n_vocab),
+                                                  static_cast<size_t>(n_vocab));
+  };
+  TENSORPC_ASSIGN_OR_RETURN(
+      const DraftWalk walk,
+      walk_draft(sampler, n_vocab, {.rows = rows, .k = top ? k : 0, .logits = read}, draft, take));
   // Plain decoding would have fed `last` and the draft tokens before the last one taken.
-  TENSORPC_RETURN_IF_ERROR(gen.rewind(start + 1 + static_cast<int64_t>(row)));
-  return picked;
+  TENSORPC_RETURN_IF_ERROR(gen.rewind(start + 1 + static_cast<int64_t>(walk.fed)));
+  return walk.picked;
 }
 
 Status decode_after(Generator& gen, Sampler& sampler, PromptLookup* lookup, int32_t last, size_t room,

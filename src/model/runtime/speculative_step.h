@@ -34,6 +34,35 @@ namespace tensorpc {
 // whatever the caller keeps) and returns whether decoding goes on.
 using TakeToken = std::function<bool(int32_t token)>;
 
+// The candidates a step verifying a draft of `draft_size` tokens asks for:
+// enough for its last position (each token accepted before may add one to
+// what the sampler needs); 0: every logit.
+int64_t draft_candidates(const Sampler& sampler, int64_t n_vocab, size_t draft_size);
+
+// The rows of a step that evaluated a token and its draft, one after each
+// position: with k > 0 the k largest logits as top_k lays them out ([2k]),
+// otherwise every logit ([n_vocab]); `logits` reads every logit after a
+// position (asked only with k > 0, when its candidates cannot decide).
+struct DraftRows {
+  std::span<const float> rows;
+  int64_t k = 0;
+  std::function<StatusOr<std::span<const float>>(size_t position)> logits;
+};
+
+// What a walk over such rows did: the draft tokens the sampler picked, and
+// those plain decoding would have fed before the last token taken (the
+// sequence is to be rewound to the step's start + 1 + fed).
+struct DraftWalk {
+  size_t picked = 0;
+  size_t fed = 0;
+};
+
+// Picks the token after each position in turn with `sampler` and gives it
+// to `take`; stops after a token that is not the draft's next, or when
+// take() says stop. An empty draft: the one token after `last`.
+StatusOr<DraftWalk> walk_draft(Sampler& sampler, int64_t n_vocab, const DraftRows& rows, std::span<const int32_t> draft,
+                               const TakeToken& take);
+
 // Feeds `last` and `draft` to `gen` in one step and picks the token after
 // each in turn with `sampler`, giving each to `take`; stops after a token
 // that is not the draft's next, or when take() says stop. The generator is
