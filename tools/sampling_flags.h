@@ -21,9 +21,10 @@ namespace tensorpc::tools {
 // Adds the flags to `cmd`, writing into `*o`, which must outlive the app.
 void add_sampling_flags(CLI::App& cmd, SamplingOptions* o);
 
-// Speculative decoding by prompt lookup, which `run` and `chat` share:
-// --lookup, and --draft-max N (1 to 64, with --lookup) for the draft tokens a
-// step checks at most. The text is the same with it as without.
+// Speculative decoding by prompt lookup, which `run`, `chat` and `serve`
+// (each slot) share: --lookup, and --draft-max N (1 to 64, with --lookup) for
+// the draft tokens a step checks at most. The text is the same with it as
+// without.
 struct LookupFlags {
   bool lookup = false;
   int draft_max = 8;

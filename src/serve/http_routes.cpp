@@ -714,6 +714,20 @@ std::string HttpRoutes::metrics() const {
   value("tensorpc_slots_active", s.active);
   metric("tensorpc_slots_total", "gauge", "Slots (--parallel).");
   value("tensorpc_slots_total", s.slots);
+  metric("tensorpc_decode_steps_total", "counter",
+         "Slots' decode steps: one slot's token, and with --lookup its draft, in a batched pass.");
+  value("tensorpc_decode_steps_total", static_cast<double>(s.decode_steps));
+  metric("tensorpc_decode_tokens_total", "counter",
+         "Tokens the decode steps gave (more than one a step with --lookup).");
+  value("tensorpc_decode_tokens_total", static_cast<double>(s.decoded_tokens));
+  metric("tensorpc_tokens_per_decode_step", "gauge",
+         "Decode tokens per decode step, since the start (1 without --lookup).");
+  value("tensorpc_tokens_per_decode_step",
+        s.decode_steps > 0 ? static_cast<double>(s.decoded_tokens) / static_cast<double>(s.decode_steps) : 0);
+  metric("tensorpc_draft_tokens_total", "counter", "Draft tokens evaluated (--lookup).");
+  value("tensorpc_draft_tokens_total", static_cast<double>(s.draft_tokens));
+  metric("tensorpc_draft_accepted_total", "counter", "Draft tokens the sampler picked as drafted (--lookup).");
+  value("tensorpc_draft_accepted_total", static_cast<double>(s.draft_accepted));
   if (model_.endpoints.empty()) return out;
   const RecoveryView r = model_.recovery ? model_.recovery() : RecoveryView{};
   metric("tensorpc_recoveries_total", "counter", "Lost servers recovered from (the generation went on).");

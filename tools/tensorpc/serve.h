@@ -14,6 +14,7 @@
 #include <string>
 
 #include "model_setup.h"
+#include "sampling_flags.h"
 
 namespace CLI {
 class App;
@@ -28,6 +29,7 @@ struct ServeOptions {
   int parallel = 4;
   int64_t n_batch = 64;
   int queue = 16;
+  LookupFlags lookup;  // --lookup, --draft-max: each slot speculates (engine.h)
   std::string api_key;
   std::string api_key_file;
   std::string alias;          // the model's name in the API; empty: the file's name without .gguf
