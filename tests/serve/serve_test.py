@@ -4,7 +4,7 @@
     serve_test.py --cli PATH --server PATH --source DIR --work DIR
 
 Starts two tensorpc-servers (port 0, two CPU devices each) and three serves: the
-chat model over both servers' four devices with 4 slots; the same model with a key, one slot, no queue, a long
+chat model over both servers' four devices with 4 slots and --lookup; the same model with a key, one slot, no queue, a long
 context and a small --max-body; and kjv-tiny (no chat template) on the local
 CPU. Then checks, one line per case, with curl:
 
@@ -22,6 +22,8 @@ CPU. Then checks, one line per case, with curl:
     tokens);
   - /v1/completions at temperature 0 continues a prompt as `tensorpc run
     --temp 0` does;
+  - with --lookup, /metrics counts the drafted and accepted tokens and the
+    tokens per decode step (the texts above being those without it);
   - a model without a chat template: chat refused (400), completions served;
   - the official `openai` npm package (openai_client_test.mjs), the official
     `@anthropic-ai/sdk` on /v1/messages (anthropic_client_test.mjs), the `ollama`
@@ -416,6 +418,17 @@ class Cases:
         check(steps < tokens, f"{tokens:.0f} tokens in {steps:.0f} steps: the requests were not batched")
         return f"{tokens:.0f} tokens in {steps:.0f} steps"
 
+    def lookup_metrics(self, base):
+        m = metrics(base)
+        names = ["tensorpc_draft_tokens_total", "tensorpc_draft_accepted_total", "tensorpc_tokens_per_decode_step"]
+        missing = [n for n in names if n not in m]
+        check(not missing, f"/metrics lacks {missing}")
+        drafted, accepted, per_step = (m[n] for n in names)
+        check(drafted > 0, "--lookup drafted no token")
+        check(0 <= accepted <= drafted, f"{accepted:.0f} of {drafted:.0f} drafted tokens accepted")
+        check(per_step >= 1, f"{per_step} tokens per decode step")
+        return f"{accepted:.0f} of {drafted:.0f} drafted tokens accepted, {per_step:.2f} tokens per decode step"
+
     def same_as_run(self, base, endpoints, model, local_only=False):
         n = 32
         for prompt in ("In the beginning", "And the LORD spake unto Moses"):
@@ -580,7 +593,7 @@ def main():
         servers = [cluster.start_rpc_server(f"server{i}", SERVER_DEVICES) for i in (1, 2)]
         endpoints = [s.endpoint for s in servers]
         rpc = ["--rpc", ",".join(endpoints)]
-        main_serve = cluster.start_serve("serve", "kjv-bpe.gguf", *rpc, "--parallel", "4")
+        main_serve = cluster.start_serve("serve", "kjv-bpe.gguf", *rpc, "--parallel", "4", "--lookup")
         guarded = cluster.start_serve("serve-guarded", "kjv-bpe.gguf", *rpc, "--parallel", "1", "--queue", "0",
                                       "--ctx", str(GUARDED_CTX), "--api-key", API_KEY,
                                       "--max-body", str(GUARDED_MAX_BODY))
@@ -610,6 +623,7 @@ def main():
              cases.concurrent_streams, base)
         case("/v1/completions at temperature 0 = `tensorpc run --temp 0`", cases.same_as_run, base, endpoints,
              "kjv-bpe.gguf")
+        case("--lookup: /metrics counts drafted and accepted tokens", cases.lookup_metrics, base)
 
         case("--api-key: 401 without or with a wrong key, /health open", cases.api_key, guarded.base)
         case("--max-body: 413 over it, served under it", cases.max_body, guarded.base)
