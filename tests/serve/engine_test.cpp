@@ -337,10 +337,13 @@ class EngineLookupTest : public EngineTest {
     placement.reset();  // a model's weights are placed once at a time
     return out;
   }
-  // The same requests with lookup and without: the same texts, token counts and ends.
-  Served expect_same(const std::vector<std::function<Request(Collected&)>>& requests, int64_t n_batch = 32) {
+  // The same requests with lookup and without: the same texts, token counts
+  // and ends. Returns what lookup gave; `without`, if given, what plain decoding gave.
+  Served expect_same(const std::vector<std::function<Request(Collected&)>>& requests, int64_t n_batch = 32,
+                     Served* without = nullptr) {
     const Served plain = serve(false, requests, n_batch);
     const Served fast = serve(true, requests, n_batch);
+    if (without != nullptr) *without = plain;
     for (size_t i = 0; i < requests.size(); ++i) {
       EXPECT_EQ(fast.texts[i], plain.texts[i]) << "request " << i;
       EXPECT_EQ(fast.outcomes[i].completion_tokens, plain.outcomes[i].completion_tokens) << "request " << i;
@@ -362,7 +365,9 @@ TEST_F(EngineLookupTest, RequestsTogetherGivePlainDecodingsTextsGreedy) {
   for (const std::string& text : kRepeating) {
     requests.push_back([&, text](Collected& c) { return c.request(tokens(text), 40); });
   }
-  const Served fast = expect_same(requests);
+  Served plain;
+  const Served fast = expect_same(requests, 32, &plain);
+  EXPECT_LT(fast.stats.steps, plain.stats.steps);
   EXPECT_GT(fast.stats.draft_tokens, 0u);
   EXPECT_GT(fast.stats.draft_accepted, 0u);
   EXPECT_LE(fast.stats.draft_accepted, fast.stats.draft_tokens);
@@ -389,8 +394,8 @@ TEST_F(EngineLookupTest, RequestsTogetherGivePlainDecodingsTextsSeeded) {
   EXPECT_GT(expect_same(requests).stats.draft_tokens, 0u);
 }
 
-// A token limit or a stop string that falls inside a draft the sampler
-// accepts ends the text where it ends without lookup.
+// A token limit, a stop string or the end of the slot's context that falls
+// inside a draft the sampler accepts ends the text where it ends without lookup.
 TEST_F(EngineLookupTest, LimitsAndStopStringsInsideADraftCutWhereTheyDoWithout) {
   const std::string text = kRepeating[0];
   std::vector<std::function<Request(Collected&)>> requests;
@@ -407,9 +412,13 @@ TEST_F(EngineLookupTest, LimitsAndStopStringsInsideADraftCutWhereTheyDoWithout) 
       return r;
     });
   }
+  // A prompt that repeats one token 120 times: drafts up to the end of the slot's 128 positions.
+  requests.push_back([&](Collected& c) { return c.request(std::vector<int32_t>(120, tokens("And")[1]), 100); });
   const Served fast = expect_same(requests);
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(fast.outcomes[i].finish, Finish::length);
-  for (size_t i = 4; i < requests.size(); ++i) EXPECT_EQ(fast.outcomes[i].finish, Finish::stop);
+  for (size_t i = 4; i < 8; ++i) EXPECT_EQ(fast.outcomes[i].finish, Finish::stop);
+  EXPECT_EQ(fast.outcomes[8].finish, Finish::length);
+  EXPECT_EQ(fast.outcomes[8].completion_tokens, 128 - 120 + 1) << "the last token sampled needs no position";
   EXPECT_GT(fast.stats.draft_accepted, 0u);
 }
 
