@@ -571,7 +571,7 @@ void Engine::step() {
       return std::span<const float>(all_logits)
           .subspan((first + position) * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab));
     };
-    // The token after the entry's first row is at the sequence's position less the rows after it.
+    // The sequence's position in plain decoding after the entry's first row: now, less the rows after it.
     const int64_t base = gen_->position(s.seq) - static_cast<int64_t>(n_rows - 1);
     const std::span<const int32_t> drafted =
         entries[i].count > 0 ? std::span<const int32_t>() : std::span<const int32_t>(s.step_tokens).subspan(1);

@@ -30,8 +30,9 @@
 // and its own cells of the KV cache (cache_cell() in llama.h), and
 // eval_batch() runs the next tokens of any of them as one forward pass — one
 // graph, so one execution plan per server — returning the logits after each
-// one's last token. A single-sequence caller never names a sequence: eval(),
-// position() and rewind() are sequence 0's.
+// one's last token, or after each of its tokens (SequenceTokens::all_rows:
+// a slot verifying a draft). A single-sequence caller never names a
+// sequence: eval(), position() and rewind() are sequence 0's.
 //
 // eval_hidden() runs such a batch through a graph that stops before the
 // output projection and returns every token's final hidden state, which
