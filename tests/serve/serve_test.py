@@ -3,10 +3,12 @@
 
     serve_test.py --cli PATH --server PATH --source DIR --work DIR
 
-Starts two tensorpc-servers (port 0, two CPU devices each) and three serves: the
-chat model over both servers' four devices with 4 slots and --lookup; the same model with a key, one slot, no queue, a long
-context and a small --max-body; and kjv-tiny (no chat template) on the local
-CPU. Then checks, one line per case, with curl:
+Starts two tensorpc-servers (port 0, two CPU devices each) and four serves: the
+chat model over both servers' four devices with 4 slots and --lookup; the same
+model with a key, one slot, no queue, a long context and a small --max-body;
+kjv-tiny (no chat template) on the local CPU; and the chat model on the local
+CPU with the chatml template, for tools. Then checks, one line per case, with
+curl:
 
   - bad requests get OpenAI's error JSON and the status that says whose fault:
     malformed JSON, a field of the wrong type, an unknown model, a prompt
