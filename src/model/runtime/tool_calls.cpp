@@ -113,12 +113,13 @@ bool ToolCallParser::step_text(std::vector<ToolCallEvent>& events) {
     state_ = State::before_call;
     return true;
   }
-  if (calls_ > 0) {
-    // White space between and after calls is not content.
+  if (after_call_) {
+    // White space between and after calls is not content (only there: later text keeps its spaces).
     size_t n = 0;
     while (n < pending_.size() && is_space(pending_[n])) ++n;
     pending_.erase(0, n);
     if (pending_.empty()) return false;
+    after_call_ = false;
   }
   const std::string_view open = marker(syntax_);
   const size_t at = pending_.find(open);
@@ -263,11 +264,13 @@ bool ToolCallParser::step_after_call() {
       const size_t have = std::min(pending_.size(), kHermesClose.size());
       if (pending_.compare(0, have, kHermesClose.substr(0, have)) != 0) {
         state_ = State::text;
+        after_call_ = true;
         return true;
       }
       if (have < kHermesClose.size()) return false;
       pending_.erase(0, kHermesClose.size());
       state_ = State::text;
+      after_call_ = true;
       return true;
     }
     case ToolSyntax::mistral:
@@ -278,6 +281,7 @@ bool ToolCallParser::step_after_call() {
       }
       if (pending_[0] == ']') pending_.erase(0, 1);
       state_ = State::text;
+      after_call_ = true;
       return true;
     default: state_ = State::plain; return true;
   }

@@ -74,6 +74,7 @@ class ToolCallParser {
   std::string pending_;  // text not yet read
   std::string raw_;      // text read since the marker that opened the calls (for give_up)
   bool seen_text_ = false;
+  bool after_call_ = false;  // text just after a call: its leading white space is dropped
 
   // The call being read.
   std::string call_;

@@ -78,6 +78,11 @@ TEST(ToolCalls, ReadsEverySyntaxWholeAndByteByByte) {
        "\"arguments\": {}}]",
        "content[] a({\"x\": 1}) b({})"},
       {ToolSyntax::mistral, "No tools needed.", "content[No tools needed.]"},
+      // Text after a call keeps its inner spaces, however it is cut.
+      {ToolSyntax::mistral, "[TOOL_CALLS] [{\"name\": \"g\", \"arguments\": {}}] {\"name\": \"x\", \"a\": 1}",
+       "content[{\"name\": \"x\", \"a\": 1}] g({})"},
+      {ToolSyntax::hermes, "<tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>\n and then some",
+       "content[and then some] g({})"},
       {ToolSyntax::mistral, "[TOOL_CALLS] nothing", "content[[TOOL_CALLS] nothing]"},
       {ToolSyntax::llama3_json, " {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
        "content[] get_weather({\"city\": \"Paris\"})"},
