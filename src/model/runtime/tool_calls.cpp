@@ -34,6 +34,9 @@ size_t cut_prefix(std::string_view text, std::string_view word) {
   return 0;
 }
 
+// The most bytes of a call object before its arguments, for them to stream (see step_call).
+constexpr size_t kMaxHead = 1024;
+
 std::string_view arguments_key(ToolSyntax syntax) {
   return syntax == ToolSyntax::llama3_json ? "parameters" : "arguments";
 }
@@ -82,7 +85,7 @@ void ToolCallParser::step(std::vector<ToolCallEvent>& events) {
         }
         call_.clear();
         depth_ = 0;
-        in_string_ = escaped_ = head_sent_ = false;
+        in_string_ = escaped_ = head_sent_ = head_failed_ = false;
         arguments_at_ = arguments_sent_ = arguments_end_ = 0;
         state_ = State::call;
         break;
@@ -208,11 +211,19 @@ bool ToolCallParser::step_call(std::vector<ToolCallEvent>& events) {
   }
   raw_.append(pending_, 0, used);
   pending_.erase(0, used);
-  if (!head_sent_) {
+  if (!head_sent_ && !head_failed_) {
     std::string name;
-    switch (match_head(&arguments_at_, &name)) {
+    // A head whose arguments begin past kMaxHead bytes (an endless name,
+    // endless white space) is not the streamable kind, however the reply is
+    // cut: the call is read whole, and the head is not matched again at
+    // every piece.
+    Match m = match_head(&arguments_at_, &name);
+    if ((m == Match::need_more && call_.size() > kMaxHead) || (m == Match::yes && arguments_at_ > kMaxHead)) {
+      m = Match::no;
+    }
+    switch (m) {
       case Match::need_more: break;
-      case Match::no: arguments_at_ = 0; break;
+      case Match::no: head_failed_ = true; break;
       case Match::yes:
         head_sent_ = true;
         arguments_sent_ = arguments_at_;

@@ -81,6 +81,7 @@ class ToolCallParser {
   int depth_ = 0;
   bool in_string_ = false, escaped_ = false;
   bool head_sent_ = false;
+  bool head_failed_ = false;  // the head is not {"name": …, "arguments": {: read the call whole
   size_t arguments_at_ = 0, arguments_sent_ = 0, arguments_end_ = 0;
   int calls_ = 0;
 };

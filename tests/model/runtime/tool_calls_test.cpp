@@ -119,6 +119,26 @@ TEST(ToolCalls, ArgumentsStreamAsTheyComeAndNameComesFirst) {
   for (const ToolCallEvent& e : events) EXPECT_NE(e.kind, ToolCallEvent::Kind::content) << e.text;
 }
 
+TEST(ToolCalls, AHeadThatNeverSettlesIsReadWholeOnceTheCallCloses) {
+  // A name of 5,000 bytes, white space of 5,000: fed byte by byte, not matched again at every byte.
+  const std::string long_name(5000, 'n');
+  const std::string reply = "<tool_call>{\"name\": \"" + long_name + "\", \"arguments\": {\"a\": 1}}</tool_call>";
+  const std::vector<ToolCallEvent> events = events_of(ToolSyntax::hermes, reply, 1);
+  EXPECT_EQ(joined(events), "content[] " + long_name + "({\"a\":1})");
+  EXPECT_EQ(argument_pieces(events), 1);  // whole, at the close
+  const std::string spaces =
+      "<tool_call>{" + std::string(5000, ' ') + "\"name\": \"f\", \"arguments\": {}}</tool_call>";
+  EXPECT_EQ(joined(events_of(ToolSyntax::hermes, spaces, 1)), "content[] f({})");
+  // However it is cut, the same: a short head with long arguments streams them, a long head does not.
+  const std::string long_arguments =
+      "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"" + std::string(3000, 'x') + "\"}}</tool_call>";
+  for (const std::string& r : {reply, spaces, long_arguments}) {
+    const std::string whole = joined(events_of(ToolSyntax::hermes, r, 1 << 20));
+    for (size_t piece : {1, 7, 1000, 1500}) EXPECT_EQ(joined(events_of(ToolSyntax::hermes, r, piece)), whole);
+  }
+  EXPECT_GT(argument_pieces(events_of(ToolSyntax::hermes, long_arguments, 7)), 100);
+}
+
 TEST(ToolCalls, AnUnfinishedCallEndsWhereTheReplyDid) {
   const std::string reply = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"unfinis";
   EXPECT_EQ(joined(events_of(ToolSyntax::hermes, reply, 4)), "content[] f({\"a\": \"unfinis)");
