@@ -23,8 +23,6 @@ std::string named_event(std::string_view name, const ojson& data) {
 
 constexpr size_t kMaxStopSequences = 16;
 
-std::string at_index(const std::string& param, size_t i) { return param + "[" + std::to_string(i) + "]"; }
-
 // A tool_result block's content: a string or text blocks.
 Problem read_tool_result(const json& block, const std::string& param, ChatMessage* out) {
   out->role = "tool";
@@ -62,7 +60,7 @@ Problem read_message(const json& message, const std::string& param, std::vector<
   }
   std::vector<std::string> texts;
   for (size_t j = 0; j < content->size(); ++j) {
-    const std::string at = at_index(param + ".content", j);
+    const std::string at = indexed(param + ".content", j);
     const json& block = (*content)[j];
     if (!block.is_object()) return wrong_type(at, "an object", block);
     std::string type;
@@ -105,7 +103,7 @@ Problem read_tools(const json& body, std::string_view body_text, MessagesRequest
     if (!tools->is_array()) return wrong_type("tools", "an array", *tools);
     const nlohmann::ordered_json ordered = tools->empty() ? nlohmann::ordered_json() : ordered_body(body_text);
     for (size_t i = 0; i < tools->size(); ++i) {
-      const std::string param = at_index("tools", i);
+      const std::string param = indexed("tools", i);
       const json& tool = (*tools)[i];
       if (!tool.is_object()) return wrong_type(param, "an object", tool);
       std::string type;
@@ -173,7 +171,7 @@ std::variant<MessagesRequest, ApiError> parse_messages_request(std::string_view 
   if (!messages->is_array()) return wrong_type("messages", "an array", *messages);
   if (messages->empty()) return invalid_request("invalid_value", "messages", "'messages' is empty");
   for (size_t i = 0; i < messages->size(); ++i) {
-    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_message((*messages)[i], at_index("messages", i), &r.messages));
+    TENSORPC_SERVE_RETURN_IF_PROBLEM(read_message((*messages)[i], indexed("messages", i), &r.messages));
   }
   if (const json* stops = field(body, "stop_sequences")) {
     if (!stops->is_array()) return wrong_type("stop_sequences", "an array of strings", *stops);

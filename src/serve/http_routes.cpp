@@ -634,7 +634,7 @@ void HttpRoutes::completion(Endpoint endpoint, const std::string& body, std::sha
   work.max_tokens = r.max_tokens;
   work.sampler = r.sampler;
   work.stop = r.stop;
-  work.special_text = tools.active() && tools.syntax == ToolSyntax::mistral;  // its calls open with [TOOL_CALLS]
+  work.special_text = tools.special_text();
   if (Status s = constrain(tools.forced ? tools.grammar : r.grammar, work.sampler); !s.ok()) {
     return out->reply(
         error_reply(invalid_request("invalid_value", tools.forced ? "tools" : "response_format", s.message())));
@@ -814,7 +814,7 @@ void HttpRoutes::messages(const std::string& body, std::shared_ptr<Responder> ou
   work.max_tokens = r.max_tokens;
   work.sampler = r.sampler;
   work.stop = r.stop;
-  work.special_text = tools->active() && tools->syntax == ToolSyntax::mistral;  // its calls open with [TOOL_CALLS]
+  work.special_text = tools->special_text();
   if (Status s = constrain(tools->grammar, work.sampler); !s.ok()) return refuse("tools", s.message());
   auto ex = std::make_shared<MessageExchange>();
   if (tools->active()) ex->tools.emplace(*tools);
@@ -899,7 +899,7 @@ void HttpRoutes::ollama(bool chat, const std::string& body, std::shared_ptr<Resp
   work.sampler = r.sampler;
   work.stop = r.stop;
   if (Status s = constrain(r.grammar, work.sampler); !s.ok()) return refuse(s.message());
-  work.special_text = tools.active() && tools.syntax == ToolSyntax::mistral;  // its calls open with [TOOL_CALLS]
+  work.special_text = tools.special_text();
   auto ex = std::make_shared<OllamaExchange>();
   if (tools.active()) ex->tools.emplace(tools);
   ex->out = out;

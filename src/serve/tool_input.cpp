@@ -3,10 +3,10 @@
 
 #include <utility>
 
+#include "serve/request_input.h"
+
 namespace tensorpc::serve {
 namespace {
-
-std::string indexed(const std::string& param, size_t i) { return param + "[" + std::to_string(i) + "]"; }
 
 bool valid_name(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;

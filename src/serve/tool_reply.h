@@ -26,6 +26,9 @@ struct ToolPlan {
   bool parallel = true;  // several calls kept; false: the first only
 
   bool active() const { return !shown.empty(); }
+  // Whether the reply's control tokens must print: Mistral's calls open with
+  // one, [TOOL_CALLS] (Request::special_text).
+  bool special_text() const { return active() && syntax == ToolSyntax::mistral; }
 };
 
 // The plan for `tools` under `choice` with a chat template: inactive for
