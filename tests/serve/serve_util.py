@@ -83,6 +83,16 @@ class Process:
         except ProcessLookupError:
             pass
 
+    def group_alive(self):
+        """Whether a process of its group still runs (the group outlives a leader that left children)."""
+        try:
+            os.killpg(self.proc.pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+
     def stop(self, timeout=10):
         """SIGTERM to the group, SIGKILL after `timeout`; the exit status."""
         if self.proc.poll() is None:
