@@ -4,6 +4,7 @@ Tensor names and keys are the usual llama ones. A torch Linear weight [out, in] 
 GGUF dims [in, out] (ne[0] = in) and the same row-major bytes. Norm weights are f32; matrices f16.
 The model was trained with the normal (adjacent-pair) rotary layout that GGUF llama runtimes
 apply, so Q and K are written as they are, without the permutation HF conversions need.
+load_model reads such a file back into the torch model (train_draft.py's teacher).
 
 The vocabulary decides the tokenizer keys: a SentencePiece-style vocab.json from tokenizer.py
 (kjv-tiny: tokenizer.ggml.model "llama") or a byte-level BPE bpe_vocab.json from bpe_tokenizer.py
@@ -13,12 +14,13 @@ import argparse
 import json
 import os
 
+import numpy as np
 import torch
 
 import bpe_tokenizer
 import gguf
 import tokenizer
-from model import Config
+from model import Config, Llama
 
 
 def export(ckpt_path, vocab_path, out_path, name):
@@ -50,26 +52,39 @@ def export(ckpt_path, vocab_path, out_path, name):
     else:
         add_spm_vocab(w, vocab)
 
-    def matrix(gguf_name, torch_name):
-        w.add_tensor(gguf_name, sd[torch_name], gguf.GGML_F16)
-
-    def norm(gguf_name, torch_name):
-        w.add_tensor(gguf_name, sd[torch_name], gguf.GGML_F32)
-
-    # token_embd is [vocab, dim] in torch, so GGUF [dim, vocab]: one row of dim values per token.
-    matrix("token_embd.weight", "token_embd.weight")
-    for i in range(cfg.n_layer):
-        p = f"blocks.{i}."
-        norm(f"blk.{i}.attn_norm.weight", p + "attn_norm.weight")
-        for t in ("attn_q", "attn_k", "attn_v", "attn_output"):
-            matrix(f"blk.{i}.{t}.weight", p + t + ".weight")
-        norm(f"blk.{i}.ffn_norm.weight", p + "ffn_norm.weight")
-        for t in ("ffn_gate", "ffn_up", "ffn_down"):
-            matrix(f"blk.{i}.{t}.weight", p + t + ".weight")
-    norm("output_norm.weight", "output_norm.weight")
-    matrix("output.weight", "output.weight")
+    for gguf_name, torch_name in tensor_names(cfg):
+        array = sd[torch_name]
+        w.add_tensor(gguf_name, array, gguf.GGML_F16 if array.ndim == 2 else gguf.GGML_F32)
     w.write(out_path)
     return ckpt["step"], os.path.getsize(out_path)
+
+
+def tensor_names(cfg):
+    """(GGUF name, torch state_dict name) of every weight, in file order."""
+    # token_embd is [vocab, dim] in torch, so GGUF [dim, vocab]: one row of dim values per token.
+    names = [("token_embd.weight", "token_embd.weight")]
+    for i in range(cfg.n_layer):
+        for t in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                  "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"):
+            names.append((f"blk.{i}.{t}.weight", f"blocks.{i}.{t}.weight"))
+    return names + [("output_norm.weight", "output_norm.weight"), ("output.weight", "output.weight")]
+
+
+def load_model(path):
+    """The inverse of export: the torch Llama (float32, eval mode) of a GGUF llama file, and the
+    file's key-values. gguf.Reader gives each tensor back in the torch layout ([out, in])."""
+    r = gguf.Reader(path)
+    kv = r.kv
+    cfg = Config(vocab_size=kv["llama.vocab_size"], dim=kv["llama.embedding_length"],
+                 n_layer=kv["llama.block_count"], n_head=kv["llama.attention.head_count"],
+                 n_head_kv=kv["llama.attention.head_count_kv"],
+                 ffn_dim=kv["llama.feed_forward_length"], context=kv["llama.context_length"],
+                 rope_base=kv["llama.rope.freq_base"],
+                 norm_eps=kv["llama.attention.layer_norm_rms_epsilon"])
+    model = Llama(cfg)
+    model.load_state_dict({t: torch.from_numpy(r.tensors[g].astype(np.float32))
+                           for g, t in tensor_names(cfg)})
+    return model.eval(), kv
 
 
 def add_spm_vocab(w, vocab):

@@ -54,14 +54,16 @@ def lr_at(progress, peak, warmup_frac, final_frac):
     return peak * (final_frac + (1 - final_frac) * 0.5 * (1 + math.cos(math.pi * p)))
 
 
+def lm_loss(model, x, y):
+    """Cross-entropy (nats per token) of the model's next-token logits for x against targets y."""
+    logits = model(x)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
 @torch.no_grad()
 def evaluate(model, data, batches):
     model.eval()
-    losses = []
-    for ks in batches:
-        x, y = data.batch(ks)
-        logits = model(x)
-        losses.append(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item())
+    losses = [lm_loss(model, *data.batch(ks)).item() for ks in batches]
     model.train()
     return float(np.mean(losses))
 
@@ -123,11 +125,12 @@ def build_model(args, vocab_size):
     return cfg, model, opt
 
 
-def run_training(args, cfg, model, opt, log, next_batch, evaluate):
+def run_training(args, cfg, model, opt, log, next_batch, evaluate, loss_fn=lm_loss):
     """Steps until --steps or --max-minutes, whichever the schedule reaches first.
 
-    next_batch() gives the (inputs, targets) of one step; evaluate(step, train_loss, elapsed) is
-    called every --eval-every steps and appends to log, which every checkpoint saves.
+    next_batch() gives the (inputs, targets) of one step and loss_fn(model, inputs, targets) its
+    loss; evaluate(step, train_loss, elapsed) is called every --eval-every steps and appends to
+    log, which every checkpoint saves.
     Returns (steps taken, smoothed training loss, start time).
     """
     t0 = time.time()
@@ -141,9 +144,7 @@ def run_training(args, cfg, model, opt, log, next_batch, evaluate):
         lr = lr_at(progress, args.lr, 0.03, 0.1)
         for g in opt.param_groups:
             g["lr"] = lr
-        x, y = next_batch()
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss = loss_fn(model, *next_batch())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
