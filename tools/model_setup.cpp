@@ -62,6 +62,8 @@ StatusOr<ModelOptions> model_options(const ModelSetup& setup) {
   o.recovery.enabled = setup.recover;
   o.recovery.reconnect_wait_s = setup.reconnect_wait_s;
   o.recovery.standby = setup.standby;
+  o.draft_path = setup.draft_model;
+  o.draft_device = setup.draft_device;
   return o;
 }
 
@@ -109,6 +111,7 @@ StatusOr<Model> open_model(std::unique_ptr<LlamaModel> model, const ModelSetup& 
                  format_bytes(spared).c_str(), 100.0 * spared / static_cast<double>(weights));
   }
   std::fprintf(err, "%s", info.placement.c_str());
+  if (!info.draft.empty()) std::fprintf(err, "draft model %s\n", info.draft.c_str());
   return opened;
 }
 

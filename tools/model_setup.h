@@ -39,6 +39,8 @@ struct ModelSetup {
   bool recover = true;                            // false with --no-recover
   double reconnect_wait_s = 30;                   // --reconnect-wait
   std::vector<std::string> standby;               // --standby, after split_endpoints
+  std::string draft_model;                        // --draft-model; empty: none
+  std::string draft_device = "cpu";               // --draft-device
 };
 
 // The library's options for `setup`, without the printing: the servers' key

@@ -49,14 +49,22 @@ void add_sampling_flags(CLI::App& cmd, SamplingOptions* o) {
       });
 }
 
-void add_lookup_flags(CLI::App& cmd, LookupFlags* o) {
+void add_lookup_flags(CLI::App& cmd, LookupFlags* o, ModelSetup* setup) {
   CLI::Option* lookup =
       cmd.add_flag("--lookup", o->lookup,
                    "speculative decoding by prompt lookup: each step also checks tokens drafted from where the "
                    "text's last tokens came before (the same text, fewer steps when it repeats itself)");
-  cmd.add_option("--draft-max", o->draft_max, "draft tokens a --lookup step checks at most")
+  CLI::Option* draft =
+      cmd.add_option("--draft-model", setup->draft_model,
+                     "speculative decoding with a draft model: a small GGUF model with the same vocabulary guesses "
+                     "the next tokens and each step checks them (the same text, fewer steps)")
+          ->excludes(lookup);
+  cmd.add_option("--draft-device", setup->draft_device,
+                 "where the draft model runs: cpu, vulkan:N, or a server's device HOST:PORT/NAME")
+      ->needs(draft)
+      ->capture_default_str();
+  cmd.add_option("--draft-max", o->draft_max, "draft tokens a step checks at most (--lookup, --draft-model)")
       ->check(whole_number(1, 64))
-      ->needs(lookup)
       ->capture_default_str();
 }
 

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <utility>
 
+#include "model_setup.h"
 #include "tensorpc/model.h"
 
 namespace CLI {
@@ -21,15 +22,17 @@ namespace tensorpc::tools {
 // Adds the flags to `cmd`, writing into `*o`, which must outlive the app.
 void add_sampling_flags(CLI::App& cmd, SamplingOptions* o);
 
-// Speculative decoding by prompt lookup, which `run`, `chat` and `serve`
-// (each slot) share: --lookup, and --draft-max N (1 to 64, with --lookup) for
-// the draft tokens a step checks at most. The text is the same with it as
-// without.
+// Speculative decoding, which `run`, `chat` and `serve` (each slot) share:
+// by prompt lookup (--lookup) or by a draft model (--draft-model FILE on
+// --draft-device), and --draft-max N (1 to 64) for the draft tokens a step
+// checks at most. The text is the same with it as without.
 struct LookupFlags {
   bool lookup = false;
   int draft_max = 8;
 };
-void add_lookup_flags(CLI::App& cmd, LookupFlags* o);
+// --draft-model and --draft-device go into `setup` (the draft model is
+// opened with the model); both must outlive the app.
+void add_lookup_flags(CLI::App& cmd, LookupFlags* o, ModelSetup* setup);
 
 // "15043+1.5", "15043-100": a --logit-bias item (token id, bias in
 // [-100, 100]); anything else is invalid_argument quoting it.

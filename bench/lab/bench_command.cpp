@@ -117,10 +117,19 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
   }
   // On the bundled model: a model that goes on quoting its prompt, as real ones do.
   const bool have_bundled = !o.bundled_model.empty() && std::filesystem::exists(o.bundled_model);
+  const bool have_draft = !o.bundled_chat_model.empty() && std::filesystem::exists(o.bundled_chat_model) &&
+                          !o.bundled_draft_model.empty() && std::filesystem::exists(o.bundled_draft_model);
   auto add_lookup = [&]() -> Status {
-    if (!have_bundled) return Status();
-    say("decode with prompt lookup against without, kjv-tiny, 2x2 over link " + o.link.to_string());
-    return add(bench_lookup_decode({.key = "kjv_tiny", .label = "kjv-tiny", .path = o.bundled_model}, model), "lookup");
+    if (have_bundled) {
+      say("decode with prompt lookup against without, kjv-tiny, 2x2 over link " + o.link.to_string());
+      TENSORPC_RETURN_IF_ERROR(
+          add(bench_lookup_decode({.key = "kjv_tiny", .label = "kjv-tiny", .path = o.bundled_model}, model), "lookup"));
+    }
+    if (!have_draft) return Status();
+    say("decode with a draft model against without, kjv-bpe and kjv-bpe-draft, 2x2 over link " + o.link.to_string());
+    return add(bench_draft_decode({.key = "kjv_bpe", .label = "kjv-bpe", .path = o.bundled_chat_model},
+                                  o.bundled_draft_model, model),
+               "draft model");
   };
   if (o.lookup_only) {
     if (!have_bundled) return not_found("--lookup-only: no bundled model (kjv-tiny) to run");

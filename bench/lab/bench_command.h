@@ -34,6 +34,10 @@ struct BenchOptions {
   bool cores_kept_awake = false;
   // The bundled kjv-tiny model's file (the tool's), first of the default models when it exists; empty: none.
   std::string bundled_model{};
+  // The bundled chat model (kjv-bpe) and its draft model (kjv-bpe-draft): the
+  // draft-model figure (bench_lookup.h) when both exist; empty: none.
+  std::string bundled_chat_model{};
+  std::string bundled_draft_model{};
   // Empty: the defaults of the mode (see bench_command.cpp). Tests give small ones.
   std::vector<uint64_t> sizes{};          // set/get sizes, bytes
   uint64_t handover_bytes = 0;            // 0: 64 MiB (quick: 16 MiB)
@@ -45,7 +49,7 @@ struct BenchOptions {
   bool serve_only = false;                 // --serve-only: the serving figures alone (bench_serve.h)
   bool gpu_only = false;                   // --gpu-only: the local GPUs' figures alone (bench_gpu.h)
   bool moe_only = false;                   // --moe-only: the mixture-of-experts figures alone (bench_moe.h)
-  bool lookup_only = false;                // --lookup-only: the prompt-lookup figures alone (bench_lookup.h)
+  bool lookup_only = false;                // --lookup-only: the speculative-decoding figures alone (bench_lookup.h)
   // --device: the Vulkan devices (by index, or kEveryVulkanDevice) of the GPU
   // figures. Unset: every one, when the loader reports any (else the section
   // is left out); empty (`--device cpu`): none.

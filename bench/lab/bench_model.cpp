@@ -13,6 +13,7 @@
 #include "api/device_set.h"
 #include "lab/bench_measure.h"
 #include "lab/random_model.h"
+#include "model/runtime/draft_model.h"
 #include "model/runtime/generate.h"
 #include "model/runtime/generator.h"
 #include "model/runtime/placement.h"
@@ -48,6 +49,11 @@ struct GenerationLayout::Parts {
   // One for every generation of the layout: decode is measured with the
   // plans the warm-up made, as a process that keeps generating has them.
   std::unique_ptr<Generator> generator;
+  // ModelBenchOptions::draft_model's, on its own CPU (destroyed in reverse: the generator first).
+  std::unique_ptr<LlamaModel> draft;
+  std::unique_ptr<CpuDevice> draft_cpu;
+  std::unique_ptr<ModelPlacement> draft_placement;
+  std::unique_ptr<Generator> draft_generator;
   std::vector<const Server*> profiled;
   GenerateOptions generate;
   std::string prompt;
@@ -94,6 +100,16 @@ StatusOr<std::unique_ptr<GenerationLayout>> GenerationLayout::prepare(const Llam
   p.generate.stop_at_eos = false;
   p.generate.sampler.temperature = 0;
   p.generate.lookup = o.lookup;
+  p.generate.special = o.special;
+  if (!o.draft_model.empty()) {
+    TENSORPC_ASSIGN_OR_RETURN(p.draft, LlamaModel::open(o.draft_model, {.digest_dir = "off"}));
+    TENSORPC_RETURN_IF_ERROR(check_draft_vocabulary(model.tokenizer(), p.draft->tokenizer()));
+    p.draft_cpu = std::make_unique<CpuDevice>(CpuDeviceOptions{.threads = 1});
+    TENSORPC_ASSIGN_OR_RETURN(p.draft_placement,
+                              ModelPlacement::create(*p.draft, {p.draft_cpu.get()}, {.n_ctx = kContext}));
+    p.draft_generator = std::make_unique<Generator>(*p.draft, *p.draft_placement);
+    p.generate.draft_model = p.draft_generator.get();
+  }
   p.last.weight_bytes = p.placement->weight_bytes();
   // One generation first, not measured, for every layout alike: what a
   // layout does once — storing its plans and graphs on the servers, asking

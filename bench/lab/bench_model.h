@@ -35,6 +35,10 @@ struct ModelBenchOptions {
   bool pin_threads = true;
   std::string prompt{};  // empty: a two-sentence prompt that fits every model's context
   bool lookup = false;   // speculative decoding by prompt lookup (GenerateOptions::lookup)
+  // Speculative decoding by this draft model (a GGUF file of the same
+  // vocabulary) on a local CPU of its own, one thread; empty: none.
+  std::string draft_model{};
+  bool special = false;  // the prompt spells control tokens (a rendered chat)
 };
 
 // Per decode step, what one layout's generations measured.

@@ -107,6 +107,15 @@ struct ModelOptions {
   // device they went to. May be empty.
   std::function<void(uint64_t done, uint64_t total, const std::string& device)> on_progress;
   RecoveryOptions recovery;  // when a server is lost
+  // A draft model for speculative decoding: a small model with the same
+  // vocabulary (same tokens, same BOS and EOS; open() refuses another, naming
+  // the difference), placed whole on `draft_device` with the same context.
+  // Each decode step it guesses up to GenerationOptions::draft_max tokens,
+  // one cheap step each, and the model checks them in one step: the text is
+  // the one decoding without it gives, in fewer steps (fewer round trips to
+  // the servers) the more of its guesses are right.
+  std::string draft_path;            // empty: none
+  std::string draft_device = "cpu";  // "cpu", "vulkan:N", or a server's device "HOST:PORT/NAME"
 };
 
 // How the next token is picked (the defaults of `tensorpc run`). The chain:
@@ -156,8 +165,10 @@ struct GenerationOptions {
   // far) that the text may repeat. The tokens are exactly those decoding
   // without it gives — greedy, and sampled under the same seed — in fewer
   // steps when the text repeats itself: fewer round trips over a network.
+  // A model opened with a draft model (ModelOptions::draft_path) speculates
+  // with it instead; lookup then is invalid_argument.
   bool lookup = false;
-  int draft_max = 8;  // >= 1
+  int draft_max = 8;  // >= 1: draft tokens a step checks at most
 };
 
 // Why a generation ended.
@@ -177,7 +188,7 @@ struct Generation {
   double prompt_seconds = 0;  // evaluating the prompt, through the first token
   double decode_seconds = 0;  // the rest
   int decode_steps = 0;       // evaluations after the prompt's (one token each, or with lookup a token and its draft)
-  // With lookup: the tokens drafted, those of them the sampler picked too
+  // With lookup or a draft model: the tokens drafted, those of them the sampler picked too
   // (the rest were dropped), and the steps that checked a draft.
   int64_t drafted_tokens = 0;
   int64_t accepted_tokens = 0;
@@ -224,6 +235,9 @@ struct ModelInfo {
   // A caveat of a load that went through (the weights' digests could not be
   // saved, so the next load hashes them again); empty when there is none.
   std::string warning;
+  // The draft model and where it runs ("kjv-bpe-draft: 2 layers on cpu,
+  // 2.9 MiB"); empty without one.
+  std::string draft;
   std::vector<std::string> standby;  // the standby servers not yet used (RecoveryOptions::standby)
   uint64_t recoveries = 0;           // lost servers recovered from so far
 };

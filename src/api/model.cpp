@@ -11,6 +11,7 @@
 
 #include "api/cluster_recovery.h"
 #include "api/model_internals.h"
+#include "model/runtime/draft_model.h"
 #include "model/runtime/generate.h"
 #include "model/runtime/generator.h"
 #include "model/runtime/grammar_vocabulary.h"
@@ -131,6 +132,8 @@ struct Model::State {
   std::unique_ptr<Generator> generator;  // made on first use, and kept: its plans serve the next generation too
   std::shared_ptr<const GrammarVocabulary> vocabulary;  // for grammars, made on first use
   std::atomic<bool> cancel{false};
+  std::unique_ptr<Model> draft;  // ModelOptions::draft_path's, opened and placed; null without one
+  std::string draft_text;        // ModelInfo::draft
 };
 
 // The standby servers: none of the model's own, each listing its devices.
@@ -148,6 +151,57 @@ Status check_standby(const ModelOptions& options) {
     if (listed.value().empty()) return not_found("standby server " + s + " has no devices");
   }
   return Status();
+}
+
+// Where ModelOptions::draft_device puts a draft model: wholly on that one
+// device, with the main model's context and servers' key.
+StatusOr<ModelOptions> draft_options(const ModelOptions& main, int64_t context_size) {
+  ModelOptions d;
+  d.path = main.draft_path;
+  d.remote = main.remote;
+  d.threads = main.threads;
+  d.context_size = context_size;
+  d.on_progress = main.on_progress;
+  d.recovery.enabled = false;  // a lost draft device costs drafts, not the text: the serve goes on without them
+  const std::string& device = main.draft_device;
+  const size_t slash = device.find('/');
+  if (slash == std::string::npos) {  // a local device
+    d.local_devices = {device};
+    return d;
+  }
+  d.servers = {device.substr(0, slash)};
+  d.use_local_cpu = false;
+  TENSORPC_ASSIGN_OR_RETURN(const auto devices, connect_devices(d.servers[0], main.remote));
+  std::string names;
+  for (const auto& dev : devices) {
+    d.split.push_back(dev->name() == device ? 1.0 : 0.0);
+    names += (names.empty() ? "" : ", ") + dev->name();
+  }
+  if (std::find(d.split.begin(), d.split.end(), 1.0) == d.split.end()) {
+    return not_found("draft device " + device + ": the server has " + (names.empty() ? "no devices" : names));
+  }
+  return d;
+}
+
+// ModelOptions::draft_path opened and placed for `main`, placed with
+// `context_size` positions.
+struct OpenedDraft {
+  std::unique_ptr<Model> model;
+  std::string text;  // ModelInfo::draft
+};
+StatusOr<OpenedDraft> open_draft(const LlamaModel& main, int64_t context_size, const ModelOptions& options) {
+  TENSORPC_ASSIGN_OR_RETURN(auto draft, LlamaModel::open(options.draft_path));
+  if (const Status s = check_draft_vocabulary(main.tokenizer(), draft->tokenizer()); !s.ok()) {
+    return s.with_context(options.draft_path);
+  }
+  TENSORPC_ASSIGN_OR_RETURN(const ModelOptions d, draft_options(options, context_size));
+  auto opened = ModelInternals::open(std::move(draft), d);
+  if (!opened.ok()) return opened.status().with_context(options.draft_path);
+  OpenedDraft out{std::make_unique<Model>(std::move(opened).value()), ""};
+  const ModelInfo info = out.model->info();
+  out.text = options.draft_path + ": " + std::to_string(info.layers) + " layers on " + options.draft_device + ", " +
+             std::to_string(info.parameters / 1000) + " K parameters";
+  return out;
 }
 
 Model::Model(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -190,6 +244,12 @@ StatusOr<Model> ModelInternals::open(std::unique_ptr<LlamaModel> model, const Mo
   if (const Status& s = state->placed.model->digests().save_failure(); !s.ok()) {
     state->warning = s.to_string() + " (the next load hashes the weights again)";
   }
+  if (!options.draft_path.empty()) {
+    TENSORPC_ASSIGN_OR_RETURN(OpenedDraft draft,
+                              open_draft(*state->placed.model, state->placed.placement->n_ctx(), options));
+    state->draft = std::move(draft.model);
+    state->draft_text = std::move(draft.text);
+  }
   return Model(std::move(state));
 }
 
@@ -206,6 +266,8 @@ GeneratorOptions ModelInternals::generator_options(Model& model) {
   }
   return g;
 }
+
+Model* ModelInternals::draft(Model& model) { return model.state_->draft.get(); }
 
 Generator& ModelInternals::generator(Model& model) {
   Model::State& s = *model.state_;
@@ -233,8 +295,14 @@ StatusOr<std::string> Model::detokenize(std::span<const int32_t> tokens, bool sp
 StatusOr<Generation> Model::generate(std::string_view prompt, const GenerationOptions& options,
                                      const TokenCallback& on_token) {
   if (options.max_tokens < 1) return invalid_argument("generate: max_tokens must be at least 1");
-  if (options.lookup && options.draft_max < 1) return invalid_argument("generate: draft_max must be at least 1");
   GenerateOptions g;
+  if (state_->draft) g.draft_model = &ModelInternals::generator(*state_->draft);
+  if (options.lookup && g.draft_model != nullptr) {
+    return invalid_argument("generate: lookup and the model's draft model exclude each other");
+  }
+  if ((options.lookup || g.draft_model != nullptr) && options.draft_max < 1) {
+    return invalid_argument("generate: draft_max must be at least 1");
+  }
   g.n_predict = options.max_tokens;
   g.stop_at_eos = options.stop_at_end;
   g.special = options.special;
@@ -287,6 +355,7 @@ ModelInfo Model::info() const {
   info.server_weight_bytes = state_->upload.server_weight_bytes;
   info.server_bytes_sent = state_->upload.server_bytes_sent;
   info.warning = state_->warning;
+  info.draft = state_->draft_text;
   return info;
 }
 

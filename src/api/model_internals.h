@@ -34,6 +34,8 @@ struct ModelInternals {
   // reply timeout (RemoteOptions::reply_timeout), so a frozen server is lost
   // after that time however the pipeline meets it.
   static GeneratorOptions generator_options(Model& model);
+  // The draft model ModelOptions::draft_path opened; null without one.
+  static Model* draft(Model& model);
   // The generator Model::generate runs on, made on first use; another one on
   // the same placement (its own options) must not run while this one does.
   static Generator& generator(Model& model);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 
+#include "model/runtime/draft_model.h"
 #include "model/runtime/embedding.h"
 #include "model/runtime/prompt_lookup.h"
 #include "model/runtime/speculative_step.h"
@@ -94,7 +95,7 @@ struct Engine::Slot {
   std::optional<StopMatcher> stops;
   size_t fed = 0;      // prompt tokens in the cache
   int32_t next = -1;   // the token to feed next; -1 while the prompt is being fed
-  std::optional<PromptLookup> lookup;  // with EngineOptions::lookup: drafts from the prompt and the reply
+  std::unique_ptr<Drafter> drafter;    // with lookup or a draft model: drafts after the prompt and the reply
   std::vector<int32_t> step_tokens;    // the step's tokens of a decoding slot: `next`, then its draft
   uint64_t order = 0;  // admission order: prompts are fed first come, first served
   Outcome outcome;
@@ -104,6 +105,18 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const LlamaModel& model, ModelP
                                                  EngineOptions options) {
   if (options.parallel < 1 || options.n_batch < 1 || options.queue < 0) {
     return invalid_argument("serve: --parallel and --batch must be at least 1, --queue at least 0");
+  }
+  if (options.lookup && options.draft_model != nullptr) {
+    return invalid_argument("serve: prompt lookup and a draft model exclude each other");
+  }
+  if ((options.draft_model == nullptr) != (options.draft_placement == nullptr)) {
+    return invalid_argument("serve: a draft model needs its placement");
+  }
+  if ((options.lookup || options.draft_model != nullptr) && options.draft_max < 1) {
+    return invalid_argument("serve: --draft-max must be at least 1");
+  }
+  if (options.draft_model != nullptr) {
+    TENSORPC_RETURN_IF_ERROR(check_draft_vocabulary(model.tokenizer(), options.draft_model->tokenizer()));
   }
   if (placement.n_ctx() / options.parallel < 2) {
     return invalid_argument("serve: a context of " + std::to_string(placement.n_ctx()) + " cannot be shared by " +
@@ -122,10 +135,22 @@ Engine::Engine(const LlamaModel& model, ModelPlacement& placement, EngineOptions
   go.scheduler = options.scheduler;
   gen_ = std::make_unique<Generator>(model, placement, go);
   slot_context_ = gen_->seq_ctx();
+  if (options.draft_model != nullptr) {
+    GeneratorOptions dgo;
+    dgo.n_seq = options.parallel;
+    dgo.n_batch = options.n_batch;
+    dgo.kv_granularity = options.kv_granularity;
+    draft_gen_ = std::make_unique<Generator>(*options.draft_model, *options.draft_placement, dgo);
+  }
   for (int i = 0; i < options.parallel; ++i) {
     slots_.push_back(std::make_unique<Slot>());
-    slots_.back()->seq = i;
-    if (options.lookup) slots_.back()->lookup.emplace(options.draft_max);
+    Slot& slot = *slots_.back();
+    slot.seq = i;
+    if (draft_gen_) {
+      slot.drafter = std::make_unique<ModelDrafter>(*draft_gen_, i, options.draft_max);
+    } else if (options.lookup) {
+      slot.drafter = std::make_unique<PromptLookup>(options.draft_max);
+    }
   }
   stats_.slots = options.parallel;
   thread_ = std::thread([this] { loop(); });
@@ -328,9 +353,9 @@ void Engine::admit() {
     slot.outcome.queue_seconds = seconds_between(p->submitted, Clock::now());
     slot.sampler.emplace(Sampler::create(p->req.sampler).value());  // validated by submit()
     for (int32_t t : prompt) slot.sampler->accept(t);
-    if (slot.lookup) {
-      slot.lookup->clear();
-      slot.lookup->push(prompt);
+    if (slot.drafter) {
+      slot.drafter->clear();
+      slot.drafter->push(prompt);
     }
     slot.text.emplace(model_.tokenizer(), /*sequence_start=*/false, /*special=*/p->req.special_text);
     slot.stops.emplace(p->req.stop);
@@ -415,15 +440,24 @@ void Engine::finish(Slot& slot, Finish finish, Status status) {
 void Engine::draft(Slot& s, int64_t& budget) {
   s.step_tokens.assign(1, s.next);
   // Log probabilities need every logit of each token: such a slot decodes one token a step.
-  if (!s.lookup || s.active->req.top_logprobs >= 0 || budget <= 0) return;
+  if (!s.drafter || s.active->req.top_logprobs >= 0 || budget <= 0) return;
   // The step yields a token more than it drafts, and must fit the slot's context.
   int64_t limit = std::min(budget, slot_context() - gen_->position(s.seq) - 1);
   const int64_t max_tokens = s.active->req.max_tokens;
   if (max_tokens > 0) limit = std::min(limit, max_tokens - s.outcome.completion_tokens - 1);
   if (limit <= 0) return;
-  const std::vector<int32_t> d = s.lookup->draft(static_cast<size_t>(limit));
-  s.step_tokens.insert(s.step_tokens.end(), d.begin(), d.end());
-  budget -= static_cast<int64_t>(d.size());
+  // A draft model's failed step costs the slot its draft, not its request: the draft is only a guess.
+  StatusOr<std::vector<int32_t>> d = s.drafter->draft(static_cast<size_t>(limit));
+  if (!d.ok()) {
+    if (options_.log && !draft_failed_) {
+      options_.log("draft model: " + d.status().to_string() + " (steps go on without its drafts while it fails)");
+    }
+    draft_failed_ = true;
+    return;
+  }
+  draft_failed_ = false;
+  s.step_tokens.insert(s.step_tokens.end(), d.value().begin(), d.value().end());
+  budget -= static_cast<int64_t>(d.value().size());
 }
 
 bool Engine::take_token(Slot& s, int32_t t, int64_t position, std::span<const float> logits) {
@@ -433,7 +467,7 @@ bool Engine::take_token(Slot& s, int32_t t, int64_t position, std::span<const fl
   ++s.outcome.completion_tokens;
   note_generated(1);
   s.sampler->accept(t, /*generated=*/true);
-  if (s.lookup) s.lookup->push(t);
+  if (s.drafter) s.drafter->push(t);
   if (p.req.stop_at_eos && tok.is_end_of_generation(t)) {
     finish(s, Finish::stop);
     return false;
@@ -598,7 +632,7 @@ void Engine::step() {
     s.cached.insert(s.cached.end(), s.step_tokens.begin(),
                     s.step_tokens.begin() + static_cast<std::ptrdiff_t>(1 + w.fed));
     (void)gen_->rewind(s.seq, base + static_cast<int64_t>(w.fed));  // ≤ the position: cannot fail
-    if (!drafted.empty()) s.lookup->record(drafted.size(), w.picked);
+    if (!drafted.empty()) s.drafter->record(drafted.size(), w.picked);
   }
 }
 

@@ -8,8 +8,10 @@
 // streams already flowing. A step over servers thus costs each server one
 // execution plan, whatever the number of slots.
 //
-// With lookup (EngineOptions::lookup), a decoding slot's entry carries its
-// token and a draft of the tokens after it (prompt_lookup.h); the step
+// With lookup or a draft model (EngineOptions::lookup, draft_model), a
+// decoding slot's entry carries its token and a draft of the tokens after it
+// (prompt_lookup.h, draft_model.h: the draft model has a sequence for each
+// slot, on a generator of its own); the step
 // brings back every row of such an entry, and the slot's sampler walks them
 // as a single sequence's verification does (walk_draft() in
 // speculative_step.h), so the text is the one without lookup. Drafts are
@@ -69,6 +71,10 @@ struct EngineOptions {
   // slot's entry in a step carries, after its token, up to draft_max tokens
   // drafted from its prompt and reply, and keeps those its sampler confirms.
   bool lookup = false;
+  // Or drafted by a draft model of the same vocabulary (draft_model.h) on
+  // its placement; both must outlive the engine. Excludes lookup.
+  const LlamaModel* draft_model = nullptr;
+  ModelPlacement* draft_placement = nullptr;
   int draft_max = 8;
   // What the generator recovers from a lost server with (recovery.h): a
   // step then pauses while it works, and goes on. Null: a failed step ends
@@ -212,6 +218,8 @@ class Engine {
   const LlamaModel& model_;
   EngineOptions options_;
   std::unique_ptr<Generator> gen_;  // used by the engine's thread only
+  std::unique_ptr<Generator> draft_gen_;  // the draft model's, a sequence a slot; null without one
+  bool draft_failed_ = false;             // its last draft failed (logged once a run of failures)
   int64_t slot_context_ = 0;        // gen_->seq_ctx(), read from any thread
   std::vector<std::unique_ptr<Slot>> slots_;  // used by the engine's thread only
   uint64_t admitted_ = 0;                      // requests admitted so far (the engine's thread)

@@ -63,20 +63,29 @@ class EngineTest : public ::testing::Test {
     if (!std::filesystem::exists(bundled())) GTEST_SKIP() << bundled() << " is absent";
     model = LlamaModel::open(bundled()).value();
   }
-  // An engine of `parallel` slots of 128 positions on the local CPU.
-  std::unique_ptr<Engine> engine(int parallel, int queue = 16, int64_t n_batch = 32, bool lookup = false) {
+  // An engine of `parallel` slots of 128 positions on the local CPU; with
+  // `draft`, the model drafting for itself (a second instance: a model is
+  // placed once at a time) on a CPU of its own.
+  std::unique_ptr<Engine> engine(int parallel, int queue = 16, int64_t n_batch = 32, bool lookup = false,
+                                 bool draft = false) {
     PlacementOptions po;
     po.n_ctx = 128 * parallel;
     placement = ModelPlacement::create(*model, {&cpu}, po).value();
-    return Engine::create(*model, *placement,
-                          {.parallel = parallel, .n_batch = n_batch, .queue = queue, .lookup = lookup})
-        .value();
+    EngineOptions eo{.parallel = parallel, .n_batch = n_batch, .queue = queue, .lookup = lookup};
+    if (draft) {
+      draft_model = LlamaModel::open(bundled()).value();
+      draft_placement = ModelPlacement::create(*draft_model, {&draft_cpu}, po).value();
+      eo.draft_model = draft_model.get();
+      eo.draft_placement = draft_placement.get();
+    }
+    return Engine::create(*model, *placement, eo).value();
   }
   std::vector<int32_t> tokens(std::string_view text) const { return model->tokenizer().encode(text); }
 
   CpuDevice cpu{{.threads = 2}};
-  std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<ModelPlacement> placement;
+  CpuDevice draft_cpu{{.threads = 1}};
+  std::unique_ptr<LlamaModel> model, draft_model;
+  std::unique_ptr<ModelPlacement> placement, draft_placement;
 };
 
 const std::vector<std::string> kPrompts = {"In the beginning", "And God said", "The LORD is my shepherd",
@@ -305,7 +314,9 @@ const std::vector<std::string> kRepeating = {
     "The LORD is my shepherd; I shall not want. The LORD is my shepherd; I shall not want. The LORD is",
     "Blessed are the meek: for they shall inherit the earth. Blessed are the meek: for they shall"};
 
-// What requests served together gave, with or without lookup.
+enum class Speculation { none, lookup, draft };
+
+// What requests served together gave, with or without speculation.
 struct Served {
   std::vector<std::string> texts;
   std::vector<Outcome> outcomes;
@@ -316,12 +327,13 @@ struct Served {
 class EngineLookupTest : public EngineTest {
  protected:
   // Serves `requests` (each made from its Collected) at once on three slots,
-  // `n_batch` tokens a step, with or without lookup.
-  Served serve(bool lookup, const std::vector<std::function<Request(Collected&)>>& requests, int64_t n_batch = 32) {
+  // `n_batch` tokens a step, with or without speculation.
+  Served serve(Speculation speculation, const std::vector<std::function<Request(Collected&)>>& requests,
+               int64_t n_batch = 32) {
     Served out;
     out.logprobs.resize(requests.size());
     std::vector<std::unique_ptr<Collected>> got;  // before the engine, which may call them until it ends
-    auto e = engine(3, 16, n_batch, lookup);
+    auto e = engine(3, 16, n_batch, speculation == Speculation::lookup, speculation == Speculation::draft);
     for (size_t i = 0; i < requests.size(); ++i) {
       got.push_back(std::make_unique<Collected>());
       Request r = requests[i](*got.back());
@@ -335,23 +347,30 @@ class EngineLookupTest : public EngineTest {
     out.stats = e->stats();
     e.reset();
     placement.reset();  // a model's weights are placed once at a time
+    draft_placement.reset();
     return out;
   }
-  // The same requests with lookup and without: the same texts, token counts
-  // and ends. Returns what lookup gave; `without`, if given, what plain decoding gave.
+  // The same requests with lookup, with a draft model and without: the same
+  // texts, token counts and ends. Returns what lookup gave; `without` and
+  // `drafted`, if given, what plain decoding and the draft model gave.
   Served expect_same(const std::vector<std::function<Request(Collected&)>>& requests, int64_t n_batch = 32,
-                     Served* without = nullptr) {
-    const Served plain = serve(false, requests, n_batch);
-    const Served fast = serve(true, requests, n_batch);
+                     Served* without = nullptr, Served* drafted = nullptr) {
+    const Served plain = serve(Speculation::none, requests, n_batch);
+    const Served fast = serve(Speculation::lookup, requests, n_batch);
+    const Served by_draft = serve(Speculation::draft, requests, n_batch);
     if (without != nullptr) *without = plain;
-    for (size_t i = 0; i < requests.size(); ++i) {
-      EXPECT_EQ(fast.texts[i], plain.texts[i]) << "request " << i;
-      EXPECT_EQ(fast.outcomes[i].completion_tokens, plain.outcomes[i].completion_tokens) << "request " << i;
-      EXPECT_EQ(fast.outcomes[i].finish, plain.outcomes[i].finish) << "request " << i;
-      EXPECT_EQ(fast.outcomes[i].stop_string, plain.outcomes[i].stop_string) << "request " << i;
+    if (drafted != nullptr) *drafted = by_draft;
+    for (const Served* s : {&fast, &by_draft}) {
+      const char* what = s == &fast ? "lookup" : "a draft model";
+      for (size_t i = 0; i < requests.size(); ++i) {
+        EXPECT_EQ(s->texts[i], plain.texts[i]) << what << ", request " << i;
+        EXPECT_EQ(s->outcomes[i].completion_tokens, plain.outcomes[i].completion_tokens) << what << ", request " << i;
+        EXPECT_EQ(s->outcomes[i].finish, plain.outcomes[i].finish) << what << ", request " << i;
+        EXPECT_EQ(s->outcomes[i].stop_string, plain.outcomes[i].stop_string) << what << ", request " << i;
+      }
+      EXPECT_EQ(s->stats.generated_tokens, plain.stats.generated_tokens) << what;
     }
     EXPECT_EQ(plain.stats.draft_tokens, 0u);
-    EXPECT_EQ(fast.stats.generated_tokens, plain.stats.generated_tokens);
     return fast;
   }
 };
@@ -365,9 +384,13 @@ TEST_F(EngineLookupTest, RequestsTogetherGivePlainDecodingsTextsGreedy) {
   for (const std::string& text : kRepeating) {
     requests.push_back([&, text](Collected& c) { return c.request(tokens(text), 40); });
   }
-  Served plain;
-  const Served fast = expect_same(requests, 32, &plain);
+  Served plain, drafted;
+  const Served fast = expect_same(requests, 32, &plain, &drafted);
   EXPECT_LT(fast.stats.steps, plain.stats.steps);
+  // The model drafting for itself, greedy: every guess right.
+  EXPECT_LT(drafted.stats.steps, fast.stats.steps);
+  EXPECT_GT(drafted.stats.draft_tokens, 0u);
+  EXPECT_EQ(drafted.stats.draft_accepted, drafted.stats.draft_tokens);
   EXPECT_GT(fast.stats.draft_tokens, 0u);
   EXPECT_GT(fast.stats.draft_accepted, 0u);
   EXPECT_LE(fast.stats.draft_accepted, fast.stats.draft_tokens);
@@ -402,7 +425,7 @@ TEST_F(EngineLookupTest, LimitsAndStopStringsInsideADraftCutWhereTheyDoWithout) 
   for (int64_t max_tokens : {5, 9, 14, 23}) {
     requests.push_back([&, max_tokens](Collected& c) { return c.request(tokens(text), max_tokens); });
   }
-  const Served plain = serve(false, {[&](Collected& c) { return c.request(tokens(text), 40); }});
+  const Served plain = serve(Speculation::none, {[&](Collected& c) { return c.request(tokens(text), 40); }});
   ASSERT_GT(plain.texts[0].size(), 60u);
   for (size_t at : {10, 25, 41, 57}) {
     const std::string stop = plain.texts[0].substr(at, 3);
@@ -433,7 +456,7 @@ TEST_F(EngineLookupTest, ARequestWithLogprobsBesideSpeculatingOnesIsUnchanged) {
       return r;
     });
   }
-  const Served plain = serve(false, requests);
+  const Served plain = serve(Speculation::none, requests);
   const Served fast = expect_same(requests);
   ASSERT_EQ(fast.logprobs[1].size(), 24u);
   ASSERT_EQ(plain.logprobs[1].size(), 24u);

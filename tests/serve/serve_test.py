@@ -7,7 +7,7 @@ Starts two tensorpc-servers (port 0, two CPU devices each) and four serves: the
 chat model over both servers' four devices with 4 slots and --lookup; the same
 model with a key, one slot, no queue, a long context and a small --max-body;
 kjv-tiny (no chat template) on the local CPU; and the chat model on the local
-CPU with the chatml template, for tools. Then checks, one line per case, with
+CPU with the chatml template and the bundled draft model, for tools. Then checks, one line per case, with
 curl:
 
   - bad requests get OpenAI's error JSON and the status that says whose fault:
@@ -24,7 +24,8 @@ curl:
     tokens);
   - /v1/completions at temperature 0 continues a prompt as `tensorpc run
     --temp 0` does;
-  - with --lookup, /metrics counts the drafted and accepted tokens and the
+  - with --lookup, and with --draft-model (the tools serve, after the packages'
+    tool calls), /metrics counts the drafted and accepted tokens and the
     tokens per decode step (the texts above being those without it);
   - a model without a chat template: chat refused (400), completions served;
   - the official `openai` npm package (openai_client_test.mjs), the official
@@ -426,7 +427,7 @@ class Cases:
         missing = [n for n in names if n not in m]
         check(not missing, f"/metrics lacks {missing}")
         drafted, accepted, per_step = (m[n] for n in names)
-        check(drafted > 0, "--lookup drafted no token")
+        check(drafted > 0, "speculation drafted no token")
         check(0 <= accepted <= drafted, f"{accepted:.0f} of {drafted:.0f} drafted tokens accepted")
         check(per_step >= 1, f"{per_step} tokens per decode step")
         return f"{accepted:.0f} of {drafted:.0f} drafted tokens accepted, {per_step:.2f} tokens per decode step"
@@ -603,7 +604,8 @@ def main():
                                    "--ctx", str(TINY_CTX))
         # Tools: the chatml template (Qwen 2.5's tool syntax) and room for the tools' prompt.
         tools = cluster.start_serve("serve-tools", "kjv-bpe.gguf", "--local-only", "--parallel", "2",
-                                    "--chat-template", "chatml", "--ctx", "1024")
+                                    "--chat-template", "chatml", "--ctx", "1024", "--draft-model",
+                                    os.path.join(args.source, "models", "kjv-bpe-draft.gguf"))
         n_ctx = {}
 
         def ready():
@@ -646,6 +648,8 @@ def main():
         case("the ollama npm package on /api/* (ollama_client_test.mjs)",
              lambda: print(run_node(os.path.join(here, "ollama_client_test.mjs"),
                                     [base, guarded.base, API_KEY, tools.base], npm_dir, 120), flush=True))
+        case("--draft-model: /metrics counts drafted and accepted tokens (the packages' tool calls above)",
+             cases.lookup_metrics, tools.base)
         if os.path.exists(page_test):
             case("the web page in Chromium (page_test.mjs)",
                  lambda: print(run_node(page_test, [base, screens, ",".join(endpoints), str(SERVER_DEVICES)], npm_dir,

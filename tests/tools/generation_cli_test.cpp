@@ -123,12 +123,41 @@ TEST(RunCommand, LookupPrintsTheSameTextAndItsAcceptance) {
   o.n_predict = 24;
   Capture plain_out, plain_err;
   ASSERT_EQ(run_command(o, plain_out.f, plain_err.f), 0) << plain_err.text();
-  EXPECT_EQ(plain_err.text().find("lookup:"), std::string::npos) << plain_err.text();
+  EXPECT_EQ(plain_err.text().find("speculation:"), std::string::npos) << plain_err.text();
   o.lookup = {.lookup = true, .draft_max = 4};
   Capture out, err;
   ASSERT_EQ(run_command(o, out.f, err.f), 0) << err.text();
   EXPECT_EQ(out.text(), plain_out.text());
   EXPECT_NE(err.text().find("drafted tokens accepted"), std::string::npos) << err.text();
+}
+
+// --draft-model: the bundled chat model with its bundled draft model gives
+// the text of a run without it, most guesses right; a draft model of another
+// vocabulary is refused before generation, naming the difference.
+TEST(RunCommand, ADraftModelPrintsTheSameTextAndAnotherVocabularyIsRefused) {
+  const std::string models = std::string(TENSORPC_SOURCE_DIR) + "/models/";
+  RunOptions o;
+  o.setup.model = models + "kjv-bpe.gguf";
+  o.setup.threads = 1;
+  o.prompt = "And the LORD said unto Moses";
+  o.sampler.temperature = 0;
+  o.n_predict = 40;
+  Capture plain_out, plain_err;
+  ASSERT_EQ(run_command(o, plain_out.f, plain_err.f), 0) << plain_err.text();
+  o.setup.draft_model = models + "kjv-bpe-draft.gguf";
+  Capture out, err;
+  ASSERT_EQ(run_command(o, out.f, err.f), 0) << err.text();
+  EXPECT_EQ(out.text(), plain_out.text());
+  EXPECT_NE(err.text().find("draft model " + models + "kjv-bpe-draft.gguf: 2 layers on cpu"), std::string::npos)
+      << err.text();
+  EXPECT_NE(err.text().find("speculation: "), std::string::npos) << err.text();
+  o.setup.draft_model = models + "kjv-tiny.gguf";
+  Capture bad_out, bad_err;
+  EXPECT_EQ(run_command(o, bad_out.f, bad_err.f), 1);
+  EXPECT_NE(bad_err.text().find("kjv-tiny.gguf: the draft model's vocabulary has 2048 tokens, the model's 4096"),
+            std::string::npos)
+      << bad_err.text();
+  EXPECT_EQ(bad_out.text(), "") << "refused before the prompt is echoed";
 }
 
 TEST(RunCommand, APromptLongerThanTheContextIsRefusedBeforeItIsEchoed) {

@@ -29,6 +29,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       app.add_subcommand("bench", "measure RPC, hand-over, model decode, GPU and load figures against their baselines");
   auto o = std::make_shared<BenchOptions>();
   o->bundled_model = bundled_model_path();
+  o->bundled_chat_model = bundled_chat_model_path();
+  o->bundled_draft_model = bundled_draft_model_path();
   auto link = std::make_shared<std::string>("1ms,1gbit");
   auto awake_cores = std::make_shared<std::string>();
   cmd->add_flag("--quick", o->quick, "a short run: 1 and 64 MiB, the bundled model and q8_0, few tokens");
@@ -72,8 +74,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       ->excludes(quant_only)
       ->excludes(serve_only);
   cmd->add_flag("--lookup-only", o->lookup_only,
-                "only the prompt-lookup figures (decode with --lookup against without, the bundled model on 2 "
-                "servers over the link)")
+                "only the speculative-decoding figures (decode with --lookup, and with the bundled draft model, "
+                "against without, the bundled models on 2 servers over the link)")
       ->excludes(quant_only)
       ->excludes(serve_only);
   auto device_list = std::make_shared<std::vector<std::string>>();

@@ -112,6 +112,7 @@ int chat_command(const ChatCommandOptions& o, std::FILE* in, std::FILE* out, std
   options.n_predict = o.n_predict;
   options.lookup = o.lookup.lookup;
   options.draft_max = o.lookup.draft_max;
+  if (Model* draft = ModelInternals::draft(model.value())) options.draft_model = &ModelInternals::generator(*draft);
   options.system_prompt = o.system_prompt;
   auto session =
       ChatSession::create(ModelInternals::generator(model.value()), std::move(chat_template).value(), options);
@@ -196,7 +197,7 @@ void add_chat_command(CLI::App& app, int* exit_code) {
       ->check(whole_number(0, INT32_MAX))
       ->capture_default_str();
   add_sampling_flags(*cmd, &o->sampler);
-  add_lookup_flags(*cmd, &o->lookup);
+  add_lookup_flags(*cmd, &o->lookup, &o->setup);
   cmd->add_flag("--verbose", o->verbose, "after each reply, the tokens evaluated and generated and their speed");
   auto where = ModelSetupFlags::add_to(*cmd);
   cmd->callback([o, where, exit_code] {

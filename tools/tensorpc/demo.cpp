@@ -25,11 +25,20 @@ namespace tensorpc::tools {
 
 std::string bundled_model_path() { return TENSORPC_BUNDLED_MODEL; }
 
-std::string bundled_chat_model_path() {
+namespace {
+
+// A file beside the bundled kjv-tiny model.
+std::string bundled_file(const std::string& name) {
   const std::string tiny = bundled_model_path();
   const size_t slash = tiny.find_last_of('/');
-  return (slash == std::string::npos ? std::string() : tiny.substr(0, slash + 1)) + "kjv-bpe.gguf";
+  return (slash == std::string::npos ? std::string() : tiny.substr(0, slash + 1)) + name;
 }
+
+}  // namespace
+
+std::string bundled_chat_model_path() { return bundled_file("kjv-bpe.gguf"); }
+
+std::string bundled_draft_model_path() { return bundled_file("kjv-bpe-draft.gguf"); }
 
 namespace {
 

@@ -25,6 +25,7 @@ struct DemoOptions {
 // The bundled model's path, fixed at build time, and the bundled chat model's beside it.
 std::string bundled_model_path();
 std::string bundled_chat_model_path();
+std::string bundled_draft_model_path();  // kjv-bpe's draft model, beside it
 
 // Runs the demo; returns 0 when the distributed text equals the local one,
 // 1 on a mismatch or any failure (each named on `err`).

@@ -102,7 +102,8 @@ void print_speed(const Generation& g, std::FILE* out) {
   std::fprintf(out, "generation: %zu tokens, %d decode steps in %.3f s (%.1f tokens/s)\n", generated, g.decode_steps,
                g.decode_seconds, gen_tps);
   if (g.draft_steps > 0) {
-    std::fprintf(out, "lookup: %lld of %lld drafted tokens accepted (%.0f%%) in %lld steps, %.2f tokens per step\n",
+    std::fprintf(out,
+                 "speculation: %lld of %lld drafted tokens accepted (%.0f%%) in %lld steps, %.2f tokens per step\n",
                  static_cast<long long>(g.accepted_tokens), static_cast<long long>(g.drafted_tokens),
                  g.drafted_tokens > 0 ? 100.0 * static_cast<double>(g.accepted_tokens) / g.drafted_tokens : 0.0,
                  static_cast<long long>(g.draft_steps), g.decode_steps > 0 ? decoded / g.decode_steps : 0.0);
@@ -135,7 +136,7 @@ void add_run_command(CLI::App& app, int* exit_code) {
       ->check(whole_number(0, INT32_MAX))
       ->capture_default_str();
   add_sampling_flags(*cmd, &o->sampler);
-  add_lookup_flags(*cmd, &o->lookup);
+  add_lookup_flags(*cmd, &o->lookup, &o->setup);
   auto* grammar = cmd->add_option("--grammar", o->grammar_file, "a GBNF grammar file the generated text follows");
   cmd->add_option("--json-schema", o->json_schema_file, "a JSON Schema file the generated text follows (as JSON)")
       ->excludes(grammar);

@@ -170,6 +170,10 @@ int serve_command(const ServeOptions& o, std::FILE* out, std::FILE* err, std::at
   eo.queue = o.queue;
   eo.lookup = o.lookup.lookup;
   eo.draft_max = o.lookup.draft_max;
+  if (Model* draft = ModelInternals::draft(*opened_model)) {
+    eo.draft_model = ModelInternals::placed(*draft).model.get();
+    eo.draft_placement = ModelInternals::placed(*draft).placement.get();
+  }
   eo.recovery = go.recovery;
   eo.scheduler = go.scheduler;
   eo.log = [err](const std::string& line) {
@@ -249,7 +253,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--queue", o->queue, "requests that wait for a slot at most; beyond, 503 with Retry-After")
       ->check(whole_number(0, 4096))
       ->capture_default_str();
-  add_lookup_flags(*cmd, &o->lookup);
+  add_lookup_flags(*cmd, &o->lookup, &o->setup);
   auto* key = cmd->add_option("--api-key", o->api_key, "clients must send Authorization: Bearer KEY");
   cmd->add_option("--api-key-file", o->api_key_file, "the same, the key being the file's first line")->excludes(key);
   cmd->add_option("--alias", o->alias, "the model's name in the API (default: the file's name without .gguf)");

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <optional>
 
+#include "model/runtime/draft_model.h"
 #include "model/runtime/next_token.h"
 #include "model/runtime/speculative_step.h"
 
@@ -19,7 +20,9 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 StatusOr<ChatSession> ChatSession::create(Generator& gen, ChatTemplate chat_template, ChatSessionOptions options) {
   if (options.n_predict < 0) return invalid_argument("chat: n_predict must be ≥ 0 (0: until the turn ends)");
-  if (options.lookup && options.draft_max < 1) return invalid_argument("chat: draft_max must be at least 1");
+  if (const auto d = make_drafter(options.lookup, options.draft_model, options.draft_max); !d.ok()) {
+    return d.status().with_context("chat");
+  }
   if (options.reply_room < 0 || options.reply_room >= gen.n_ctx()) {
     return invalid_argument("chat: the room kept for a reply must be smaller than the context");
   }
@@ -142,11 +145,12 @@ StatusOr<ChatTurn> ChatSession::generate_reply(const std::function<void(std::str
     turn.text += piece;
     if (on_text) on_text(piece);
   };
-  std::optional<PromptLookup> lookup;  // drafts from the whole conversation
-  if (options_.lookup) {
-    lookup.emplace(options_.draft_max);
-    lookup->push(evaluated_);
-    lookup->push(token.value());
+  // Drafts from the whole conversation (checked by create()).
+  TENSORPC_ASSIGN_OR_RETURN(const std::unique_ptr<Drafter> drafter,
+                            make_drafter(options_.lookup, options_.draft_model, options_.draft_max));
+  if (drafter) {
+    drafter->push(evaluated_);
+    drafter->push(token.value());
   }
   int32_t last = -1;  // the last token taken, not yet in the cache
   // Keeps one sampled token; false: the reply ends with it. A step that
@@ -183,11 +187,11 @@ StatusOr<ChatTurn> ChatSession::generate_reply(const std::function<void(std::str
   while (more) {
     const size_t room = options_.n_predict > 0 ? static_cast<size_t>(options_.n_predict - turn.generated)
                                                : static_cast<size_t>(gen_->n_ctx());
-    const Status s = decode_after(*gen_, sampler_, lookup ? &*lookup : nullptr, last, room,
-                                  [&](int32_t t) { return more = take(t); });
+    const Status s =
+        decode_after(*gen_, sampler_, drafter.get(), last, room, [&](int32_t t) { return more = take(t); });
     if (!s.ok()) return fail(s);
   }
-  if (lookup) turn.speculation = lookup->counts();
+  if (drafter) turn.speculation = drafter->counts();
   emit(stream.flush());
   turn.reply_seconds = seconds_since(reply_start);
 

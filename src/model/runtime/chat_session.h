@@ -26,8 +26,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/runtime/drafter.h"
 #include "model/runtime/generator.h"
-#include "model/runtime/prompt_lookup.h"
 #include "model/runtime/sampler.h"
 #include "model/text/chat_template.h"
 
@@ -43,6 +43,9 @@ struct ChatSessionOptions {
   // Speculative decoding by prompt lookup over the conversation
   // (generate.h's GenerateOptions::lookup): the same replies, fewer steps.
   bool lookup = false;
+  // Or with a draft model's generator (draft_model.h): borrowed, kept
+  // between turns, so each turn feeds it only what is new.
+  Generator* draft_model = nullptr;
   int draft_max = 8;  // >= 1
 };
 

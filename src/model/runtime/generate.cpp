@@ -2,8 +2,8 @@
 #include "model/runtime/generate.h"
 
 #include <chrono>
-#include <optional>
 
+#include "model/runtime/draft_model.h"
 #include "model/runtime/next_token.h"
 #include "model/runtime/speculative_step.h"
 
@@ -41,12 +41,9 @@ StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, 
   for (int32_t t : r.prompt) sampler.accept(t);
 
   if (gen.position() > 0) TENSORPC_RETURN_IF_ERROR(gen.reset());
-  if (options.lookup && options.draft_max < 1) return invalid_argument("draft_max must be at least 1");
-  std::optional<PromptLookup> lookup;
-  if (options.lookup) {
-    lookup.emplace(options.draft_max);
-    lookup->push(r.prompt);
-  }
+  TENSORPC_ASSIGN_OR_RETURN(const std::unique_ptr<Drafter> drafter,
+                            make_drafter(options.lookup, options.draft_model, options.draft_max));
+  if (drafter) drafter->push(r.prompt);
   DetokenizeStream stream(tok, /*sequence_start=*/false, options.special);
   auto cancelled = [cancel] { return cancel != nullptr && cancel->load(std::memory_order_relaxed); };
 
@@ -97,7 +94,7 @@ StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, 
     auto first = next_token(gen, sampler, r.prompt);
     if (!first.ok()) return first.status().with_context("prompt");
     before = gen.totals();
-    if (lookup) lookup->push(first.value());
+    if (drafter) drafter->push(first.value());
     more = take(first.value());
   }
   while (more) {
@@ -106,7 +103,7 @@ StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, 
       break;
     }
     const size_t room = static_cast<size_t>(options.n_predict) - r.generated.size();
-    const Status s = decode_after(gen, sampler, lookup ? &*lookup : nullptr, r.generated.back(), room,
+    const Status s = decode_after(gen, sampler, drafter.get(), r.generated.back(), room,
                                   [&](int32_t next) { return more = take(next); });
     if (!s.ok()) return s.with_context("token " + std::to_string(r.generated.size()));
     ++r.decode_steps;
@@ -117,7 +114,7 @@ StatusOr<GenerateResult> generate_text(Generator& gen, std::string_view prompt, 
   }
   if (!r.generated.empty()) r.decode_seconds = seconds_since(decode_start);
   r.decode = difference(gen.totals(), before);
-  if (lookup) r.speculation = lookup->counts();
+  if (drafter) r.speculation = drafter->counts();
   r.schedule = gen.describe();
   return r;
 }

@@ -5,7 +5,7 @@
 // text (EOS, or an end-of-turn token: Tokenizer::is_end_of_generation), a
 // full context, the caller's callback saying stop, or the cancel flag.
 //
-// With GenerateOptions::lookup, a decode step may verify a draft and yield
+// With GenerateOptions::lookup or draft_model, a decode step may verify a draft and yield
 // several tokens (speculative_step.h); the tokens are those of plain
 // decoding, and every stop cuts where plain decoding would.
 //
@@ -24,8 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/runtime/drafter.h"
 #include "model/runtime/generator.h"
-#include "model/runtime/prompt_lookup.h"
 #include "model/runtime/sampler.h"
 #include "tensorpc/scheduler.h"
 
@@ -40,6 +40,9 @@ struct GenerateOptions {
   // the tokens plain decoding gives, greedy or sampled, in fewer steps when
   // the text repeats itself. draft_max: draft tokens per step at most (>= 1).
   bool lookup = false;
+  // Or by a draft model (draft_model.h): the generator of a model of the
+  // same vocabulary, borrowed (its sequence 0); excludes lookup.
+  Generator* draft_model = nullptr;
   int draft_max = 8;
   GeneratorOptions generator;                  // for callers that make the generator from these options
   std::function<void()> on_decode_start = {};  // called once prefill is done (profiles); may be empty

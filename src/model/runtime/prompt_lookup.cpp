@@ -23,14 +23,4 @@ std::vector<int32_t> lookup_draft(std::span<const int32_t> text, size_t max_toke
   return {};
 }
 
-std::vector<int32_t> PromptLookup::draft(size_t limit) const { return lookup_draft(text_, std::min(limit, length_)); }
-
-void PromptLookup::record(size_t drafted, size_t accepted) {
-  ++counts_.steps;
-  counts_.drafted += static_cast<int64_t>(drafted);
-  counts_.accepted += static_cast<int64_t>(accepted);
-  // A draft shorter than length_ (the text had no more) says nothing against length_.
-  length_ = accepted == drafted ? std::min(draft_max_, std::max(length_, 2 * drafted)) : accepted + 1;
-}
-
 }  // namespace tensorpc

@@ -60,17 +60,21 @@ StatusOr<size_t> verify_draft(Generator& gen, Sampler& sampler, int32_t last, st
   return walk.picked;
 }
 
-Status decode_after(Generator& gen, Sampler& sampler, PromptLookup* lookup, int32_t last, size_t room,
+Status decode_after(Generator& gen, Sampler& sampler, Drafter* drafter, int32_t last, size_t room,
                     const TakeToken& take) {
   std::vector<int32_t> draft;
-  if (lookup != nullptr) {
+  if (drafter != nullptr) {
     // The step feeds 1 + draft tokens: within the context and one prompt batch; a draft yields one token more.
     const int64_t fits = std::min(gen.seq_ctx() - gen.position(), gen.options().n_batch) - 1;
     const size_t limit = std::min(room > 0 ? room - 1 : 0, static_cast<size_t>(std::max<int64_t>(0, fits)));
-    if (limit > 0) draft = lookup->draft(limit);
+    if (limit > 0) {
+      auto drafted = drafter->draft(limit);
+      if (!drafted.ok()) return drafted.status().with_context("draft");
+      draft = std::move(drafted).value();
+    }
   }
   const auto keep = [&](int32_t token) {
-    if (lookup != nullptr) lookup->push(token);
+    if (drafter != nullptr) drafter->push(token);
     return take(token);
   };
   if (draft.empty()) {
@@ -79,7 +83,7 @@ Status decode_after(Generator& gen, Sampler& sampler, PromptLookup* lookup, int3
     return Status();
   }
   TENSORPC_ASSIGN_OR_RETURN(const size_t picked, verify_draft(gen, sampler, last, draft, keep));
-  lookup->record(draft.size(), picked);
+  drafter->record(draft.size(), picked);
   return Status();
 }
 

@@ -24,8 +24,8 @@
 #include <functional>
 #include <span>
 
+#include "model/runtime/drafter.h"
 #include "model/runtime/generator.h"
-#include "model/runtime/prompt_lookup.h"
 #include "model/runtime/sampler.h"
 
 namespace tensorpc {
@@ -73,10 +73,10 @@ StatusOr<size_t> verify_draft(Generator& gen, Sampler& sampler, int32_t last, st
                               const TakeToken& take);
 
 // The next tokens after `last`, at most `room` of them, given to `take`:
-// with `lookup` (may be null: no speculation) and a draft it finds, those
-// verify_draft() confirms; otherwise next_token()'s one. `lookup` is given
+// with `drafter` (may be null: no speculation) and a draft it makes, those
+// verify_draft() confirms; otherwise next_token()'s one. `drafter` is given
 // every token taken and learns how its draft fared.
-Status decode_after(Generator& gen, Sampler& sampler, PromptLookup* lookup, int32_t last, size_t room,
+Status decode_after(Generator& gen, Sampler& sampler, Drafter* drafter, int32_t last, size_t room,
                     const TakeToken& take);
 
 }  // namespace tensorpc

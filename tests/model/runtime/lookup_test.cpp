@@ -1,7 +1,9 @@
-// Speculative decoding by prompt lookup: the drafter finds the latest, longest
-// match; a draft is verified in one step and its rejected positions rolled
-// back; and the text is the one plain decoding gives, greedy and seeded, on
-// every architecture, locally and across two servers.
+// Speculative decoding by prompt lookup and by a draft model: the lookup
+// drafter finds the latest, longest match; the model drafter proposes the
+// draft model's greedy continuation of the text as it changes; a draft is
+// verified in one step and its rejected positions rolled back; and the text
+// is the one plain decoding gives, greedy and seeded, on every architecture,
+// locally and across two servers.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include "api/device_set.h"
 #include "lab/random_model.h"
 #include "model/runtime/chat_session.h"
+#include "model/runtime/draft_model.h"
 #include "model/runtime/generate.h"
 #include "model/runtime/prompt_lookup.h"
 #include "model/runtime/speculative_step.h"
@@ -55,10 +58,14 @@ TEST(PromptLookup, DraftLengthGrowsOnFullAcceptanceAndShrinksOnRejection) {
 }
 
 // A random model of `arch` (the architectures generation_test.cpp covers).
-std::unique_ptr<LlamaModel> random_model(const std::string& arch, DType type = DType::f32) {
+// `seed` and `n_layer` make another model of the same vocabulary (a draft model).
+std::unique_ptr<LlamaModel> random_model(const std::string& arch, DType type = DType::f32, uint64_t seed = 1,
+                                         int64_t n_layer = 4) {
   RandomModelOptions o;
   o.arch = arch;
   o.type = type;
+  o.seed = seed;
+  o.n_layer = n_layer;
   if (block_size(type) > o.n_embd) {  // the super-block formats need rows of 256
     o.n_embd = 256;
     o.n_ff = 512;
@@ -69,10 +76,10 @@ std::unique_ptr<LlamaModel> random_model(const std::string& arch, DType type = D
     o.final_softcap = 3.0f;
   }
   if (arch == "qwen3") o.n_head_dim = 24;
-  const std::string path =
-      (std::filesystem::temp_directory_path() /
-       ("tensorpc_lookup_test_" + std::to_string(::getpid()) + "_" + arch + "_" + std::string(name_of(type)) + ".gguf"))
-          .string();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("tensorpc_lookup_test_" + std::to_string(::getpid()) + "_" + arch + "_" +
+                             std::string(name_of(type)) + "_" + std::to_string(seed) + ".gguf"))
+                               .string();
   EXPECT_TRUE(write_random_llama(path, o).ok());
   auto model = LlamaModel::open(path);
   std::filesystem::remove(path);  // the mapping stays
@@ -109,6 +116,27 @@ GenerateOptions with_lookup(GenerateOptions g, int draft_max = 8) {
   g.draft_max = draft_max;
   return g;
 }
+
+// A draft model's generator on a CPU of its own, as --draft-model makes one.
+// A model has one placement at a time (placement.h): a model drafting for
+// itself is a second instance of it.
+struct DraftOn {
+  DraftOn(const LlamaModel& draft, int64_t n_ctx = 256) {
+    auto p = ModelPlacement::create(draft, {&cpu}, {.n_ctx = n_ctx});
+    EXPECT_TRUE(p.ok()) << p.status().to_string();
+    if (!p.ok()) return;
+    placement = std::move(p).value();
+    gen = std::make_unique<Generator>(draft, *placement);
+  }
+  GenerateOptions with_draft(GenerateOptions g, int draft_max = 8) const {
+    g.draft_model = gen.get();
+    g.draft_max = draft_max;
+    return g;
+  }
+  CpuDevice cpu{{.threads = 1}};
+  std::unique_ptr<ModelPlacement> placement;
+  std::unique_ptr<Generator> gen;
+};
 
 GenerateResult generate_on(const LlamaModel& model, const std::vector<Device*>& devices, const GenerateOptions& g) {
   auto placement =
@@ -148,6 +176,37 @@ TEST_P(LookupGeneration, GivesPlainDecodingsTokensGreedyAndSeeded) {
   }
 }
 
+// Two draft models: the model itself (every greedy guess right) and another
+// of the same vocabulary (most guesses wrong): either way plain decoding's text.
+TEST_P(LookupGeneration, ADraftModelGivesPlainDecodingsTokensGreedyAndSeeded) {
+  const std::unique_ptr<LlamaModel> itself = random_model(GetParam());
+  const std::unique_ptr<LlamaModel> other = random_model(GetParam(), DType::f32, /*seed=*/7, /*n_layer=*/2);
+  ASSERT_NE(itself, nullptr);
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(check_draft_vocabulary(model->tokenizer(), other->tokenizer()).ok());
+  CpuDevice cpu({.threads = 2});
+  for (const LlamaModel* draft : {itself.get(), other.get()}) {
+    DraftOn on(*draft);
+    ASSERT_NE(on.gen, nullptr);
+    for (const GenerateOptions& g : {greedy(48), seeded(48)}) {
+      const GenerateResult plain = generate_on(*model, {&cpu}, g);
+      ASSERT_EQ(plain.generated.size(), 48u);
+      for (int draft_max : {1, 4, 8}) {
+        const GenerateResult fast = generate_on(*model, {&cpu}, on.with_draft(g, draft_max));
+        const std::string what = std::string(draft == itself.get() ? "itself" : "another model") + " drafting, " +
+                                 "temperature " + std::to_string(g.sampler.temperature) + ", draft_max " +
+                                 std::to_string(draft_max);
+        EXPECT_EQ(fast.generated, plain.generated) << what;
+        EXPECT_GT(fast.speculation.steps, 0) << what;
+        EXPECT_EQ(fast.decode_steps + fast.speculation.accepted, 47) << what;
+        if (draft == itself.get() && g.sampler.temperature == 0) {
+          EXPECT_EQ(fast.speculation.accepted, fast.speculation.drafted) << what << ": its own guesses are right";
+        }
+      }
+    }
+  }
+}
+
 TEST_P(LookupGeneration, AcrossTwoServersGivesTheLocalTokens) {
   std::vector<std::unique_ptr<Server>> servers;
   std::vector<std::string> endpoints;
@@ -168,6 +227,13 @@ TEST_P(LookupGeneration, AcrossTwoServersGivesTheLocalTokens) {
     EXPECT_EQ(remote.generated, local.generated) << "temperature " << g.sampler.temperature;
     EXPECT_GT(remote.speculation.steps, 0) << "temperature " << g.sampler.temperature;
     EXPECT_GT(remote.decode.round_trips, 0u);
+    // A draft model on the local CPU (the model itself, another instance), the model on the servers.
+    const std::unique_ptr<LlamaModel> itself = random_model(GetParam());
+    ASSERT_NE(itself, nullptr);
+    const DraftOn on(*itself);
+    const GenerateResult drafted = generate_on(*model, devices.value().devices(), on.with_draft(g));
+    EXPECT_EQ(drafted.generated, local.generated) << "a draft model, temperature " << g.sampler.temperature;
+    EXPECT_GT(drafted.speculation.accepted, 0) << "temperature " << g.sampler.temperature;
   }
 }
 
@@ -270,8 +336,76 @@ TEST_F(VerifyDraft, StopsWhereTheCallerStops) {
   EXPECT_EQ(gen->position(), static_cast<int64_t>(prompt.size() + 2));
 }
 
-// A conversation with the bundled chat model: the replies with lookup are
-// the replies without, greedy and seeded, turn after turn.
+TEST(DraftVocabulary, AnotherVocabularyIsRefusedNamingTheDifference) {
+  const std::unique_ptr<LlamaModel> model = random_model("llama");
+  ASSERT_NE(model, nullptr);
+  RandomModelOptions o;
+  o.n_vocab = 330;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("tensorpc_lookup_test_" + std::to_string(::getpid()) + "_vocab330.gguf"))
+                               .string();
+  ASSERT_TRUE(write_random_llama(path, o).ok());
+  auto wider = LlamaModel::open(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(wider.ok()) << wider.status().to_string();
+  const Status s = check_draft_vocabulary(model->tokenizer(), wider.value()->tokenizer());
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+  EXPECT_EQ(s.message(), "the draft model's vocabulary has 330 tokens, the model's 320");
+  EXPECT_TRUE(check_draft_vocabulary(model->tokenizer(), model->tokenizer()).ok());
+}
+
+// The draft model's greedy continuation of `text`, one plain step a token on
+// a fresh generator; `model` must have no other placement meanwhile.
+std::vector<int32_t> greedy_continuation(const LlamaModel& model, std::vector<int32_t> text, size_t n) {
+  CpuDevice cpu({.threads = 1});
+  auto placement = ModelPlacement::create(model, {&cpu}, {.n_ctx = 256});
+  EXPECT_TRUE(placement.ok());
+  Generator gen(model, *placement.value());
+  std::vector<int32_t> out;
+  std::span<const int32_t> feed = text;
+  while (out.size() < n) {
+    auto logits = gen.eval(feed);
+    EXPECT_TRUE(logits.ok()) << logits.status().to_string();
+    if (!logits.ok()) break;
+    out.push_back(
+        static_cast<int32_t>(std::max_element(logits.value().begin(), logits.value().end()) - logits.value().begin()));
+    feed = std::span<const int32_t>(&out.back(), 1);
+  }
+  return out;
+}
+
+// The drafter keeps its sequence of the draft model in step with a text
+// that grows by accepted guesses, wrong ones replaced, and starts over.
+TEST(ModelDrafter, DraftsTheGreedyContinuationOfTheTextAsItChanges) {
+  const std::unique_ptr<LlamaModel> draft = random_model("llama", DType::f32, /*seed=*/5, /*n_layer=*/2);
+  const std::unique_ptr<LlamaModel> same = random_model("llama", DType::f32, /*seed=*/5, /*n_layer=*/2);
+  ASSERT_NE(draft, nullptr);
+  ASSERT_NE(same, nullptr);
+  DraftOn on(*draft);
+  ModelDrafter drafter(*on.gen, 0, 4);
+  std::vector<int32_t> text = draft->tokenizer().encode(kRepetitivePrompt);
+  drafter.push(text);
+  for (int round = 0; round < 4; ++round) {
+    auto d = drafter.draft(8);
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    ASSERT_EQ(d.value().size(), 4u) << "round " << round;
+    EXPECT_EQ(d.value(), greedy_continuation(*same, text, 4)) << "round " << round;
+    // Accept `round` of the guesses, then a token the draft did not guess.
+    const int32_t other = (d.value()[static_cast<size_t>(std::min(round, 3))] + 1) % 320;
+    for (int i = 0; i < round; ++i) text.push_back(d.value()[static_cast<size_t>(i)]);
+    text.push_back(other);
+    drafter.push(std::span<const int32_t>(text).last(static_cast<size_t>(round) + 1));
+  }
+  drafter.clear();
+  text = draft->tokenizer().encode("an unrelated text");
+  drafter.push(text);
+  auto d = drafter.draft(3);
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d.value(), greedy_continuation(*same, text, 3));
+}
+
+// A conversation with the bundled chat model: the replies with lookup or a
+// draft model are the replies without, greedy and seeded, turn after turn.
 TEST(LookupChat, RepliesEqualPlainDecodingsTurnAfterTurn) {
   const std::string path = std::string(TENSORPC_SOURCE_DIR) + "/models/kjv-bpe.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (tools/train/make_bpe_model.sh makes it)";
@@ -280,13 +414,18 @@ TEST(LookupChat, RepliesEqualPlainDecodingsTurnAfterTurn) {
   CpuDevice cpu({.threads = 2});
   auto placement = ModelPlacement::create(*model.value(), {&cpu}, {.n_ctx = 256});
   ASSERT_TRUE(placement.ok()) << placement.status().to_string();
-  const auto converse = [&](float temperature, bool lookup) {
+  auto itself = LlamaModel::open(path);  // drafting for the model: every greedy guess is right
+  ASSERT_TRUE(itself.ok()) << itself.status().to_string();
+  DraftOn draft(*itself.value());
+  enum class Speculation { none, lookup, draft };
+  const auto converse = [&](float temperature, Speculation speculation) {
     Generator gen(*model.value(), *placement.value());
     ChatSessionOptions o;
     o.sampler.temperature = temperature;
     o.sampler.seed = 3;
     o.n_predict = 24;
-    o.lookup = lookup;
+    o.lookup = speculation == Speculation::lookup;
+    if (speculation == Speculation::draft) o.draft_model = draft.gen.get();
     auto session = ChatSession::create(gen, ChatTemplate::named("chatml").value(), o);
     EXPECT_TRUE(session.ok()) << session.status().to_string();
     std::vector<std::string> replies;
@@ -300,9 +439,10 @@ TEST(LookupChat, RepliesEqualPlainDecodingsTurnAfterTurn) {
     return replies;
   };
   for (float temperature : {0.0f, 1.0f}) {
-    const auto plain = converse(temperature, false);
+    const auto plain = converse(temperature, Speculation::none);
     ASSERT_EQ(plain.size(), 2u);
-    EXPECT_EQ(converse(temperature, true), plain) << "temperature " << temperature;
+    EXPECT_EQ(converse(temperature, Speculation::lookup), plain) << "temperature " << temperature;
+    EXPECT_EQ(converse(temperature, Speculation::draft), plain) << "a draft model, temperature " << temperature;
   }
 }
 
