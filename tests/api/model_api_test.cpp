@@ -103,12 +103,17 @@ TEST(PublicModelApi, GreedyTextEqualsTheInternalPath) {
   EXPECT_EQ(again.value().text, expected);
 }
 
-TEST(PublicModelApi, SpreadOverAServerGeneratesTheSameText) {
+// A server on a loopback port the OS picks, with devices cpu0 and cpu1 of one thread each.
+StatusOr<std::unique_ptr<Server>> start_two_cpu_server() {
   ServerOptions so;
   so.port = 0;
   so.devices = {std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu0", .threads = 1}),
                 std::make_shared<CpuDevice>(CpuDeviceOptions{.name = "cpu1", .threads = 1})};
-  auto server = Server::start(so);
+  return Server::start(so);
+}
+
+TEST(PublicModelApi, SpreadOverAServerGeneratesTheSameText) {
+  auto server = start_two_cpu_server();
   ASSERT_TRUE(server.ok()) << server.status().to_string();
 
   ModelOptions o = local_options();
@@ -143,6 +148,50 @@ TEST(PublicModelApi, SpreadOverAServerGeneratesTheSameText) {
   ASSERT_TRUE(again.ok()) << again.status().to_string();
   EXPECT_EQ(again.value().info().server_weight_bytes, info.server_weight_bytes);
   EXPECT_LT(again.value().info().server_bytes_sent, info.server_weight_bytes / 2);
+}
+
+// The bundled chat model on the local CPU, its bundled draft model on one
+// device of a server: the text of decoding without it, in fewer steps. A
+// device the server lacks is refused naming those it has; prompt lookup
+// beside a draft model is refused.
+TEST(PublicModelApi, ADraftModelOnAServersDeviceGivesTheSameText) {
+  auto server = start_two_cpu_server();
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  const std::string endpoint = "127.0.0.1:" + std::to_string(server.value()->port());
+  const std::string models = std::string(TENSORPC_SOURCE_DIR) + "/models/";
+  ModelOptions o;
+  o.path = models + "kjv-bpe.gguf";
+  o.threads = 1;
+  o.context_size = 256;
+  o.remote.key = "";
+  GenerationOptions g = greedy(40);
+  g.sampling.seed = 5;
+  auto plain = Model::open(o);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  auto expected = plain.value().generate("And the LORD said unto Moses", g);
+  ASSERT_TRUE(expected.ok()) << expected.status().to_string();
+
+  o.draft_path = models + "kjv-bpe-draft.gguf";
+  o.draft_device = endpoint + "/cpu1";
+  auto model = Model::open(o);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_NE(model.value().info().draft.find("2 layers on " + endpoint + "/cpu1"), std::string::npos)
+      << model.value().info().draft;
+  auto r = model.value().generate("And the LORD said unto Moses", g);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value().text, expected.value().text);
+  EXPECT_GT(r.value().accepted_tokens, 0);
+  EXPECT_LT(r.value().decode_steps, expected.value().decode_steps);
+  g.lookup = true;
+  EXPECT_EQ(model.value().generate("And", g).status().code(), StatusCode::invalid_argument);
+
+  o.draft_device = endpoint + "/gpu7";
+  auto missing = Model::open(o);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("draft device " + endpoint + "/gpu7: the server has " + endpoint +
+                                            "/cpu0, " + endpoint + "/cpu1"),
+            std::string::npos)
+      << missing.status().to_string();
 }
 
 TEST(PublicModelApi, OnOpenSeesTheModelBeforeAnyUploadAndCanStopTheOpen) {

@@ -58,7 +58,8 @@ ModelOptions where(const std::vector<std::string>& endpoints, int64_t context_si
   return o;
 }
 
-// Two turns with the chat model at `path` (greedy), the replies streamed to `out`.
+// Two turns with the chat model at `path` (greedy), the replies streamed to
+// `out`; with options.draft_path, speculating with that draft model.
 StatusOr<std::vector<std::string>> converse(const std::string& path, const ModelOptions& options, std::FILE* out) {
   TENSORPC_ASSIGN_OR_RETURN(auto file, LlamaModel::open(path));
   TENSORPC_ASSIGN_OR_RETURN(ChatTemplate chat_template, choose_template(*file, /*name=*/""));
@@ -67,6 +68,7 @@ StatusOr<std::vector<std::string>> converse(const std::string& path, const Model
   chat.sampler.temperature = 0;
   chat.n_predict = 48;
   chat.system_prompt = "Answer with a verse.";
+  if (Model* draft = ModelInternals::draft(model)) chat.draft_model = &ModelInternals::generator(*draft);
   TENSORPC_ASSIGN_OR_RETURN(ChatSession session,
                             ChatSession::create(ModelInternals::generator(model), std::move(chat_template), chat));
   std::vector<std::string> replies;
@@ -78,8 +80,15 @@ StatusOr<std::vector<std::string>> converse(const std::string& path, const Model
     });
     std::fprintf(out, "\n");
     if (!turn.ok()) return turn.status();
-    std::fprintf(out, "  [%lld tokens evaluated, %lld generated]\n", static_cast<long long>(turn.value().evaluated),
+    std::fprintf(out, "  [%lld tokens evaluated, %lld generated", static_cast<long long>(turn.value().evaluated),
                  static_cast<long long>(turn.value().generated));
+    const SpeculationCounts& s = turn.value().speculation;
+    if (s.steps > 0) {
+      std::fprintf(out, "; the draft model's guesses: %lld of %lld right, in %lld steps",
+                   static_cast<long long>(s.accepted), static_cast<long long>(s.drafted),
+                   static_cast<long long>(s.steps));
+    }
+    std::fprintf(out, "]\n");
     replies.push_back(turn.value().text);
   }
   return replies;
@@ -108,6 +117,23 @@ int chat_demo(const std::vector<std::string>& endpoints, std::FILE* out, std::FI
   std::fprintf(out,
                "\nthe chat replies across 2 servers x 2 devices equal the local CPU's, the second turn "
                "evaluating only its own tokens.\n");
+  const std::string draft = bundled_draft_model_path();
+  struct stat st {};
+  if (::stat(draft.c_str(), &st) != 0) return 0;
+  std::fprintf(out, "\nthe same chat over the servers, %s drafting on the local CPU (speculative decoding):\n",
+               draft.c_str());
+  ModelOptions drafted = where(endpoints, 256);
+  drafted.draft_path = draft;
+  auto fast = converse(path, drafted, out);
+  if (!fast.ok()) {
+    std::fprintf(err, "tensorpc demo: chat with a draft model: %s\n", fast.status().to_string().c_str());
+    return 1;
+  }
+  if (fast.value() != remote.value()) {
+    std::fprintf(out, "\nMISMATCH: the chat replies with the draft model differ from those without.\n");
+    return 1;
+  }
+  std::fprintf(out, "\nthe replies with the draft model equal those without, in fewer steps over the servers.\n");
   return 0;
 }
 
