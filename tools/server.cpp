@@ -1,6 +1,8 @@
 // tensorpc-server: serves this machine's devices to tensorpc clients.
 //
-// Parses flags (reading the key file, if any), starts a Server, prints the
+// Parses flags (reading the key file, if any), maps --models DIR's GGUF
+// files and indexes their tensors on a thread of its own (model_dir.h: the
+// server serves meanwhile), starts a Server, prints the
 // endpoint, its devices and whether it has a key, warns when it listens
 // beyond loopback without one, and stops cleanly on SIGINT or SIGTERM. The
 // signals are blocked in every thread (before any is started) and received by
@@ -14,12 +16,15 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "awake_cores.h"
 #include "cli_checks.h"
-#include "device_spec.h"
 #include "core/format.h"
+#include "device_spec.h"
+#include "model/gguf/weight_digests.h"
+#include "model_dir.h"
 #include "rpc/transport/socket.h"
 #include "tensorpc/key.h"
 #include "tensorpc/version.h"
@@ -72,6 +77,10 @@ int main(int argc, char** argv) {
   app.add_flag("--pin-threads", pin_threads,
                "run thread i of every device on core i (for a machine whose cores the server has to itself)");
   app.add_option("--cache", options.cache_dir, "directory of the weights cache on disk (default: memory only)");
+  std::string models_dir;
+  app.add_option("--models", models_dir,
+                 "a directory of GGUF files this server has: a client loading the same weights sends their "
+                 "digests, not their bytes, and the server reads them from its file (checked against the digests)");
   app.add_option("--cache-memory", cache_memory, "bytes the in-memory weights cache may hold (e.g. 4GiB)")
       ->check(byte_count);
   app.add_option("--client-memory,--max-session-memory", session_memory,
@@ -172,6 +181,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   options.devices = std::move(devices).value();
+  std::shared_ptr<tensorpc::tools::ModelDirectory> models;
+  if (!models_dir.empty()) {
+    auto opened = tensorpc::tools::ModelDirectory::open(models_dir, tensorpc::WeightDigests::default_dir());
+    if (!opened.ok()) {
+      std::fprintf(stderr, "tensorpc-server: %s\n", opened.status().message().c_str());
+      return 2;
+    }
+    models = std::move(opened).value();
+    for (const std::string& why : models->skipped()) std::fprintf(stderr, "--models: skipped %s\n", why.c_str());
+    options.local_weights = models;
+  }
   auto server = tensorpc::Server::start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "tensorpc-server: %s\n", server.status().to_string().c_str());
@@ -196,6 +216,21 @@ int main(int argc, char** argv) {
               options.max_clients ? std::to_string(options.max_clients).c_str() : "any number of");
   std::printf("weights cache: %s in memory%s%s\n", format_bytes(options.cache_memory_limit).c_str(),
               options.cache_dir.empty() ? "" : ", on disk in ", options.cache_dir.c_str());
+  // Indexing runs beside the server, which meanwhile lets clients send what is not yet indexed.
+  std::jthread indexer;
+  if (models) {
+    const auto c = models->counts();
+    std::printf("models: %zu GGUF files in %s, %zu tensors (%s) read from disk when clients name them; indexing\n",
+                c.files, models_dir.c_str(), c.tensors, format_bytes(static_cast<double>(c.bytes)).c_str());
+    indexer = std::jthread([models](std::stop_token stop) {
+      const auto start = std::chrono::steady_clock::now();
+      models->index(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), stop);
+      if (stop.stop_requested()) return;
+      std::printf("models: %zu tensors indexed in %.1f s\n", models->counts().indexed,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      std::fflush(stdout);
+    });
+  }
   std::printf("key: %s\n", key_file.empty() ? "none (every client is served)"
                                             : ("clients must prove the key in " + key_file).c_str());
   const bool tls = !options.tls.cert_file.empty();

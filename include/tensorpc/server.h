@@ -8,9 +8,11 @@
 // clients that prove they hold it are served. See docs/protocol.md.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,22 @@
 #include "tensorpc/tls.h"
 
 namespace tensorpc {
+
+// Weights a server can read from its own disk instead of receiving them
+// (`tensorpc-server --models DIR`): when a client names bytes by their
+// SHA-256 (the weights cache's question) and the cache lacks them, the
+// server asks this source, checks what it gets against the digest as it
+// copies it, and answers "found" only when it matches — so a source that is
+// wrong, or a file changed since it was read, costs the client the sending
+// of those bytes, never a wrong tensor. Thread-safe: every session may ask
+// at once.
+class LocalWeights {
+ public:
+  virtual ~LocalWeights() = default;
+  // The bytes whose SHA-256 the source believes is `sha256`, `size` of them,
+  // valid while the source lives; empty when it has none.
+  virtual std::span<const uint8_t> find(const std::array<uint8_t, 32>& sha256, uint64_t size) const = 0;
+};
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -68,6 +86,9 @@ struct ServerOptions {
   // plan's SEND_TO_PEER), as "host:port"; a request naming any other endpoint
   // is refused before anything connects. Empty: any endpoint a client names.
   std::vector<std::string> allowed_peers;
+  // Weights this server reads from its own files when a client names them
+  // (LocalWeights); null: only the weights cache.
+  std::shared_ptr<const LocalWeights> local_weights;
 };
 
 struct ServerStats {
@@ -82,6 +103,11 @@ struct ServerStats {
   uint64_t compute_ns = 0;
   uint64_t peer_wait_ns = 0;
   uint64_t dropped_pending = 0;  // connections in their handshake dropped for newer ones (max_pending)
+  // Ranges filled from ServerOptions::local_weights, and their bytes; and
+  // ranges it offered whose bytes did not match their digest (sent instead).
+  uint64_t local_weight_hits = 0;
+  uint64_t local_weight_bytes = 0;
+  uint64_t local_weight_mismatches = 0;
 };
 
 class Server {

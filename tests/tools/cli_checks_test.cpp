@@ -109,10 +109,12 @@ TEST(CommandLine, OutOfRangeAndNotANumberFlagsAreShortErrorsQuotingTheValue) {
 }
 
 TEST(ServerCommandLine, NotANumberAndNegativeLimitsAreUsageErrors) {
-  for (const auto& [flag, value, says] : {std::tuple<const char*, const char*, const char*>{
-                                              "--io-timeout", "nan", "'nan' is not a number of seconds from 0"},
-                                          {"--io-timeout", "-1", "'-1' is not a number of seconds from 0"},
-                                          {"--max-session-buffers", "-1", "'-1' is not a whole number from 0"}}) {
+  for (const auto& [flag, value, says] :
+       {std::tuple<const char*, const char*, const char*>{"--io-timeout", "nan",
+                                                          "'nan' is not a number of seconds from 0"},
+        {"--io-timeout", "-1", "'-1' is not a number of seconds from 0"},
+        {"--max-session-buffers", "-1", "'-1' is not a whole number from 0"},
+        {"--models", "/nonexistent/tensorpc-models", "--models /nonexistent/tensorpc-models: not a directory"}}) {
     auto server = ServerProcess::start(TENSORPC_SERVER_BINARY, {flag, value}, 10s);
     ASSERT_FALSE(server.ok()) << flag << " " << value << " was accepted";
     const std::string message = server.status().message();

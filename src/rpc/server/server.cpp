@@ -43,6 +43,7 @@ class TcpServer final : public Server {
       : listener_(std::move(listener)),
         port_(listener_.local_port()),
         cache_(std::move(cache)),
+        local_weights_(options.local_weights),
         counters_(std::move(counters)),
         admission_(options.max_clients),
         max_pending_(options.max_pending),
@@ -64,6 +65,9 @@ class TcpServer final : public Server {
     s.compute_ns = counters_->compute_ns.load();
     s.peer_wait_ns = counters_->peer_wait_ns.load();
     s.dropped_pending = dropped_pending_.load();
+    s.local_weight_hits = counters_->local_weight_hits.load();
+    s.local_weight_bytes = counters_->local_weight_bytes.load();
+    s.local_weight_mismatches = counters_->local_weight_mismatches.load();
     return s;
   }
 
@@ -195,6 +199,7 @@ class TcpServer final : public Server {
   Socket listener_;
   const uint16_t port_;
   std::unique_ptr<rpc::WeightsCache> cache_;
+  std::shared_ptr<const LocalWeights> local_weights_;  // env_.local_weights points into it
   std::unique_ptr<rpc::SessionCounters> counters_;
   rpc::WriteGrants grants_;     // every session's write grants
   rpc::ConnectionCache peers_;  // connections to other servers, for COPY_TO_PEER
@@ -260,6 +265,7 @@ StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
   rpc::SessionEnv env;
   env.devices = options.devices;
   env.cache = cache.get();
+  env.local_weights = options.local_weights.get();
   env.counters = counters.get();
   env.key = options.key;
   env.tls = tls;

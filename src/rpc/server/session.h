@@ -129,6 +129,7 @@ class Session {
   // of entry (already range-checked) when they are exactly e.size bytes;
   // whether it did.
   StatusOr<bool> fill_from_cache(BufferEntry& entry, const SetTensorHashRequest& e);
+  StatusOr<bool> fill_from_local_weights(BufferEntry& entry, const SetTensorHashRequest& e);
   // COPY_TO_PEER waits for the destination's reply (`wait_for_reply`); a
   // plan's SEND_TO_PEER does not: the destination's WAIT_FOR hears of it.
   Status send_to_peer(uint64_t src_handle, uint64_t src_offset, uint64_t size, const std::string& endpoint,

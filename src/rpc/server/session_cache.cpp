@@ -6,8 +6,10 @@
 //                      trip, answering which were found.
 // Bytes enter the cache only through SET_TENSOR with the CACHE flag
 // (session_commands.cpp), hashed by the server as they arrive.
+#include <algorithm>
 #include <string>
 
+#include "core/log.h"
 #include "rpc/server/session.h"
 
 namespace tensorpc::rpc {
@@ -19,11 +21,37 @@ constexpr size_t kMaxReportedEntries = 8;
 }  // namespace
 
 StatusOr<bool> Session::fill_from_cache(BufferEntry& entry, const SetTensorHashRequest& e) {
-  if (env_.cache == nullptr) return false;
-  WeightsCache::Bytes bytes = env_.cache->find(e.sha256);
+  WeightsCache::Bytes bytes = env_.cache != nullptr ? env_.cache->find(e.sha256) : nullptr;
   // A size that does not match is the client's mistake; it sends the bytes.
-  if (bytes == nullptr || bytes->size() != e.size) return false;
-  TENSORPC_RETURN_IF_ERROR(write_bytes(entry, e.offset, bytes->data(), e.size));
+  if (bytes != nullptr && bytes->size() == e.size) {
+    TENSORPC_RETURN_IF_ERROR(write_bytes(entry, e.offset, bytes->data(), e.size));
+    return true;
+  }
+  return fill_from_local_weights(entry, e);
+}
+
+// Copied a slice at a time, each hashed as it goes: the digest is checked on
+// the bytes written, so a file changed after it was indexed is caught.
+StatusOr<bool> Session::fill_from_local_weights(BufferEntry& entry, const SetTensorHashRequest& e) {
+  if (env_.local_weights == nullptr || e.size == 0) return false;
+  const std::span<const uint8_t> bytes = env_.local_weights->find(e.sha256, e.size);
+  if (bytes.size() != e.size) return false;
+  constexpr uint64_t kSlice = uint64_t{4} << 20;
+  Sha256Hasher hasher;
+  for (uint64_t at = 0; at < e.size; at += kSlice) {
+    const uint64_t n = std::min(kSlice, e.size - at);
+    hasher.update(bytes.data() + at, n);
+    TENSORPC_RETURN_IF_ERROR(write_bytes(entry, e.offset + at, bytes.data() + at, n));
+  }
+  if (hasher.finish() != e.sha256) {
+    // What was written is overwritten by the bytes the client now sends.
+    env_.counters->local_weight_mismatches++;
+    log::warn("local weights: the " + std::to_string(e.size) + " bytes offered for " + to_hex(e.sha256) +
+              " do not match that digest (their file changed?); the client sends them");
+    return false;
+  }
+  env_.counters->local_weight_hits++;
+  env_.counters->local_weight_bytes += e.size;
   return true;
 }
 

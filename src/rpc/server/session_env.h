@@ -17,6 +17,7 @@
 #include "rpc/transport/connection.h"
 #include "rpc/transport/tls.h"
 #include "tensorpc/device.h"
+#include "tensorpc/server.h"
 
 namespace tensorpc::rpc {
 
@@ -42,12 +43,16 @@ struct SessionCounters {
   std::atomic<uint64_t> buffer_bytes{0};
   std::atomic<uint64_t> compute_ns{0};    // time spent in graph computations, all sessions
   std::atomic<uint64_t> peer_wait_ns{0};  // time plans spent in WAIT_FOR
+  std::atomic<uint64_t> local_weight_hits{0};  // ServerStats's
+  std::atomic<uint64_t> local_weight_bytes{0};
+  std::atomic<uint64_t> local_weight_mismatches{0};
 };
 
 // What a session shares with the server and its other sessions.
 struct SessionEnv {
   std::vector<std::shared_ptr<Device>> devices;
   WeightsCache* cache = nullptr;
+  const LocalWeights* local_weights = nullptr;  // ServerOptions::local_weights; null: none
   SessionCounters* counters = nullptr;
   uint64_t max_frame = (uint64_t{1} << 30) + 64;  // larger payloads close the connection
   std::string server_name = "tensorpc-server";
