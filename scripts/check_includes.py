@@ -58,7 +58,7 @@ PUBLIC = {
     "vulkan_device.h": "vulkan",
     "key.h": "rpc/transport", "tls.h": "rpc/transport", "endpoint.h": "rpc/transport",
     "rpc_client.h": "rpc/client", "server.h": "rpc/server",
-    "model.h": "api", "version.h": "core",
+    "model.h": "api", "version.h": "core", "local_weights.h": "core",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -57,7 +58,8 @@ StatusOr<Model> open_model(std::unique_ptr<LlamaModel> model, const ModelSetup& 
 
 // The upload's progress bar: "loading weights: done / total (percent),
 // speed, device" redrawn on one line of `err` (nullptr: silent) at most ten
-// times a second, for ModelOptions::on_progress.
+// times a second, for ModelOptions::on_progress; while several servers take
+// weights at once, each server's bytes and speed instead of the device.
 class UploadProgress {
  public:
   explicit UploadProgress(std::FILE* err);
@@ -69,9 +71,16 @@ class UploadProgress {
  private:
   void draw(uint64_t done, uint64_t total, const std::string& device);
 
+  // Bytes each server ("host:port", or "local") took so far.
+  struct Share {
+    uint64_t bytes = 0;
+    std::chrono::steady_clock::time_point first;  // of its first batch's report
+  };
   std::FILE* err_;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_;
+  uint64_t last_done_ = 0;
+  std::map<std::string, Share> shares_;
   bool drawn_ = false;
 };
 

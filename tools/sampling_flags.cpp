@@ -63,9 +63,16 @@ void add_lookup_flags(CLI::App& cmd, LookupFlags* o, ModelSetup* setup) {
                  "where the draft model runs: cpu, vulkan:N, or a server's device HOST:PORT/NAME")
       ->needs(draft)
       ->capture_default_str();
-  cmd.add_option("--draft-max", o->draft_max, "draft tokens a step checks at most (--lookup, --draft-model)")
-      ->check(whole_number(1, 64))
-      ->capture_default_str();
+  CLI::Option* draft_max =
+      cmd.add_option("--draft-max", o->draft_max, "draft tokens a step checks at most (--lookup, --draft-model)")
+          ->check(whole_number(1, 64))
+          ->capture_default_str();
+  // needs() wants every option it names; this one wants either.
+  cmd.parse_complete_callback([lookup, draft, draft_max] {
+    if (draft_max->count() > 0 && lookup->count() == 0 && draft->count() == 0) {
+      throw CLI::ValidationError("--draft-max", "requires --lookup or --draft-model");
+    }
+  });
 }
 
 StatusOr<std::pair<int32_t, float>> parse_logit_bias(std::string_view text) {

@@ -1,7 +1,7 @@
 // tensorpc-server: serves this machine's devices to tensorpc clients.
 //
 // Parses flags (reading the key file, if any), maps --models DIR's GGUF
-// files and indexes their tensors on a thread of its own (model_dir.h: the
+// files and indexes their tensors on a thread of its own (api/model_directory.h: the
 // server serves meanwhile), starts a Server, prints the
 // endpoint, its devices and whether it has a key, warns when it listens
 // beyond loopback without one, and stops cleanly on SIGINT or SIGTERM. The
@@ -19,12 +19,12 @@
 #include <thread>
 #include <utility>
 
+#include "api/model_directory.h"
 #include "awake_cores.h"
 #include "cli_checks.h"
 #include "core/format.h"
 #include "device_spec.h"
 #include "model/gguf/weight_digests.h"
-#include "model_dir.h"
 #include "rpc/transport/socket.h"
 #include "tensorpc/key.h"
 #include "tensorpc/version.h"
@@ -181,9 +181,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   options.devices = std::move(devices).value();
-  std::shared_ptr<tensorpc::tools::ModelDirectory> models;
+  std::shared_ptr<tensorpc::ModelDirectory> models;
   if (!models_dir.empty()) {
-    auto opened = tensorpc::tools::ModelDirectory::open(models_dir, tensorpc::WeightDigests::default_dir());
+    auto opened = tensorpc::ModelDirectory::open(models_dir, tensorpc::WeightDigests::default_dir());
     if (!opened.ok()) {
       std::fprintf(stderr, "tensorpc-server: %s\n", opened.status().message().c_str());
       return 2;

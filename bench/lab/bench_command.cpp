@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "lab/bench_gpu.h"
+#include "lab/bench_load.h"
 #include "lab/bench_lookup.h"
 #include "lab/bench_moe.h"
 #include "lab/bench_quant.h"
@@ -33,7 +34,7 @@ Status fill_defaults(BenchOptions& o) {
                 : std::vector<uint64_t>{kMiB, 16 * kMiB, 64 * kMiB, 256 * kMiB, 1024 * kMiB};
   }
   bool fill_quant_mixes = o.quant_only;
-  if (o.models.empty() && !o.quant_only && !o.gpu_only && !o.moe_only && !o.lookup_only) {
+  if (o.models.empty() && !o.quant_only && !o.gpu_only && !o.moe_only && !o.lookup_only && !o.load_only) {
     if (!o.bundled_model.empty() && std::filesystem::exists(o.bundled_model)) {
       o.models.push_back({.key = "kjv_tiny", .label = "kjv-tiny", .path = o.bundled_model});
     }
@@ -115,6 +116,15 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
     TENSORPC_RETURN_IF_ERROR(add_moe());
     return figures;
   }
+  auto add_large_load = [&]() -> Status {
+    say("load of a random 888 MB f32 model: cold and warm on loopback, onto 2 servers over link " + o.link.to_string() +
+        ", from a server's --models directory");
+    return add(bench_large_load(model), "large load");
+  };
+  if (o.load_only) {
+    TENSORPC_RETURN_IF_ERROR(add_large_load());
+    return figures;
+  }
   // On the bundled model: a model that goes on quoting its prompt, as real ones do.
   const bool have_bundled = !o.bundled_model.empty() && std::filesystem::exists(o.bundled_model);
   const bool have_draft = !o.bundled_chat_model.empty() && std::filesystem::exists(o.bundled_chat_model) &&
@@ -169,6 +179,7 @@ StatusOr<std::vector<Figure>> run_bench(BenchOptions o, std::FILE* progress) {
     say("load cold and warm, " + m.label);
     TENSORPC_RETURN_IF_ERROR(add(bench_model_load(m, model), m.label + " load"));
   }
+  if (!o.quick && !o.quant_only) TENSORPC_RETURN_IF_ERROR(add_large_load());
   return figures;
 }
 

@@ -50,6 +50,7 @@ struct BenchOptions {
   bool gpu_only = false;                   // --gpu-only: the local GPUs' figures alone (bench_gpu.h)
   bool moe_only = false;                   // --moe-only: the mixture-of-experts figures alone (bench_moe.h)
   bool lookup_only = false;                // --lookup-only: the speculative-decoding figures alone (bench_lookup.h)
+  bool load_only = false;                  // --load-only: the ~1 GB model's load figures alone (bench_load.h)
   // --device: the Vulkan devices (by index, or kEveryVulkanDevice) of the GPU
   // figures. Unset: every one, when the loader reports any (else the section
   // is left out); empty (`--device cpu`): none.

@@ -179,6 +179,12 @@ double memory_read_gbs(int threads) {
   return best;
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
 StatusOr<double> median_of(int repetitions, const std::function<StatusOr<double>()>& once) {
   std::vector<double> values;
   for (int i = 0; i < std::max(1, repetitions); ++i) {

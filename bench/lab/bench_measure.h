@@ -3,11 +3,15 @@
 // figures are held against.
 #pragma once
 
+#include <stdlib.h>
+
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "rpc/transport/socket.h"
@@ -21,6 +25,9 @@ using BenchClock = std::chrono::steady_clock;
 inline double seconds_since(BenchClock::time_point start) {
   return std::chrono::duration<double>(BenchClock::now() - start).count();
 }
+
+// The median of `v` (the mean of the middle two of an even count); 0 when empty.
+double median(std::vector<double> v);
 
 // The median of `repetitions` (at least 1) calls of `once`, which returns
 // seconds (or any other measure) or an error that ends the measurement.
@@ -43,6 +50,24 @@ double fma_peak_gflops(int threads);
 StatusOr<std::unique_ptr<Server>> start_loopback_server(int devices, int threads_per_device, const TlsOptions& tls = {},
                                                         bool pin_threads = false);
 std::string loopback_endpoint(const Server& server);
+
+// A fresh directory under the system's temporary one, removed with what it
+// holds when this goes.
+struct TempDir {
+  static StatusOr<TempDir> create(const std::string& prefix) {
+    std::string path = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
+    if (::mkdtemp(path.data()) == nullptr) return io_error("cannot create a directory like " + path);
+    return TempDir(std::move(path));
+  }
+  explicit TempDir(std::string p) : path(std::move(p)) {}
+  TempDir(TempDir&& o) noexcept : path(std::exchange(o.path, {})) {}
+  TempDir& operator=(TempDir&&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+  std::string path;
+};
 
 // Raw TCP on loopback, the baseline of the RPC figures: a connected socket
 // pair (TCP_NODELAY, as the rpc layer's) and a thread on the far end that

@@ -34,12 +34,6 @@ constexpr int64_t kContext = 512;
 constexpr double kPipelineSeconds = 0.25;
 constexpr int kMinPipelineSteps = 20;
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 }  // namespace
 
 struct GenerationLayout::Parts {
@@ -376,28 +370,6 @@ StatusOr<std::vector<Figure>> bench_model_decode(const BenchModel& m, const Mode
   }
   return out;
 }
-
-namespace {
-
-// A fresh directory under the system's temporary one, removed with what it
-// holds when this goes.
-struct TempDir {
-  static StatusOr<TempDir> create(const std::string& prefix) {
-    std::string path = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
-    if (::mkdtemp(path.data()) == nullptr) return io_error("cannot create a directory like " + path);
-    return TempDir(std::move(path));
-  }
-  explicit TempDir(std::string p) : path(std::move(p)) {}
-  TempDir(TempDir&& o) noexcept : path(std::exchange(o.path, {})) {}
-  TempDir& operator=(TempDir&&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
-  }
-  std::string path;
-};
-
-}  // namespace
 
 StatusOr<std::vector<Figure>> bench_model_load(const BenchModel& m, const ModelBenchOptions& o) {
   TENSORPC_ASSIGN_OR_RETURN(auto digest_dir, TempDir::create("tensorpc_bench_digests_"));

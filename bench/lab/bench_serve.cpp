@@ -115,11 +115,6 @@ StatusOr<double> step_rate(const LlamaModel& model, int threads, int64_t n, int 
   return static_cast<double>(n * steps) / seconds_since(t0);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 }  // namespace
 
 StatusOr<std::vector<Figure>> bench_serving(const ModelBenchOptions& o, std::FILE* progress) {

@@ -8,35 +8,18 @@
 // clients that prove they hold it are served. See docs/protocol.md.
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "tensorpc/device.h"
+#include "tensorpc/local_weights.h"
 #include "tensorpc/status.h"
 #include "tensorpc/tls.h"
 
 namespace tensorpc {
-
-// Weights a server can read from its own disk instead of receiving them
-// (`tensorpc-server --models DIR`): when a client names bytes by their
-// SHA-256 (the weights cache's question) and the cache lacks them, the
-// server asks this source, checks what it gets against the digest as it
-// copies it, and answers "found" only when it matches — so a source that is
-// wrong, or a file changed since it was read, costs the client the sending
-// of those bytes, never a wrong tensor. Thread-safe: every session may ask
-// at once.
-class LocalWeights {
- public:
-  virtual ~LocalWeights() = default;
-  // The bytes whose SHA-256 the source believes is `sha256`, `size` of them,
-  // valid while the source lives; empty when it has none.
-  virtual std::span<const uint8_t> find(const std::array<uint8_t, 32>& sha256, uint64_t size) const = 0;
-};
 
 struct ServerOptions {
   std::string host = "127.0.0.1";

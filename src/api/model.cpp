@@ -161,7 +161,6 @@ StatusOr<ModelOptions> draft_options(const ModelOptions& main, int64_t context_s
   d.remote = main.remote;
   d.threads = main.threads;
   d.context_size = context_size;
-  d.on_progress = main.on_progress;
   d.recovery.enabled = false;  // a lost draft device costs drafts, not the text: the serve goes on without them
   const std::string& device = main.draft_device;
   const size_t slash = device.find('/');

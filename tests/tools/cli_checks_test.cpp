@@ -85,7 +85,8 @@ TEST(CommandLine, OutOfRangeAndNotANumberFlagsAreShortErrorsQuotingTheValue) {
       {{"--seed", "-1"}, "'-1' is not a whole number from 0 to 9223372036854775807"},
       {{"-t", "5000"}, "'5000' is not a whole number from 0 (every core) to 4096"},
       {{"--lookup", "--draft-max", "0"}, "'0' is not a whole number from 1 to 64"},
-      {{"--draft-max", "4"}, "--draft-max requires --lookup"},
+      {{"--draft-max", "4"}, "--draft-max: requires --lookup or --draft-model"},
+      {{"--draft-device", "cpu"}, "--draft-device requires --draft-model"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = run;

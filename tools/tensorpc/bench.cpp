@@ -78,6 +78,11 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                 "against without, the bundled models on 2 servers over the link)")
       ->excludes(quant_only)
       ->excludes(serve_only);
+  cmd->add_flag("--load-only", o->load_only,
+                "only the load figures of a random 888 MB model (cold and warm on loopback, onto 2 servers over "
+                "the link at once, from a server's --models directory)")
+      ->excludes(quant_only)
+      ->excludes(serve_only);
   auto device_list = std::make_shared<std::vector<std::string>>();
   cmd->add_option("--device", *device_list,
                   "local devices, comma-separated (cpu, vulkan, vulkan:N): the GPUs of the GPU figures "

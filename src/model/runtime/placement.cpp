@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <future>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <unordered_map>
 
@@ -23,32 +26,49 @@ uint64_t aligned(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 // work (remote_buffer_cache.cpp).
 constexpr uint64_t kUploadBatch = uint64_t{64} << 20;
 
-// Uploads `tensors` (placed in `buffer`) from the model file's mapping, each
-// with its digest in the model's memo (a remote buffer uses the known ones
-// and fills in the rest); `uploaded` is told each batch's bytes (aligned, as
-// the buffer holds them).
-Status upload_weights(const LlamaModel& model, Buffer& buffer, const std::vector<Tensor*>& tensors, uint64_t alignment,
-                      const std::function<void(uint64_t)>& uploaded) {
-  std::vector<TensorBytes> batch;
-  uint64_t batch_bytes = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor* t = tensors[i];
+// The bytes of `tensors` in the model file's mapping, each with its digest's
+// slot in the model's memo (a remote buffer uses the known ones and fills in
+// the rest). Made before any upload starts: the memo's slots are then only
+// written, each by the one upload that holds it.
+StatusOr<std::vector<TensorBytes>> file_bytes(const LlamaModel& model, const std::vector<Tensor*>& tensors) {
+  std::vector<TensorBytes> out;
+  for (const Tensor* t : tensors) {
     const GgufTensorInfo* info = model.info_of(t);
     if (info == nullptr) return internal_error("placement: no file record for " + describe(*t));
     TENSORPC_ASSIGN_OR_RETURN(const TensorBytes bytes, gguf_tensor_bytes(*info, *t));
-    batch.push_back(bytes);
-    batch.back().digest = &model.digests().slot(model.file().data_offset() + info->offset, info->bytes.size());
-    batch_bytes += aligned(t->nbytes(), alignment);
+    out.push_back(bytes);
+    out.back().digest = &model.digests().slot(model.file().data_offset() + info->offset, info->bytes.size());
+  }
+  return out;
+}
+
+// Uploads `tensors` (placed in `buffer`) in batches; `uploaded` is told each
+// batch's bytes (aligned, as the buffer holds them).
+Status upload_weights(Buffer& buffer, std::span<const TensorBytes> tensors, uint64_t alignment,
+                      const std::function<void(uint64_t)>& uploaded) {
+  size_t first = 0;
+  uint64_t batch_bytes = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    batch_bytes += aligned(tensors[i].tensor->nbytes(), alignment);
     if (batch_bytes >= kUploadBatch || i + 1 == tensors.size()) {
-      TENSORPC_RETURN_IF_ERROR(buffer.set_tensors(batch));
+      TENSORPC_RETURN_IF_ERROR(buffer.set_tensors(tensors.subspan(first, i + 1 - first)));
       uploaded(batch_bytes);
-      batch.clear();
+      first = i + 1;
       batch_bytes = 0;
     }
   }
   // Uploads are one-way to a server: a load is done when they have landed
   // (and are in its weights cache for the next load), or failed here.
   return buffer.synchronize();
+}
+
+// The devices whose uploads go one after the other: a server's (its
+// devices share the connection and the server's memory bandwidth), or the
+// local ones. Different servers' uploads run at once.
+std::string upload_group(const Device& device) {
+  const std::string name = device.name();
+  const size_t slash = name.find('/');
+  return slash == std::string::npos ? std::string() : name.substr(0, slash);
 }
 
 // Whether `device` computes the writes of one token into a layer's cache as
@@ -287,6 +307,7 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
   const size_t digests_known = model.digests().known();
   uint64_t total = 0, done = 0;
   for (uint64_t b : p->device_weights_) total += b;
+  std::vector<std::vector<TensorBytes>> uploads(nd);
   for (size_t d = 0; d < nd; ++d) {
     const uint64_t a = devices[d]->alignment();
     for (int kind = 0; kind < 2; ++kind) {
@@ -303,15 +324,36 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
       (kind == 0 ? p->weight_buffers_ : p->cache_buffers_)[d] = std::move(buffer).value();
     }
     if (p->cache_buffers_[d]) TENSORPC_RETURN_IF_ERROR(p->cache_buffers_[d]->clear(0));
-    const auto uploaded = [&](uint64_t bytes) {
-      done += bytes;
-      if (options.progress) options.progress(done, total, devices[d]->name());
-    };
-    if (!weights[d].empty()) {
-      TENSORPC_RETURN_IF_ERROR(upload_weights(model, *p->weight_buffers_[d], weights[d], a, uploaded)
+    TENSORPC_ASSIGN_OR_RETURN(uploads[d], file_bytes(model, weights[d]));  // once the tensors are placed
+  }
+  // Each group's devices in turn, the groups at once; the progress calls one at a time.
+  std::map<std::string, std::vector<size_t>> groups;
+  for (size_t d = 0; d < nd; ++d) {
+    if (!uploads[d].empty()) groups[upload_group(*devices[d])].push_back(d);
+  }
+  std::mutex progress_mutex;
+  const auto upload_group_devices = [&](const std::vector<size_t>& group) -> Status {
+    for (size_t d : group) {
+      const auto uploaded = [&](uint64_t bytes) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        done += bytes;
+        if (options.progress) options.progress(done, total, devices[d]->name());
+      };
+      TENSORPC_RETURN_IF_ERROR(upload_weights(*p->weight_buffers_[d], uploads[d], devices[d]->alignment(), uploaded)
                                    .with_context("placement on " + devices[d]->name()));
     }
+    return Status();
+  };
+  std::vector<std::future<Status>> running;
+  for (auto it = std::next(groups.begin(), groups.empty() ? 0 : 1); it != groups.end(); ++it) {
+    running.push_back(std::async(std::launch::async, upload_group_devices, std::cref(it->second)));
   }
+  Status failed = groups.empty() ? Status() : upload_group_devices(groups.begin()->second);
+  for (std::future<Status>& r : running) {
+    const Status s = r.get();
+    if (failed.ok()) failed = s;
+  }
+  TENSORPC_RETURN_IF_ERROR(failed);
   // The digests remote buffers computed, for the next load of this file. Not
   // saving them costs that load the hashing, nothing more: the failure stays
   // in WeightDigests::save_failure() for whoever reports to a person.

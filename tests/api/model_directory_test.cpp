@@ -1,9 +1,9 @@
-// `tensorpc-server --models DIR` (model_dir.h): a client loading a file the
+// `tensorpc-server --models DIR` (api/model_directory.h): a client loading a file the
 // server has sends the tensors' digests and not their bytes, and the text is
 // the one of a load that sent everything; a tensor whose bytes in the
 // server's file differ, or a source whose bytes do not match the digest it
 // claims, costs the client the sending of those bytes, never a wrong tensor.
-#include "model_dir.h"
+#include "api/model_directory.h"
 
 #include <gtest/gtest.h>
 
@@ -14,8 +14,9 @@
 #include "model/gguf/gguf.h"
 #include "tensorpc/cpu_device.h"
 #include "tensorpc/model.h"
+#include "tensorpc/server.h"
 
-namespace tensorpc::tools {
+namespace tensorpc {
 namespace {
 
 using test::ScopedTempDir;
@@ -152,4 +153,4 @@ TEST(ModelDirectory, ADirectoryThatIsNotOneIsAnError) {
 }
 
 }  // namespace
-}  // namespace tensorpc::tools
+}  // namespace tensorpc

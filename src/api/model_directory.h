@@ -30,9 +30,9 @@
 
 #include "core/thread_annotations.h"
 #include "model/gguf/gguf.h"
-#include "tensorpc/server.h"
+#include "tensorpc/local_weights.h"
 
-namespace tensorpc::tools {
+namespace tensorpc {
 
 class ModelDirectory : public LocalWeights {
  public:
@@ -70,4 +70,4 @@ class ModelDirectory : public LocalWeights {
   std::unordered_map<std::array<uint8_t, 32>, std::span<const uint8_t>, DigestHash> by_digest_ GUARDED_BY(mutex_);
 };
 
-}  // namespace tensorpc::tools
+}  // namespace tensorpc

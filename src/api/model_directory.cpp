@@ -1,5 +1,5 @@
-// The GGUF files of `tensorpc-server --models DIR` (model_dir.h).
-#include "model_dir.h"
+// The GGUF files of `tensorpc-server --models DIR` (model_directory.h).
+#include "api/model_directory.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include "model/gguf/weight_digests.h"
 #include "rpc/wire/digest.h"
 
-namespace tensorpc::tools {
+namespace tensorpc {
 
 size_t ModelDirectory::DigestHash::operator()(const std::array<uint8_t, 32>& d) const {
   size_t h = 0;
@@ -94,4 +94,4 @@ ModelDirectory::Counts ModelDirectory::counts() const {
   return c;
 }
 
-}  // namespace tensorpc::tools
+}  // namespace tensorpc
