@@ -3,9 +3,8 @@
 // placed from its file on servers in this process, every load from the file
 // opened anew with an empty digest memo unless said otherwise:
 //  - cold onto one one-device server on loopback whose weights cache has a
-//    directory (as `--cache`): GB/s, against ≥ 1 GB/s; its baseline is this
-//    machine's ceiling for it, the same bytes copied from the file's mapping
-//    into freshly mapped memory, as the server's buffer must be;
+//    directory (as `--cache`): GB/s, against ≥ 1 GB/s; its baseline is the
+//    same load onto a server without one, this machine's ceiling for it;
 //  - warm onto the same server (its cache holds every tensor, the client's
 //    memo every digest): the time, against ≤ 0.05× the cold load's;
 //  - cold onto two servers, each behind its own emulated link, the uploads

@@ -90,6 +90,7 @@ class TcpServer final : public Server {
     for (Slot& slot : slots) slot.session->shutdown();
     for (Slot& slot : slots) slot.thread.join();
     listener_.close();
+    cache_->flush();  // the weights the sessions received are on disk when stop() returns
     {
       MutexLock lock(mutex_);
       stopped_ = true;

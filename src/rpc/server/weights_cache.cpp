@@ -53,7 +53,44 @@ StatusOr<std::unique_ptr<WeightsCache>> WeightsCache::open(uint64_t memory_limit
     }
   }
   if (ec) return io_error("weights cache: cannot list " + dir + ": " + ec.message());
+  WeightsCache* c = cache.get();
+  cache->writer_ = std::thread([c] { c->write_loop(); });
   return cache;
+}
+
+WeightsCache::~WeightsCache() {
+  {
+    MutexLock lock(write_mutex_);
+    stopping_ = true;
+  }
+  write_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+void WeightsCache::write_loop() {
+  for (;;) {
+    std::pair<std::string, Bytes> next;
+    {
+      MutexLock lock(write_mutex_);
+      while (pending_.empty() && !stopping_) write_cv_.wait(write_mutex_);
+      if (pending_.empty()) return;  // stopping, and every write done
+      next = std::move(pending_.front());
+      pending_.pop_front();
+      writing_ = true;
+    }
+    write_file(next.first, *next.second);
+    {
+      MutexLock lock(write_mutex_);
+      writing_ = false;
+      pending_bytes_ -= next.second->size();
+    }
+    write_cv_.notify_all();
+  }
+}
+
+void WeightsCache::flush() {
+  MutexLock lock(write_mutex_);
+  while (!pending_.empty() || writing_) write_cv_.wait(write_mutex_);
 }
 
 WeightsCache::Bytes WeightsCache::find(const Sha256& digest) {
@@ -77,15 +114,23 @@ WeightsCache::Bytes WeightsCache::find(const Sha256& digest) {
 
 void WeightsCache::insert(const Sha256& digest, std::vector<uint8_t> bytes) {
   const std::string key = to_hex(digest);
+  auto shared = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   bool write = false;
   {
     MutexLock lock(mutex_);
     write = !dir_.empty() && on_disk_.count(key) == 0;
+    remember(key, shared);
   }
-  if (write) write_file(key, bytes);
-  auto shared = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
-  MutexLock lock(mutex_);
-  remember(key, std::move(shared));
+  if (!write) return;
+  const uint64_t size = shared->size();
+  {
+    MutexLock lock(write_mutex_);
+    // One write larger than the bound waits for an empty queue, then goes alone.
+    while (pending_bytes_ > 0 && pending_bytes_ + size > kMaxPendingBytes) write_cv_.wait(write_mutex_);
+    pending_.emplace_back(key, std::move(shared));
+    pending_bytes_ += size;
+  }
+  write_cv_.notify_all();
 }
 
 void WeightsCache::remember(const std::string& key, Bytes bytes) {
