@@ -17,7 +17,7 @@
 #include "rpc/transport/connection.h"
 #include "rpc/transport/tls.h"
 #include "tensorpc/device.h"
-#include "tensorpc/server.h"
+#include "tensorpc/local_weights.h"
 
 namespace tensorpc::rpc {
 
