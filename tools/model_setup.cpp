@@ -33,9 +33,7 @@ void UploadProgress::draw(uint64_t done, uint64_t total, const std::string& devi
   const auto now = std::chrono::steady_clock::now();
   // The calls come one at a time: the bytes since the last one are this device's.
   const size_t slash = device.find('/');
-  Share& share = shares_[slash == std::string::npos ? "local" : device.substr(0, slash)];
-  if (share.bytes == 0) share.first = last_draw_ > start_ ? last_draw_ : start_;
-  share.bytes += done - std::min(done, last_done_);
+  shares_[slash == std::string::npos ? "local" : device.substr(0, slash)] += done - std::min(done, last_done_);
   last_done_ = done;
   // At most ten updates a second: a terminal redraw per tensor would cost more than small uploads.
   if (err_ == nullptr || (done != total && seconds_between(last_draw_, now) < 0.1)) return;
@@ -45,10 +43,9 @@ void UploadProgress::draw(uint64_t done, uint64_t total, const std::string& devi
   std::string where = device;
   if (shares_.size() > 1) {
     where.clear();
-    for (const auto& [server, s] : shares_) {
-      const double its = std::max(seconds_between(s.first, now), 1e-9);
-      where += (where.empty() ? "" : ", ") + server + " " + format_bytes(static_cast<double>(s.bytes)) + " at " +
-               format_bytes(static_cast<double>(s.bytes) / its) + "/s";
+    for (const auto& [server, bytes] : shares_) {
+      where += (where.empty() ? "" : ", ") + server + " " + format_bytes(static_cast<double>(bytes)) + " at " +
+               format_bytes(static_cast<double>(bytes) / secs) + "/s";
     }
   }
   std::fprintf(err_, "\rloading weights: %s / %s (%3.0f%%), %s/s, %-28s",

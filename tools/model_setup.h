@@ -71,16 +71,13 @@ class UploadProgress {
  private:
   void draw(uint64_t done, uint64_t total, const std::string& device);
 
-  // Bytes each server ("host:port", or "local") took so far.
-  struct Share {
-    uint64_t bytes = 0;
-    std::chrono::steady_clock::time_point first;  // of its first batch's report
-  };
   std::FILE* err_;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_;
   uint64_t last_done_ = 0;
-  std::map<std::string, Share> shares_;
+  // Bytes each server ("host:port", or "local") took so far; their uploads
+  // all start with the load (ModelPlacement::create runs them at once).
+  std::map<std::string, uint64_t> shares_;
   bool drawn_ = false;
 };
 

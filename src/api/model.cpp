@@ -161,7 +161,8 @@ StatusOr<ModelOptions> draft_options(const ModelOptions& main, int64_t context_s
   d.remote = main.remote;
   d.threads = main.threads;
   d.context_size = context_size;
-  d.recovery.enabled = false;  // a lost draft device costs drafts, not the text: the serve goes on without them
+  // No recovery for a draft: serve goes on without its drafts while they fail; generate() reports the error.
+  d.recovery.enabled = false;
   const std::string& device = main.draft_device;
   const size_t slash = device.find('/');
   if (slash == std::string::npos) {  // a local device
@@ -296,11 +297,8 @@ StatusOr<Generation> Model::generate(std::string_view prompt, const GenerationOp
   if (options.max_tokens < 1) return invalid_argument("generate: max_tokens must be at least 1");
   GenerateOptions g;
   if (state_->draft) g.draft_model = &ModelInternals::generator(*state_->draft);
-  if (options.lookup && g.draft_model != nullptr) {
-    return invalid_argument("generate: lookup and the model's draft model exclude each other");
-  }
-  if ((options.lookup || g.draft_model != nullptr) && options.draft_max < 1) {
-    return invalid_argument("generate: draft_max must be at least 1");
+  if (const Status s = check_speculation(options.lookup, state_->draft != nullptr, options.draft_max); !s.ok()) {
+    return s.with_context("generate");
   }
   g.n_predict = options.max_tokens;
   g.stop_at_eos = options.stop_at_end;

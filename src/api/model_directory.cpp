@@ -2,6 +2,7 @@
 #include "api/model_directory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -36,7 +37,6 @@ StatusOr<std::shared_ptr<ModelDirectory>> ModelDirectory::open(const std::string
       continue;
     }
     d->files_.push_back(std::move(file).value());
-    d->paths_.push_back(path);
   }
   return d;
 }

@@ -19,7 +19,6 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -64,7 +63,6 @@ class ModelDirectory : public LocalWeights {
 
   std::string digest_dir_;
   std::vector<std::unique_ptr<GgufFile>> files_;
-  std::vector<std::string> paths_;
   std::vector<std::string> skipped_;
   mutable Mutex mutex_;
   std::unordered_map<std::array<uint8_t, 32>, std::span<const uint8_t>, DigestHash> by_digest_ GUARDED_BY(mutex_);

@@ -106,14 +106,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const LlamaModel& model, ModelP
   if (options.parallel < 1 || options.n_batch < 1 || options.queue < 0) {
     return invalid_argument("serve: --parallel and --batch must be at least 1, --queue at least 0");
   }
-  if (options.lookup && options.draft_model != nullptr) {
-    return invalid_argument("serve: prompt lookup and a draft model exclude each other");
+  if (const Status s = check_speculation(options.lookup, options.draft_model != nullptr, options.draft_max); !s.ok()) {
+    return s.with_context("serve");
   }
   if ((options.draft_model == nullptr) != (options.draft_placement == nullptr)) {
     return invalid_argument("serve: a draft model needs its placement");
-  }
-  if ((options.lookup || options.draft_model != nullptr) && options.draft_max < 1) {
-    return invalid_argument("serve: --draft-max must be at least 1");
   }
   if (options.draft_model != nullptr) {
     TENSORPC_RETURN_IF_ERROR(check_draft_vocabulary(model.tokenizer(), options.draft_model->tokenizer()));

@@ -20,8 +20,8 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 StatusOr<ChatSession> ChatSession::create(Generator& gen, ChatTemplate chat_template, ChatSessionOptions options) {
   if (options.n_predict < 0) return invalid_argument("chat: n_predict must be ≥ 0 (0: until the turn ends)");
-  if (const auto d = make_drafter(options.lookup, options.draft_model, options.draft_max); !d.ok()) {
-    return d.status().with_context("chat");
+  if (const Status s = check_speculation(options.lookup, options.draft_model != nullptr, options.draft_max); !s.ok()) {
+    return s.with_context("chat");
   }
   if (options.reply_room < 0 || options.reply_room >= gen.n_ctx()) {
     return invalid_argument("chat: the room kept for a reply must be smaller than the context");

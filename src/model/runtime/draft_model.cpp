@@ -52,9 +52,14 @@ StatusOr<std::vector<int32_t>> ModelDrafter::draft(size_t limit) {
   return out;
 }
 
+Status check_speculation(bool lookup, bool draft_model, int draft_max) {
+  if (lookup && draft_model) return invalid_argument("prompt lookup and a draft model exclude each other");
+  if ((lookup || draft_model) && draft_max < 1) return invalid_argument("draft_max must be at least 1");
+  return Status();
+}
+
 StatusOr<std::unique_ptr<Drafter>> make_drafter(bool lookup, Generator* draft_model, int draft_max) {
-  if (lookup && draft_model != nullptr) return invalid_argument("prompt lookup and a draft model exclude each other");
-  if ((lookup || draft_model != nullptr) && draft_max < 1) return invalid_argument("draft_max must be at least 1");
+  TENSORPC_RETURN_IF_ERROR(check_speculation(lookup, draft_model != nullptr, draft_max));
   if (draft_model != nullptr)
     return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(*draft_model, 0, draft_max));
   if (lookup) return std::unique_ptr<Drafter>(std::make_unique<PromptLookup>(draft_max));

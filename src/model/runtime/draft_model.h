@@ -44,10 +44,13 @@ class ModelDrafter : public Drafter {
   std::vector<int32_t> text_;
 };
 
-// The drafter a generation's options ask for: the draft model's (on
-// `draft_model`'s sequence 0) when there is one, prompt lookup's with
-// `lookup`, else none (null). Both at once, or draft_max < 1 with either,
-// is invalid_argument.
+// Speculation's options: prompt lookup and a draft model both at once, or
+// draft_max < 1 with either, is invalid_argument.
+Status check_speculation(bool lookup, bool draft_model, int draft_max);
+
+// The drafter a generation's options ask for (checked as above): the draft
+// model's (on `draft_model`'s sequence 0) when there is one, prompt
+// lookup's with `lookup`, else none (null).
 StatusOr<std::unique_ptr<Drafter>> make_drafter(bool lookup, Generator* draft_model, int draft_max);
 
 // OK when `draft` tokenizes as `model` does: the same tokens with the same
