@@ -19,6 +19,16 @@ int clamped_int(float v, int lo, int hi, int nan_value) {
   return static_cast<int>(std::clamp(v, static_cast<float>(lo), static_cast<float>(hi)));
 }
 
+// std::round(v) (halves away from zero) clamped to [-127, 127], and 0 for NaN. The clamp comes
+// first, after which truncating to int and looking at the fraction rounds exactly; unlike
+// std::round (a library call) the loop that uses it becomes vector code.
+inline int round_q8(float v) {
+  v = std::isnan(v) ? 0.0f : std::min(std::max(v, -127.0f), 127.0f);
+  const int t = static_cast<int>(v);
+  const float fraction = v - static_cast<float>(t);
+  return t + (fraction >= 0.5f) - (fraction <= -0.5f);
+}
+
 }  // namespace
 
 void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t n) {
@@ -30,7 +40,7 @@ void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t n) {
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[b].d = fp32_to_fp16(d);
-    for (int64_t i = 0; i < kQK; ++i) y[b].qs[i] = static_cast<int8_t>(clamped_int(std::round(xb[i] * id), -127, 127, 0));
+    for (int64_t i = 0; i < kQK; ++i) y[b].qs[i] = static_cast<int8_t>(round_q8(xb[i] * id));
   }
 }
 

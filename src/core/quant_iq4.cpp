@@ -16,7 +16,7 @@ namespace {
 
 using quant_search::Levels;
 
-constexpr quant_search::ScaleSearch kGridSearch{2.0, 6};
+constexpr quant_search::ScaleSearch kGridSearch{2.0f, 6};
 
 Levels iq4_levels() { return Levels::of_table(kIQ4NLValues, 16); }
 

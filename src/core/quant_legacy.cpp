@@ -1,11 +1,12 @@
 // The 32-value block formats beyond q8_0/q4_0: q4_1, q5_0 and q5_1 (layouts in quant.h).
 //
-// Quantizers (the searches are in quant_search.cpp):
-// - q5_0: symmetric, levels -16..15. Candidate inverse scales map the block's signed extreme to
-//   -16 or to 15 (each shifted in tenths of a level), least-squares scale for the nearest codes,
-//   best kept and refined by alternating codes and scale.
-// - q4_1, q5_1: scale and min, codes 0..15 / 0..31. Candidate steps around (max - min) / 15 or
-//   31, scale and min fitted together by least squares for each, then alternated as above.
+// Quantizers (the searches are in quant_search.cpp), one candidate each and one refit, since
+// these formats are chosen for speed (the first refit takes most of the gain of a search:
+// measured on N(0, 1) data, bench/quant_bench):
+// - q5_0: symmetric, levels -16..15. The block's signed extreme maps to -16; the scale is then
+//   fitted by least squares for the nearest codes, and the codes chosen again for it.
+// - q4_1, q5_1: scale and min, codes 0..15 / 0..31. The step (max - min) / 15 or 31; scale
+//   and min fitted together by least squares for those codes, and the codes chosen again.
 // The scales are rounded to f16 and the codes chosen again with the stored scales.
 #include "core/float16.h"
 #include "core/quant.h"
@@ -17,6 +18,9 @@ namespace {
 using quant_search::AffineBlock;
 using quant_search::Levels;
 using quant_search::ScaledBlock;
+
+constexpr quant_search::MinSearch kAffineSearch{0.0f, 0, /*refine=*/1};
+constexpr quant_search::ScaleSearch kScaledSearch{0.0f, 0, /*both_ends=*/false, /*refine=*/1};
 
 // Bit j of a q5 block's qh, read as the little-endian u32 GGUF stores.
 int high_bit(const uint8_t* qh, int j) { return (qh[j / 8] >> (j % 8)) & 1; }
@@ -37,7 +41,7 @@ void pack_high_bits(const uint8_t* code, uint8_t* qh) {
 void quantize_row_q4_1_ref(const float* x, BlockQ4_1* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
     AffineBlock q;
-    quant_search::quantize_affine_block(x, 15, q);
+    quant_search::quantize_affine_block(x, 15, kAffineSearch, q);
     y[b].d = q.d;
     y[b].m = q.m;
     pack_nibbles(q.code, y[b].qs);
@@ -47,7 +51,7 @@ void quantize_row_q4_1_ref(const float* x, BlockQ4_1* y, int64_t n) {
 void quantize_row_q5_0_ref(const float* x, BlockQ5_0* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
     ScaledBlock q;
-    quant_search::quantize_scaled_block(x, Levels::range(-16, 15), {0.1, 9}, q);
+    quant_search::quantize_scaled_block(x, Levels::range(-16, 15), kScaledSearch, q);
     y[b].d = q.d;
     pack_nibbles(q.code, y[b].qs);
     pack_high_bits(q.code, y[b].qh);
@@ -57,7 +61,7 @@ void quantize_row_q5_0_ref(const float* x, BlockQ5_0* y, int64_t n) {
 void quantize_row_q5_1_ref(const float* x, BlockQ5_1* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
     AffineBlock q;
-    quant_search::quantize_affine_block(x, 31, q);
+    quant_search::quantize_affine_block(x, 31, kAffineSearch, q);
     y[b].d = q.d;
     y[b].m = q.m;
     pack_nibbles(q.code, y[b].qs);

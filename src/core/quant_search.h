@@ -4,73 +4,69 @@
 //
 // Every search minimises the plain squared error sum (x - value)^2 of the decoded block, since
 // that is what a weight format is judged by (no importance matrix). All of them take any float:
-// the block is first made finite (NaN -> 0, clamped to ±kInputLimit) and the arithmetic runs in
-// double, so every intermediate stays finite and every float -> int conversion is clamped first.
+// the block is first made finite (NaN -> 0, clamped to ±kInputLimit) and then divided by its
+// largest magnitude, so the search itself runs on values in [-1, 1] in single precision, where
+// nothing overflows or underflows; its loops have a fixed length (8, 16 or 32 values) and no
+// branches, so that the compiler turns them into vector code.
 #pragma once
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 
 namespace tensorpc::quant_search {
 
 // Larger than any value a format can decode to (at most 65504 * 127 * 32), so clamping to it
-// loses nothing; small enough that sums of squares of a block stay finite.
+// loses nothing.
 inline constexpr float kInputLimit = 1e9f;
 
 // The integer levels a code stands for: the consecutive integers lo..hi, or an ascending table
-// (iq4's non-linear grid). A code is the index of its level, which is what every format stores
-// (q5_0's q = level + 16, q6_K's q = level + 32, iq4's nibble = index into the table).
+// of at most 16 (iq4's non-linear grid). A code is the index of its level, which is what every
+// format stores (q5_0's q = level + 16, q6_K's q = level + 32, iq4's nibble = index into the
+// table).
 struct Levels {
+  static constexpr int kMaxTable = 16;
   int lo = 0, hi = 0;             // the smallest and largest level
   const int8_t* table = nullptr;  // the levels, ascending; nullptr for all integers lo..hi
   int count = 0;                  // the number of levels (and of codes)
+  // For a table: the midpoint between levels k and k + 1, and the rise from one to the other;
+  // past the last level, midpoints no value exceeds.
+  float mid[kMaxTable - 1] = {}, rise[kMaxTable - 1] = {};
 
   static Levels range(int lo, int hi) { return {lo, hi, nullptr, hi - lo + 1}; }
-  static Levels of_table(const int8_t* table, int count) { return {table[0], table[count - 1], table, count}; }
+  static Levels of_table(const int8_t* table, int count);
   int value(int code) const { return table ? table[code] : lo + code; }
-  // The code whose level is nearest v; ties go away from zero for a range, down for a table.
-  int nearest(double v) const;
+  // The code whose level is nearest v (NaN: the code of level 0's neighbourhood, as 0).
+  int nearest(float v) const;
 };
-
-// v rounded half away from zero and clamped to [lo, hi]; the clamp comes before the conversion
-// since v may be far out of int's range. (Truncating v ± 0.5 is the rounding: one instruction,
-// where std::round is a library call, in the innermost loop of every search.)
-inline int nearest_int(double v, int lo, int hi) {
-  if (std::isnan(v)) return std::clamp(0, lo, hi);
-  v = std::clamp(v, static_cast<double>(lo), static_cast<double>(hi));
-  return static_cast<int>(v >= 0 ? v + 0.5 : v - 0.5);
-}
-
-// Inline: it is the innermost step of every search.
-inline int Levels::nearest(double v) const {
-  if (!table) return nearest_int(v, lo, hi) - lo;
-  // The number of midpoints between neighbouring levels below v: no branches to mispredict.
-  const double twice = 2 * v;
-  int code = 0;
-  for (int k = 0; k + 1 < count; ++k) code += twice > table[k] + table[k + 1];
-  return code;
-}
 
 // Where the candidate inverse scales of a symmetric search lie: the block's signed extreme is
-// mapped to each non-zero end level e, shifted by k * step for k in -steps..steps.
+// mapped to each non-zero end level e (only the one of larger magnitude when !both_ends),
+// shifted by k * step for k in -steps..steps.
 struct ScaleSearch {
-  double step;
+  float step;
   int steps;
+  bool both_ends = true;
+  int refine = 8;  // at most this many rounds of alternation
 };
 
-// x ≈ d * levels.value(code[i]) with the weights w (nullptr: all 1). Tries every candidate of
-// `search`, refits d by least squares for the best, then alternates nearest codes and refits
-// while the error falls. Returns d, 0 for an all-zero x (codes then name the level nearest 0).
-double fit_scale(const float* x, const float* w, int n, const Levels& levels, const ScaleSearch& search, uint8_t* code);
+// x ≈ d * levels.value(code[i]) with the weights w (nullptr: all 1), n = 8, 16 or 32. Tries
+// every candidate of `search`, refits d by least squares for the best, then alternates nearest
+// codes and refits while the error falls. Returns d, 0 for a block of zeros (or of values
+// below 1e-30; the codes then name the level nearest 0).
+float fit_scale(const float* x, const float* w, int n, const Levels& levels, const ScaleSearch& search, uint8_t* code);
 
-// x ≈ d * code[i] + m, code in 0..hi: tries inverse steps around hi / (max - min), fitting d and m
-// by least squares for each, then alternates as fit_scale. With allow_positive_min false, m <= 0
-// (the K formats store -m as an unsigned min).
+// x ≈ d * code[i] + m, code in 0..hi, n = 16 or 32: tries the inverse steps (hi + k * step) /
+// (max - min) for k in -steps..steps, fitting d and m by least squares for each, then
+// alternates as fit_scale. With allow_positive_min false, m <= 0 (the K formats store -m as an
+// unsigned min).
 struct ScaleMin {
-  double d, m;
+  float d, m;
 };
-ScaleMin fit_scale_min(const float* x, int n, int hi, bool allow_positive_min, uint8_t* code);
+struct MinSearch {
+  float step;
+  int steps;
+  int refine = 8;  // at most this many rounds of alternation
+};
+ScaleMin fit_scale_min(const float* x, int n, int hi, bool allow_positive_min, const MinSearch& search, uint8_t* code);
 
 // ---- whole blocks, scales rounded to f16 and codes requantized with the rounded scales ----
 
@@ -86,12 +82,13 @@ struct AffineBlock {
   uint16_t d, m;
   uint8_t code[32];
 };
-void quantize_affine_block(const float* x, int hi, AffineBlock& out);
+void quantize_affine_block(const float* x, int hi, const MinSearch& search, AffineBlock& out);
 
-// A super-block of 256 in sub-blocks of `sub` values: fp16(d) * scale[j] * levels.value(code[i])
-// with the integer sub-block scales in `scale_levels` (q3_K, q6_K, iq4_xs). The sub-block
-// scales found by fit_scale are themselves fitted by fit_scale, weighted by how much each one
-// multiplies (the sum of its squared levels); then d is refitted while the error falls.
+// A super-block of 256 in sub-blocks of `sub` (16 or 32) values: fp16(d) * scale[j] *
+// levels.value(code[i]) with the integer sub-block scales in `scale_levels` (q3_K, q6_K,
+// iq4_xs). The sub-block scales found by fit_scale are themselves fitted by fit_scale, weighted
+// by how much each one multiplies (the sum of its squared levels); then d is refitted while the
+// error falls.
 struct ScaledSuperBlock {
   uint16_t d;
   int scale[16];
@@ -100,13 +97,14 @@ struct ScaledSuperBlock {
 void quantize_scaled_super_block(const float* x, int sub, const Levels& levels, const ScaleSearch& search,
                                  const Levels& scale_levels, ScaledSuperBlock& out);
 
-// A super-block of 256 in sub-blocks of `sub` values: fp16(d) * scale[j] * code[i] -
-// fp16(dmin) * min[j], code in 0..hi, scale and min in 0..scale_max (q2_K, q4_K, q5_K).
+// A super-block of 256 in sub-blocks of `sub` (16 or 32) values: fp16(d) * scale[j] * code[i]
+// - fp16(dmin) * min[j], code in 0..hi, scale and min in 0..scale_max (q2_K, q4_K, q5_K).
 struct AffineSuperBlock {
   uint16_t d, dmin;
   int scale[16], min[16];
   uint8_t code[256];
 };
-void quantize_affine_super_block(const float* x, int sub, int hi, int scale_max, AffineSuperBlock& out);
+void quantize_affine_super_block(const float* x, int sub, int hi, int scale_max, const MinSearch& search,
+                                 AffineSuperBlock& out);
 
 }  // namespace tensorpc::quant_search

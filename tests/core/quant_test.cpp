@@ -46,5 +46,19 @@ TEST(QuantReference, SubnormalBlockQuantizesToZeroOrTinyValues) {
   for (float v : back) EXPECT_LE(std::fabs(v), 1e-30f);
 }
 
+TEST(QuantReference, Q8CodesAreTheValuesRoundedHalfAwayFromZero) {
+  // Blocks whose extreme is 127, so that the codes are the values themselves, with halves,
+  // values just either side of them, and both signs.
+  for (const float base : {0.0f, 0.5f, 1.5f, 2.5f, 63.5f, 125.25f, 0.49999997f, 0.50000006f, 124.99999f}) {
+    std::vector<float> x(kQK);
+    for (int i = 0; i < kQK; ++i) x[i] = (i % 2 ? -1.0f : 1.0f) * (base + static_cast<float>(i % 8) * 0.25f);
+    x[31] = 127.0f;
+    BlockQ8_0 q8;
+    quantize_row_q8_0_ref(x.data(), &q8, kQK);
+    ASSERT_EQ(fp16_to_fp32(q8.d), 1.0f);
+    for (int i = 0; i < kQK; ++i) EXPECT_EQ(q8.qs[i], static_cast<int8_t>(std::round(x[i]))) << x[i];
+  }
+}
+
 }  // namespace
 }  // namespace tensorpc

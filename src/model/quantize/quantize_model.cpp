@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -18,9 +19,13 @@ void convert_range(DType from, const uint8_t* src, DType to, uint8_t* dst, int64
                    int64_t end) {
   const uint64_t in_row = row_bytes(from, row_length), out_row = row_bytes(to, row_length);
   std::vector<float> row(static_cast<size_t>(row_length));
+  // f32 rows (4-aligned in any GGUF) are read where they lie, not copied first.
+  const bool direct = from == DType::f32 && reinterpret_cast<uintptr_t>(src) % alignof(float) == 0;
   for (int64_t r = begin; r < end; ++r) {
-    traits(from).to_float(src + static_cast<uint64_t>(r) * in_row, row.data(), row_length);
-    traits(to).from_float(row.data(), dst + static_cast<uint64_t>(r) * out_row, row_length);
+    const uint8_t* in = src + static_cast<uint64_t>(r) * in_row;
+    const float* values = direct ? reinterpret_cast<const float*>(in) : row.data();
+    if (!direct) traits(from).to_float(in, row.data(), row_length);
+    traits(to).from_float(values, dst + static_cast<uint64_t>(r) * out_row, row_length);
   }
 }
 
@@ -103,10 +108,11 @@ StatusOr<QuantizeSummary> quantize_gguf(const GgufFile& file, const std::string&
   if (!has_version) TENSORPC_RETURN_IF_ERROR(w.add_u32("general.quantization_version", kQuantizationVersion));
 
   const int threads = std::max(1, options.threads);
+  std::vector<GgufWriter::TensorProducer> make(summary.tensors.size());
   for (size_t i = 0; i < summary.tensors.size(); ++i) {
     const GgufTensorInfo& in = file.tensors()[i];
     const TensorQuantization& q = summary.tensors[i];
-    auto produce = [&in, &q, i, threads, &options]() -> StatusOr<std::vector<uint8_t>> {
+    make[i] = [&in, &q, i, threads, &options]() -> StatusOr<std::vector<uint8_t>> {
       std::vector<uint8_t> out(q.bytes_out);
       if (q.to.type == in.type) {
         std::copy(in.bytes.begin(), in.bytes.end(), out.begin());
@@ -116,8 +122,25 @@ StatusOr<QuantizeSummary> quantize_gguf(const GgufFile& file, const std::string&
       if (options.on_tensor) options.on_tensor(i, q);
       return out;
     };
+  }
+  // The writer asks for the tensors in order; each one's bytes are made while the one before
+  // is being written. (A write that fails waits for the tensor in the making: the future's
+  // destructor joins it.)
+  std::future<StatusOr<std::vector<uint8_t>>> ahead;
+  size_t ahead_index = 0;
+  for (size_t i = 0; i < make.size(); ++i) {
+    const GgufTensorInfo& in = file.tensors()[i];
+    auto produce = [&make, &ahead, &ahead_index, i]() -> StatusOr<std::vector<uint8_t>> {
+      StatusOr<std::vector<uint8_t>> bytes = ahead.valid() && ahead_index == i ? ahead.get() : make[i]();
+      if (i + 1 < make.size()) {
+        if (ahead.valid()) ahead.wait();  // asked out of order: nothing runs twice at once
+        ahead = std::async(std::launch::async, make[i + 1]);
+        ahead_index = i + 1;
+      }
+      return bytes;
+    };
     const std::span<const int64_t> ne(in.ne.data(), static_cast<size_t>(in.n_dims));
-    TENSORPC_RETURN_IF_ERROR(w.add_tensor_producer(in.name, q.to.type, ne, produce));
+    TENSORPC_RETURN_IF_ERROR(w.add_tensor_producer(in.name, summary.tensors[i].to.type, ne, produce));
   }
   TENSORPC_RETURN_IF_ERROR(w.write(out_path));
   std::error_code ec;
