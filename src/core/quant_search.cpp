@@ -227,12 +227,14 @@ struct AffineFit {
   float d, m, error;
 };
 
-// The least-squares d and m from the sums over n values of c, c^2, y and y c (error not set).
-inline AffineFit solve_affine(int n, float sl, float sl2, float sy, float syl, bool allow_positive_min) {
-  // The code sums are integers below 2^24, so det is exact.
-  const float fn = static_cast<float>(n), det = fn * sl2 - sl * sl;
-  float d = det > 0 ? (fn * syl - sy * sl) / det : 0.0f;
-  float m = det > 0 ? (sl2 * sy - sl * syl) / det : sy / fn;
+// The least-squares d and m from the weighted sums of 1, c, c^2, y and y c (error not set).
+inline AffineFit solve_affine(float sw, float sl, float sl2, float sy, float syl, bool allow_positive_min) {
+  // det >= 0 (Cauchy-Schwarz) and 0 when every code is the same; rounding may leave a trace of
+  // it, which must not pass for a fit.
+  const float det = sw * sl2 - sl * sl;
+  const bool solvable = det > 1e-6f * sw * sl2;
+  float d = solvable ? (sw * syl - sy * sl) / det : 0.0f;
+  float m = solvable ? (sl2 * sy - sl * syl) / det : sy / sw;
   if (!allow_positive_min && m > 0) {
     m = 0;
     d = sl2 > 0 ? syl / sl2 : 0.0f;
@@ -242,15 +244,17 @@ inline AffineFit solve_affine(int n, float sl, float sl2, float sy, float syl, b
 }
 
 template <int N>
-AffineFit fit_codes(const float* y, const float* c, bool allow_positive_min) {
-  float c2[N], yc[N];
+AffineFit fit_codes(const float* y, const float* w, const float* c, bool allow_positive_min) {
+  float wc[N], wc2[N], wy[N], wyc[N];
   for (int i = 0; i < N; ++i) {
-    c2[i] = c[i] * c[i];
-    yc[i] = y[i] * c[i];
+    wc[i] = w[i] * c[i];
+    wc2[i] = wc[i] * c[i];
+    wy[i] = w[i] * y[i];
+    wyc[i] = wy[i] * c[i];
   }
-  const AffineFit f = solve_affine(N, sum<N>(c), sum<N>(c2), sum<N>(y), sum<N>(yc), allow_positive_min);
+  const AffineFit f = solve_affine(sum<N>(w), sum<N>(wc), sum<N>(wc2), sum<N>(wy), sum<N>(wyc), allow_positive_min);
   float error[N];
-  for (int i = 0; i < N; ++i) error[i] = (f.d * c[i] + f.m - y[i]) * (f.d * c[i] + f.m - y[i]);
+  for (int i = 0; i < N; ++i) error[i] = w[i] * (f.d * c[i] + f.m - y[i]) * (f.d * c[i] + f.m - y[i]);
   return {f.d, f.m, sum<N>(error)};
 }
 
@@ -260,13 +264,18 @@ void affine_codes(const float* y, float origin, float iscale, float hi, float* c
   for (int i = 0; i < N; ++i) c[i] = round_small(std::min(std::max((y[i] - origin) * iscale, 0.0f), hi));
 }
 
+// Equal weights, for the fits that weigh every value the same.
+constexpr float kOnes[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                             1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+
 struct MinFit {
   ScaleMin fit;
   float l2;  // the sum of the squared codes
 };
 
 template <int N>
-MinFit fit_min(const float* x, int hi, bool allow_positive_min, const MinSearch& search, uint8_t* code) {
+MinFit fit_min(const float* x, const float* w, int hi, bool allow_positive_min, const MinSearch& search,
+               uint8_t* code) {
   float low = x[0], high = x[0];
   for (int i = 1; i < N; ++i) {
     low = std::min(low, x[i]);
@@ -297,7 +306,7 @@ MinFit fit_min(const float* x, int hi, bool allow_positive_min, const MinSearch&
   float c[N], best_c[N];
   if (candidates == 1) {
     affine_codes<N>(y, ymin, iscale[0], fhi, best_c);
-    best = fit_codes<N>(y, best_c, allow_positive_min);
+    best = fit_codes<N>(y, w, best_c, allow_positive_min);
   } else {
     const int lanes = (candidates + 7) / 8 * 8;
     std::fill(iscale + candidates, iscale + lanes, iscale[0]);
@@ -305,30 +314,31 @@ MinFit fit_min(const float* x, int hi, bool allow_positive_min, const MinSearch&
     std::fill(sl, sl + lanes, 0.0f);
     std::fill(sl2, sl2 + lanes, 0.0f);
     std::fill(syl, syl + lanes, 0.0f);
-    float sy = 0;
+    float sw = 0, sy = 0;
     for (int i = 0; i < N; ++i) {
-      const float yi = y[i], from_min = y[i] - ymin;
-      sy += yi;
+      const float yi = y[i], wi = w[i], from_min = y[i] - ymin;
+      sw += wi;
+      sy += wi * yi;
       for (int k = 0; k < lanes; ++k) {
         const float ck = round_small(std::min(std::max(from_min * iscale[k], 0.0f), fhi));
-        sl[k] += ck;
-        sl2[k] += ck * ck;
-        syl[k] += yi * ck;
+        sl[k] += wi * ck;
+        sl2[k] += wi * ck * ck;
+        syl[k] += wi * yi * ck;
       }
     }
     float d[kMaxCandidates], m[kMaxCandidates], error[kMaxCandidates];
     std::fill(error, error + lanes, 0.0f);
     for (int k = 0; k < lanes; ++k) {
-      const AffineFit f = solve_affine(N, sl[k], sl2[k], sy, syl[k], allow_positive_min);
+      const AffineFit f = solve_affine(sw, sl[k], sl2[k], sy, syl[k], allow_positive_min);
       d[k] = f.d;
       m[k] = f.m;
     }
     for (int i = 0; i < N; ++i) {
-      const float yi = y[i], from_min = y[i] - ymin;
+      const float yi = y[i], wi = w[i], from_min = y[i] - ymin;
       for (int k = 0; k < lanes; ++k) {
         const float ck = round_small(std::min(std::max(from_min * iscale[k], 0.0f), fhi));
         const float e = d[k] * ck + m[k] - yi;
-        error[k] += e * e;
+        error[k] += wi * e * e;
       }
     }
     int pick = 0;
@@ -338,7 +348,7 @@ MinFit fit_min(const float* x, int hi, bool allow_positive_min, const MinSearch&
   }
   for (int round = 0; round < search.refine && best.d > kTiny; ++round) {
     affine_codes<N>(y, best.m, 1.0f / best.d, fhi, c);
-    const AffineFit f = fit_codes<N>(y, c, allow_positive_min);
+    const AffineFit f = fit_codes<N>(y, w, c, allow_positive_min);
     if (!(f.error < best.error)) break;
     best = f;
     std::copy(c, c + N, best_c);
@@ -440,8 +450,15 @@ void affine_super_block(const float* x, int hi, int scale_max, const MinSearch& 
   constexpr int kSubs = kMaxBlock / Sub;
   float xs[kMaxBlock], scale[kSubs], min[kSubs], weight[kSubs];
   make_finite(x, xs, kMaxBlock);
+  // Each value's weight in the sub-block fits: the super-block's RMS plus its magnitude, so
+  // that the large values, which carry the most of a dot product's error, are fitted closer.
+  float weight_of[kMaxBlock], squares[kMaxBlock];
+  for (int i = 0; i < kMaxBlock; ++i) squares[i] = xs[i] * xs[i];
+  const float rms = std::sqrt(sum<kMaxBlock>(squares) / kMaxBlock);
+  for (int i = 0; i < kMaxBlock; ++i) weight_of[i] = rms + std::fabs(xs[i]);
   for (int j = 0; j < kSubs; ++j) {
-    const MinFit f = fit_min<Sub>(xs + j * Sub, hi, /*allow_positive_min=*/false, search, out.code + j * Sub);
+    const MinFit f =
+        fit_min<Sub>(xs + j * Sub, weight_of + j * Sub, hi, /*allow_positive_min=*/false, search, out.code + j * Sub);
     scale[j] = f.fit.d;
     min[j] = -f.fit.m;
     weight[j] = f.l2;
@@ -509,8 +526,8 @@ float fit_scale(const float* x, const float* w, int n, const Levels& levels, con
 }
 
 ScaleMin fit_scale_min(const float* x, int n, int hi, bool allow_positive_min, const MinSearch& search, uint8_t* code) {
-  return n == 16 ? fit_min<16>(x, hi, allow_positive_min, search, code).fit
-                 : fit_min<32>(x, hi, allow_positive_min, search, code).fit;
+  return n == 16 ? fit_min<16>(x, kOnes, hi, allow_positive_min, search, code).fit
+                 : fit_min<32>(x, kOnes, hi, allow_positive_min, search, code).fit;
 }
 
 void quantize_scaled_block(const float* x, const Levels& levels, const ScaleSearch& search, ScaledBlock& out) {
@@ -529,7 +546,7 @@ void quantize_scaled_block(const float* x, const Levels& levels, const ScaleSear
 void quantize_affine_block(const float* x, int hi, const MinSearch& search, AffineBlock& out) {
   float xs[32];
   make_finite(x, xs, 32);
-  const ScaleMin f = fit_min<32>(xs, hi, /*allow_positive_min=*/true, search, out.code).fit;
+  const ScaleMin f = fit_min<32>(xs, kOnes, hi, /*allow_positive_min=*/true, search, out.code).fit;
   out.d = f16_scale(f.d);
   out.m = f16_scale(f.m);
   const float d = fp16_to_fp32(out.d), m = fp16_to_fp32(out.m);

@@ -1,5 +1,5 @@
-// Perplexity: the arithmetic (NLL, its mean and error), the logits of every
-// token that scoring needs, the bundled model's figure on a held-out King
+// Perplexity: the arithmetic (NLL, its mean and error, the KL divergence), the
+// logits of every token that scoring needs, the bundled model's figure on a held-out King
 // James passage (tests/data/kjv-heldout.txt: Nahum and Habakkuk) against a
 // float64 reference, quantized copies of it within stated margins of that
 // figure, the same figure over a server, and the command's errors.
@@ -47,6 +47,20 @@ TEST(PerplexityStats, TokenNllIsMinusLogSoftmax) {
   EXPECT_NEAR(token_nll(logits, 1), 1000.0, 1e-6);
   EXPECT_TRUE(std::isnan(token_nll(logits, 3)));
   EXPECT_TRUE(std::isnan(token_nll(logits, -1)));
+}
+
+TEST(PerplexityStats, TokenDivergenceIsTheKlDivergenceOfTheSoftmaxes) {
+  // Base (1/2, 1/2), model (3/4, 1/4): 1/2 log(2/3) + 1/2 log 2 = 1/2 log(4/3).
+  const TokenDivergence d = token_divergence(std::vector<float>{0.0f, 0.0f}, std::vector<float>{std::log(3.0f), 0.0f});
+  EXPECT_NEAR(d.kl, 0.5 * std::log(4.0 / 3.0), 1e-7);
+  EXPECT_TRUE(d.same_top);  // the base's tie ranks the lower index first
+  // Swapped logits: p (1 - p) * 2 each way, i.e. 2 tanh(1); the tops differ.
+  const TokenDivergence swapped = token_divergence(std::vector<float>{0.0f, 2.0f}, std::vector<float>{2.0f, 0.0f});
+  EXPECT_NEAR(swapped.kl, 2 * std::tanh(1.0), 1e-6);
+  EXPECT_FALSE(swapped.same_top);
+  const std::vector<float> extreme = {1000.0f, 0.0f, -1000.0f};  // no overflow however large
+  EXPECT_EQ(token_divergence(extreme, extreme).kl, 0.0);
+  EXPECT_TRUE(std::isnan(token_divergence(extreme, std::vector<float>{1.0f, 2.0f}).kl));
 }
 
 // The bundled model (or a file made from it) on the local CPU, two threads,
@@ -143,6 +157,33 @@ INSTANTIATE_TEST_SUITE_P(PerplexityMixes, PerplexityQuantized,
                                            QuantizedCase{"Q4_0", 0.025}, QuantizedCase{"IQ4_NL", 0.015}),
                          [](const auto& info) { return std::string(info.param.mix); });
 
+TEST(Perplexity, TheDivergenceFromItselfIsZeroAndFromAQuantizedCopySmall) {
+  test::ScopedTempDir dir;
+  const std::string q4 = dir.path + "/q4_0.gguf";
+  Capture out, err;
+  ASSERT_EQ(quantize_command({bundled_model_path(), q4, "Q4_0", 2}, out.f, err.f), 0) << err.text();
+  LocalModel base(bundled_model_path());
+  Generator base_gen(*base.model, *base.placement, {.n_batch = 128});
+  const std::vector<int32_t> tokens = base.model->tokenizer().encode(test::read_file(kHeldOut));
+  for (const std::string& path : {bundled_model_path(), q4}) {
+    LocalModel m(path);
+    Generator gen(*m.model, *m.placement, {.n_batch = 128});
+    PerplexityOptions o{.n_ctx = 128, .max_chunks = 4};
+    o.base = &base_gen;
+    const PerplexityResult r = measure_perplexity(gen, tokens, o).value();
+    ASSERT_EQ(r.kl.count(), r.stats.count());
+    if (path == q4) {
+      EXPECT_GT(r.kl.mean(), 1e-4);  // 4-bit weights move the distributions, a little
+      EXPECT_LT(r.kl.mean(), 0.05);
+      EXPECT_GT(r.same_top, r.kl.count() * 9 / 10);
+      EXPECT_GT(r.kl.mean_error(), 0.0);
+    } else {
+      EXPECT_LT(r.kl.mean(), 1e-9);
+      EXPECT_EQ(r.same_top, r.kl.count());
+    }
+  }
+}
+
 // ---- the command --------------------------------------------------------------
 
 // The first line the command writes to stdout: "perplexity: …".
@@ -171,6 +212,34 @@ TEST(PerplexityCommand, OverALocalServerEqualsTheLocalCpu) {
   EXPECT_TRUE(contains(result_line(out_local), "over 252 tokens (4 chunks of 128)")) << out_local.text();
   EXPECT_EQ(result_line(out_remote), result_line(out_local));
   EXPECT_TRUE(contains(out_local.text(), "tokens/s")) << out_local.text();
+}
+
+TEST(PerplexityCommand, KlBasePrintsTheDivergenceAndRefusesAnotherVocabulary) {
+  test::ScopedTempDir dir;
+  const std::string q8 = dir.path + "/q8_0.gguf";
+  Capture qout, qerr;
+  ASSERT_EQ(quantize_command({bundled_model_path(), q8, "Q8_0", 2}, qout.f, qerr.f), 0) << qerr.text();
+  PerplexityCommandOptions o;
+  o.setup.model = q8;
+  o.setup.threads = 2;
+  o.text_file = kHeldOut;
+  o.chunks = 2;
+  o.kl_base = bundled_model_path();
+  Capture out, err;
+  ASSERT_EQ(perplexity_command(o, out.f, err.f), 0) << err.text();
+  EXPECT_TRUE(contains(out.text(), "KL divergence from " + bundled_model_path() + ": 0.0")) << out.text();
+  EXPECT_TRUE(contains(out.text(), "the same top token for ")) << out.text();
+  EXPECT_TRUE(contains(out.text(), "% of 126 tokens")) << out.text();
+
+  o.kl_base = std::string(TENSORPC_SOURCE_DIR) + "/models/kjv-bpe.gguf";  // 4096 tokens, the bundled model 2048
+  Capture out2, err2;
+  EXPECT_EQ(perplexity_command(o, out2.f, err2.f), 1);
+  EXPECT_TRUE(contains(err2.text(), "--kl-base " + o.kl_base + ": the base model's vocabulary has 4096 tokens"))
+      << err2.text();
+  o.kl_base = "/nonexistent/base.gguf";
+  Capture out3, err3;
+  EXPECT_EQ(perplexity_command(o, out3.f, err3.f), 1);
+  EXPECT_TRUE(contains(err3.text(), "cannot open '/nonexistent/base.gguf'")) << err3.text();
 }
 
 TEST(PerplexityCommand, ATextShorterThanTwoChunksIsAClearError) {

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "api/model_internals.h"
 #include "cli_checks.h"
@@ -50,10 +51,39 @@ int perplexity_command(const PerplexityCommandOptions& o, std::FILE* out, std::F
   GeneratorOptions go = ModelInternals::generator_options(opened_model.value());
   go.n_batch = std::min<int64_t>(setup.n_ctx, kDefaultChunk);
   Generator gen(*placed.model, *placed.placement, go);
+
+  // The base model, placed where the model is, with the same chunk.
+  std::optional<Model> base_model;
+  std::optional<Generator> base;
+  if (!o.kl_base.empty()) {
+    auto opened_base = LlamaModel::open(o.kl_base);
+    Status s = opened_base.status();
+    if (s.ok())
+      s = check_same_vocabulary(placed.model->tokenizer(), opened_base.value()->tokenizer(), "the base model");
+    if (s.ok()) {
+      ModelSetup base_setup = setup;
+      base_setup.model = o.kl_base;
+      auto placed_base = open_model(std::move(opened_base).value(), base_setup, err);
+      if (placed_base.ok()) {
+        base_model.emplace(std::move(placed_base).value());
+      } else {
+        s = placed_base.status();
+      }
+    }
+    if (!s.ok()) {
+      std::fprintf(err, "tensorpc perplexity: --kl-base %s: %s\n", o.kl_base.c_str(), s.message().c_str());
+      return 1;
+    }
+    const PlacedModel& b = ModelInternals::placed(*base_model);
+    GeneratorOptions base_go = ModelInternals::generator_options(*base_model);
+    base_go.n_batch = go.n_batch;
+    base.emplace(*b.model, *b.placement, base_go);
+  }
   const bool tty = ::isatty(::fileno(err)) != 0;
   PerplexityOptions options;
   options.n_ctx = setup.n_ctx;
   options.max_chunks = o.chunks;
+  options.base = base ? &*base : nullptr;
   options.on_chunk = [&](const PerplexityProgress& p) {
     const double tps = p.seconds > 0 ? static_cast<double>(p.chunks_done * setup.n_ctx) / p.seconds : 0;
     std::fprintf(err, "%schunk %lld/%lld: perplexity %.4f ± %.4f, %.0f tokens/s%s", tty ? "\r" : "",
@@ -72,6 +102,12 @@ int perplexity_command(const PerplexityCommandOptions& o, std::FILE* out, std::F
   std::fprintf(out, "perplexity: %.4f ± %.4f over %lld tokens (%lld chunks of %lld)\n", r.stats.perplexity(),
                r.stats.perplexity_error(), static_cast<long long>(r.stats.count()), static_cast<long long>(r.chunks),
                static_cast<long long>(r.n_ctx));
+  if (base) {
+    const double same =
+        r.kl.count() > 0 ? 100.0 * static_cast<double>(r.same_top) / static_cast<double>(r.kl.count()) : 0;
+    std::fprintf(out, "KL divergence from %s: %.6f ± %.6f a token; the same top token for %.2f%% of %lld tokens\n",
+                 o.kl_base.c_str(), r.kl.mean(), r.kl.mean_error(), same, static_cast<long long>(r.kl.count()));
+  }
   std::fprintf(out, "evaluated %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(r.tokens_evaluated()),
                r.seconds, r.seconds > 0 ? static_cast<double>(r.tokens_evaluated()) / r.seconds : 0.0);
   return 0;
@@ -89,6 +125,10 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--chunks", o->chunks, "evaluate at most this many chunks (0: all)")
       ->check(whole_number(0, INT32_MAX))
       ->capture_default_str();
+  cmd->add_option("--kl-base", o->kl_base,
+                  "also the KL divergence of the model's next-token distributions from this model's (e.g. the f32 "
+                  "file a quantized model came from; the same vocabulary), and how often both rank the same token "
+                  "first");
   auto where = ModelSetupFlags::add_to(*cmd);
   cmd->callback([o, where, exit_code] {
     PerplexityCommandOptions options = *o;

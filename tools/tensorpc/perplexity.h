@@ -21,10 +21,14 @@ struct PerplexityCommandOptions {
   std::string text_file;  // the text to score
   int64_t n_ctx = 0;      // tokens per chunk; 0: 512, or the model's context when smaller
   int64_t chunks = 0;     // at most this many chunks; 0: every chunk of the text
+  // A base model (e.g. the f32 file a quantized model came from): when set,
+  // also the KL divergence of the model's next-token distributions from the
+  // base's. The base runs where the model runs.
+  std::string kl_base;
 };
 
 // Runs the whole command: the result line (perplexity, its error, tokens,
-// chunks) and the speed to `out`; the placement, progress (a running
+// chunks), with kl_base the divergence line, and the speed to `out`; the placement, progress (a running
 // estimate redrawn on a terminal, else a line per chunk) and errors to
 // `err`. Returns the exit code: 0, or 1 on any failure, including a text
 // shorter than two chunks.

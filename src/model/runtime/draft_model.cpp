@@ -67,27 +67,7 @@ StatusOr<std::unique_ptr<Drafter>> make_drafter(bool lookup, Generator* draft_mo
 }
 
 Status check_draft_vocabulary(const Tokenizer& model, const Tokenizer& draft) {
-  const auto quoted = [](std::string_view s) {
-    std::string q(1, '"');
-    q.append(s).push_back('"');
-    return q;
-  };
-  if (draft.n_tokens() != model.n_tokens()) {
-    return invalid_argument("the draft model's vocabulary has " + std::to_string(draft.n_tokens()) +
-                            " tokens, the model's " + std::to_string(model.n_tokens()));
-  }
-  for (int32_t t = 0; t < model.n_tokens(); ++t) {
-    if (draft.text(t) != model.text(t)) {
-      return invalid_argument("the draft model's token " + std::to_string(t) + " is " + quoted(draft.text(t)) +
-                              ", the model's " + quoted(model.text(t)));
-    }
-  }
-  if (draft.bos() != model.bos() || draft.eos() != model.eos()) {
-    return invalid_argument("the draft model's BOS and EOS are tokens " + std::to_string(draft.bos()) + " and " +
-                            std::to_string(draft.eos()) + ", the model's " + std::to_string(model.bos()) + " and " +
-                            std::to_string(model.eos()));
-  }
-  return Status();
+  return check_same_vocabulary(model, draft, "the draft model");
 }
 
 }  // namespace tensorpc

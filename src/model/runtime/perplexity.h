@@ -14,6 +14,12 @@
 //     its standard error ppl · sqrt(var(NLL) / (N - 1)), the error of the
 //     mean carried through exp.
 //
+// Given a base model too (e.g. the f32 model a quantized one was made from),
+// it also measures, on the same scored tokens, the KL divergence of the
+// model's next-token distribution from the base's, sum p_base log(p_base /
+// p_model), its mean and that mean's standard error, and how often both
+// rank the same token first.
+//
 // Quiet: progress goes to the caller's callback.
 #pragma once
 
@@ -27,13 +33,15 @@
 
 namespace tensorpc {
 
-// The running mean and variance of per-token NLLs (Welford's update, so
-// millions of tokens lose no precision).
+// The running mean and variance of per-token NLLs (or KL divergences):
+// Welford's update, so millions of tokens lose no precision.
 class NllStats {
  public:
   void add(double nll);
   int64_t count() const { return n_; }
   double mean() const { return mean_; }
+  // The standard error of the mean, sqrt(var / (N - 1)); 0 with fewer than two.
+  double mean_error() const;
   double perplexity() const;
   // ppl · the standard error of the mean NLL; 0 with fewer than two tokens.
   double perplexity_error() const;
@@ -47,6 +55,15 @@ class NllStats {
 // -log softmax(logits)[target], in double precision.
 double token_nll(std::span<const float> logits, int32_t target);
 
+// The KL divergence sum p_base log(p_base / p_model) of softmax(logits) from
+// softmax(base), in double precision, and whether both put the most weight on
+// the same token (the lowest index on a tie).
+struct TokenDivergence {
+  double kl = 0;
+  bool same_top = false;
+};
+TokenDivergence token_divergence(std::span<const float> base, std::span<const float> logits);
+
 struct PerplexityProgress {
   int64_t chunks_done = 0;
   int64_t chunks = 0;
@@ -58,6 +75,10 @@ struct PerplexityOptions {
   int64_t n_ctx = 512;                                           // tokens per chunk; at most the placement's context
   int64_t max_chunks = 0;                                        // evaluate at most this many chunks; 0: every one
   std::function<void(const PerplexityProgress&)> on_chunk = {};  // after each chunk; may be empty
+  // The base model: when set, each chunk is evaluated on it too and the KL
+  // divergence measured. It must have the model's vocabulary and a context
+  // of a chunk at least.
+  Generator* base = nullptr;
 };
 
 struct PerplexityResult {
@@ -66,6 +87,10 @@ struct PerplexityResult {
   int64_t n_ctx = 0;
   double seconds = 0;  // evaluating (placement and tokenizing not included)
   int64_t tokens_evaluated() const { return chunks * n_ctx; }
+  // With a base model: the KL divergence per scored token, and how many of
+  // them both models rank the same token first.
+  NllStats kl;
+  int64_t same_top = 0;
 };
 
 // Scores `tokens` (the text as Tokenizer::encode gives it, add_special on)

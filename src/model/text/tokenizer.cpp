@@ -451,4 +451,28 @@ std::string DetokenizeStream::emit(size_t n) {
   return text;
 }
 
+Status check_same_vocabulary(const Tokenizer& model, const Tokenizer& other, std::string_view other_name) {
+  const auto quoted = [](std::string_view s) {
+    std::string q(1, '"');
+    q.append(s).push_back('"');
+    return q;
+  };
+  if (other.n_tokens() != model.n_tokens()) {
+    return invalid_argument(std::string(other_name) + "'s vocabulary has " + std::to_string(other.n_tokens()) +
+                            " tokens, the model's " + std::to_string(model.n_tokens()));
+  }
+  for (int32_t t = 0; t < model.n_tokens(); ++t) {
+    if (other.text(t) != model.text(t)) {
+      return invalid_argument(std::string(other_name) + "'s token " + std::to_string(t) + " is " +
+                              quoted(other.text(t)) + ", the model's " + quoted(model.text(t)));
+    }
+  }
+  if (other.bos() != model.bos() || other.eos() != model.eos()) {
+    return invalid_argument(std::string(other_name) + "'s BOS and EOS are tokens " + std::to_string(other.bos()) +
+                            " and " + std::to_string(other.eos()) + ", the model's " + std::to_string(model.bos()) +
+                            " and " + std::to_string(model.eos()));
+  }
+  return Status();
+}
+
 }  // namespace tensorpc

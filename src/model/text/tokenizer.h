@@ -204,6 +204,11 @@ class Tokenizer {
   size_t max_token_bytes_ = 0;
 };
 
+// OK when `other` tokenizes as `model` does: the same tokens with the same texts and the same
+// BOS and EOS. Otherwise invalid_argument naming the first difference, `other_name` first:
+// "the draft model's vocabulary has 2048 tokens, the model's 4096".
+Status check_same_vocabulary(const Tokenizer& model, const Tokenizer& other, std::string_view other_name);
+
 // Turns generated tokens into text as they arrive, emitting only complete
 // UTF-8 characters: a character split over several byte tokens comes out
 // whole, once its last byte has arrived. Bytes that can never complete a
