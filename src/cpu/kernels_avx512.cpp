@@ -270,6 +270,13 @@ void gemm_q8_0(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const
   gemm_q8_0_tiles(K, M, N, A, lda, B, ldb, C, ldc);
 }
 
+// q4_0 likewise: decode on gemm_quant, more activation rows on the VNNI driver's tiles.
+void gemm_q4_0(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
+               size_t ldc) {
+  if (N == 1) return gemm_quant<Q4Kernel>(K, M, N, A, lda, B, ldb, C, ldc);
+  gemm_q4_0_tiles(K, M, N, A, lda, B, ldb, C, ldc);
+}
+
 bool cpu_has_avx512_set() {
   return cpu_has_f16c() && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f") &&
          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
@@ -286,7 +293,7 @@ const KernelTable* avx512_kernels() {
                          .gemm_f32 = gemm_float<LoadF32>,
                          .gemm_f16 = gemm_float<LoadF16>,
                          .gemm_q8_0 = gemm_q8_0,
-                         .gemm_q4_0 = gemm_quant<Q4Kernel>};
+                         .gemm_q4_0 = gemm_q4_0};
         add_portable_quant_kernels(t);  // the formats this file has no kernels of
         add_avx512_quant_kernels(t);    // ... and replaces them with this table's own
         return t;

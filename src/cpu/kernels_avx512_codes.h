@@ -19,7 +19,9 @@
 //
 // Decode (N = 1) reads one weight row at a time, in address order, prefetching a row about 2 KiB
 // ahead alongside (docs/performance.md, "Decode reads one weight row at a time"); N > 1 runs tiles of
-// three rows by six activation rows (kPrefillRows, kPrefillCols).
+// three rows by six activation rows (kPrefillRows, kPrefillCols), the three rows unpacked once
+// into scratch that every tile of activation rows reads (unpacked_tile), where before each tile
+// unpacked them again: 1.2x the q8_0 250M model's 128-token prefill.
 #pragma once
 
 #include <immintrin.h>
@@ -222,14 +224,6 @@ inline WeightCodes load_codes(const uint8_t* group) {
   return w;
 }
 
-// A weight group's per-lane scale and min (WeightCodes::scale, ::min), worked out once per row
-// and gemm call for the prefill tiles: a row's groups are unpacked again for every tile of
-// activation rows, and for the K formats the scales took about half of the unpacking.
-struct alignas(64) GroupScales {
-  float scale[16];
-  float min[16];
-};
-
 // Group g of a weight row of nb blocks; the last, partial group of a 32-value format is copied
 // into `tail` (zeroed past the row's blocks) so loads stay in bounds: the zero blocks have zero
 // scales and meet zero activations.
@@ -244,14 +238,14 @@ const uint8_t* group_at(const uint8_t* row, int64_t nb, int64_t g, uint8_t* tail
 }
 
 // out[c * RA + r] = dot(weight row a[r], prepared activation row b[c]) over nb weight blocks,
-// with the groups' scales from sc[r * groups + g] when kCached. pf[r] is the matching row of a
-// tile about 2 KiB on (prefetch_row), prefetched alongside: weight rows are short (a few KiB)
-// and the hardware prefetcher alone does not run far enough ahead of one such stream.
-// Not inlined into codes_rows: the prefill tile's 18 accumulators leave few registers, and
-// inlined its spills fell worse (iq4_nl 5-10 % slower in kernels_bench).
-template <typename Format, int RA, int CB, bool kCached>
+// unpacking each group as it goes (decode, and a single tile of activation rows). pf[r] is the
+// matching row of a tile about 2 KiB on (prefetch_row), prefetched alongside: weight rows are
+// short (a few KiB) and the hardware prefetcher alone does not run far enough ahead of one such
+// stream. Not inlined into codes_rows: a tile's accumulators leave few registers, and inlined
+// its spills fell worse (iq4_nl 5-10 % slower in kernels_bench).
+template <typename Format, int RA, int CB>
 __attribute__((noinline)) void codes_tile(int64_t nb, const uint8_t* const* a, const uint8_t* const* pf,
-                                          const GroupScales* sc, const PreparedGroup* const* b, float* out) {
+                                          const PreparedGroup* const* b, float* out) {
   constexpr int64_t kBytes = kGroupBytes<Format>;
   const int64_t groups = (nb + kBlocksPerGroup<Format> - 1) / kBlocksPerGroup<Format>;
   __m512 acc[RA][CB];
@@ -259,13 +253,7 @@ __attribute__((noinline)) void codes_tile(int64_t nb, const uint8_t* const* a, c
     for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_setzero_ps();
   auto step = [&](const uint8_t* const* ga, int64_t g) {
     WeightCodes w[RA];
-    for (int r = 0; r < RA; ++r) {
-      w[r] = load_codes<Format>(ga[r]);
-      if constexpr (kCached) {  // the loader's own scale work is then dead code, dropped
-        w[r].scale = _mm512_load_ps(sc[r * groups + g].scale);
-        w[r].min = _mm512_load_ps(sc[r * groups + g].min);
-      }
-    }
+    for (int r = 0; r < RA; ++r) w[r] = load_codes<Format>(ga[r]);
     for (int c = 0; c < CB; ++c)
       for (int r = 0; r < RA; ++r) acc[r][c] = dot_group<Format>(w[r], b[c][g], acc[r][c]);
   };
@@ -290,6 +278,28 @@ __attribute__((noinline)) void codes_tile(int64_t nb, const uint8_t* const* a, c
   hsum_each<CB * RA>(flat, out);
 }
 
+// out[c * RA + r] = dot(weight row r, prepared activation row b[c]) from the rows' groups
+// unpacked and arranged already (w[r * groups + g]): the prefill tiles after the first of a row
+// tile, so that a group is unpacked once per gemm call, not once per tile of activation rows.
+// Row by row, so that one row's four code registers serve the CB activation rows.
+template <typename Format, int RA, int CB>
+__attribute__((noinline)) void unpacked_tile(int64_t groups, const WeightCodes* w, const PreparedGroup* const* b,
+                                             float* out) {
+  __m512 acc[RA][CB];
+  for (int r = 0; r < RA; ++r)
+    for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int r = 0; r < RA; ++r) {
+      const WeightCodes wr = w[r * groups + g];
+      for (int c = 0; c < CB; ++c) acc[r][c] = dot_group<Format>(wr, b[c][g], acc[r][c]);
+    }
+  }
+  __m512 flat[CB * RA];
+  for (int c = 0; c < CB; ++c)
+    for (int r = 0; r < RA; ++r) flat[c * RA + r] = acc[r][c];
+  hsum_each<CB * RA>(flat, out);
+}
+
 template <typename Format, int RA, int CB>
 void codes_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size_t lda, const PreparedGroup* prepared,
                 int64_t groups, float* C, size_t ldc) {
@@ -297,33 +307,30 @@ void codes_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size
   const uint8_t* next[RA];
   tile_rows<RA>(A, i, M - 1, lda, a);
   tile_rows<RA>(A, prefetch_row(i, RA, M, lda), M - 1, lda, next);
-  // Formats whose scales cost much to unpack work them out once per row when more than one
-  // tile of activation rows will use them.
-  const bool cached = Format::kCacheScales && CB > 1 && N > CB;
-  AlignedArray<GroupScales> owned;
-  GroupScales* sc = nullptr;
-  if (cached) {
-    sc = call_scratch<GroupScales, Format>(static_cast<size_t>(RA * groups), owned);
-    if (sc == nullptr) throw std::bad_alloc();  // the device fails the compute with a Status
+  // With more than one tile of activation rows, the RA rows' groups are unpacked and arranged
+  // once, into scratch that every tile reads.
+  float out[CB * RA];
+  if (CB > 1 && N > CB) {
+    AlignedArray<WeightCodes> owned;
+    WeightCodes* w = call_scratch<WeightCodes, Format>(static_cast<size_t>(RA * groups), owned);
+    if (w == nullptr) throw std::bad_alloc();  // the device fails the compute with a Status
     alignas(64) uint8_t tail[kGroupBytes<Format>];
     for (int r = 0; r < RA; ++r)
-      for (int64_t g = 0; g < groups; ++g) {
-        const WeightCodes w = Format::load(group_at<Format>(a[r], nb, g, tail));
-        _mm512_store_ps(sc[r * groups + g].scale, w.scale);
-        _mm512_store_ps(sc[r * groups + g].min, w.min);
-      }
+      for (int64_t g = 0; g < groups; ++g) w[r * groups + g] = load_codes<Format>(group_at<Format>(a[r], nb, g, tail));
+    for (int64_t j = 0; j < N; j += CB) {
+      const int64_t nr = std::min<int64_t>(CB, N - j);
+      const PreparedGroup* b[CB];
+      tile_rows<CB>(prepared, j, N - 1, groups * sizeof(PreparedGroup), b);
+      with_count<CB>(nr, [&](auto n) { unpacked_tile<Format, RA, n>(groups, w, b, out); });
+      store_tile<RA>(out, std::min<int64_t>(RA, M - i), nr, C + j * ldc + i, ldc);
+    }
+    return;
   }
-  float out[CB * RA];
   for (int64_t j = 0; j < N; j += CB) {
     const int64_t nr = std::min<int64_t>(CB, N - j);
     const PreparedGroup* b[CB];
     tile_rows<CB>(prepared, j, N - 1, groups * sizeof(PreparedGroup), b);
-    with_count<CB>(nr, [&](auto n) {
-      if (cached)
-        codes_tile<Format, RA, n, Format::kCacheScales>(nb, a, next, sc, b, out);
-      else
-        codes_tile<Format, RA, n, false>(nb, a, next, sc, b, out);
-    });
+    with_count<CB>(nr, [&](auto n) { codes_tile<Format, RA, n>(nb, a, next, b, out); });
     store_tile<RA>(out, std::min<int64_t>(RA, M - i), nr, C + j * ldc + i, ldc);
   }
 }

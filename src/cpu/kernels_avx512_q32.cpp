@@ -81,7 +81,6 @@ struct Blocks32Format {
   static constexpr int kOffset = kOffsetValue;
   static constexpr bool kHasMin = kMOffset >= 0;
   static constexpr bool kBlocks32 = true;
-  static constexpr bool kCacheScales = false;  // one permute of bytes the codes load anyway
   static constexpr Arrange kArrange = Arrange::kPairs;  // registers 0/1 and 2/3 share blocks
   static constexpr size_t kBlockBytes = sizeof(Block);
   static constexpr int B = static_cast<int>(sizeof(Block));
@@ -142,18 +141,19 @@ using Q5_0 = Blocks32Format<BlockQ5_0, offsetof(BlockQ5_0, qs), -1, offsetof(Blo
 using Q5_1 = Blocks32Format<BlockQ5_1, offsetof(BlockQ5_1, qs), offsetof(BlockQ5_1, m), offsetof(BlockQ5_1, qh), 0,
                             Levels::kLinear>;
 using IQ4_NL = Blocks32Format<BlockIQ4_NL, offsetof(BlockIQ4_NL, qs), -1, -1, 128, Levels::kIQ4>;
+// q4_0 for the prefill tiles (kernels_avx512.cpp keeps its decode): codes q = level + 8.
+using Q4_0Codes = Blocks32Format<BlockQ4_0, offsetof(BlockQ4_0, qs), -1, -1, 8, Levels::kLinear>;
 
 // mxfp4's 17-byte blocks put their quant bytes at odd offsets, out of reach of the word permutes
 // above (byte permutes need VBMI): each block's 16 bytes are one unaligned load into its chunk,
 // then looked up in kMXFP4Values + 128 (offset 128) as iq4_nl's. The eight exponent bytes,
-// gathered one by one, become the scales 2^(e - 128) (e8m0_half_to_fp32) in integer lanes; the
-// prefill tiles cache them.
+// gathered one by one, become the scales 2^(e - 128) (e8m0_half_to_fp32) in integer lanes,
+// once per row and gemm call in the prefill tiles (unpacked_tile).
 struct MXFP4 {
   static constexpr ChunkMap kChunks = kHalfChunks;
   static constexpr int kOffset = 128;
   static constexpr bool kHasMin = false;
   static constexpr bool kBlocks32 = true;
-  static constexpr bool kCacheScales = true;
   static constexpr Arrange kArrange = Arrange::kPairs;
   static constexpr size_t kBlockBytes = sizeof(BlockMXFP4);
   static constexpr LaneIndex kScaleLanes = lane_block32_index(kChunks, kArrange, 0);
@@ -194,7 +194,6 @@ struct Q8_0Codes {
   static constexpr int kOffset = 128;
   static constexpr bool kHasMin = false;
   static constexpr bool kBlocks32 = true;
-  static constexpr bool kCacheScales = true;  // eight f16 words 34 bytes apart, gathered one by one
   static constexpr Arrange kArrange = Arrange::kPairs;
   static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
   static constexpr LaneIndex kScaleLanes = lane_block32_index(kChunks, kArrange, 0);
@@ -233,6 +232,11 @@ struct Q8_0Codes {
 void gemm_q8_0_tiles(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                      size_t ldc) {
   gemm_codes<Q8_0Codes>(K, M, N, A, lda, B, ldb, C, ldc);
+}
+
+void gemm_q4_0_tiles(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
+                     size_t ldc) {
+  gemm_codes<Q4_0Codes>(K, M, N, A, lda, B, ldb, C, ldc);
 }
 
 void add_avx512_q32_kernels(KernelTable& t) {

@@ -54,7 +54,6 @@ constexpr ChunkMap kPlaneChunks = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7,
 constexpr ChunkMap kNibbleChunks = {0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15};
 
 struct Q2K {
-  static constexpr bool kCacheScales = true;
   static constexpr ChunkMap kChunks = kPlaneChunks;
   static constexpr int kOffset = 0;
   static constexpr bool kHasMin = true;
@@ -84,7 +83,6 @@ struct Q2K {
 };
 
 struct Q3K {
-  static constexpr bool kCacheScales = true;
   static constexpr ChunkMap kChunks = kPlaneChunks;
   static constexpr int kOffset = 4;
   static constexpr bool kHasMin = false;
@@ -154,7 +152,6 @@ inline void k4_lanes(const uint8_t* block, WeightCodes& w) {
 }
 
 struct Q4K {
-  static constexpr bool kCacheScales = true;
   static constexpr ChunkMap kChunks = kNibbleChunks;
   static constexpr int kOffset = 0;
   static constexpr bool kHasMin = true;
@@ -176,7 +173,6 @@ struct Q4K {
 };
 
 struct Q5K {
-  static constexpr bool kCacheScales = true;
   static constexpr ChunkMap kChunks = kNibbleChunks;
   static constexpr int kOffset = 0;
   static constexpr bool kHasMin = true;
@@ -203,7 +199,6 @@ struct Q5K {
 };
 
 struct Q6K {
-  static constexpr bool kCacheScales = false;
   // Register 0: values 0..63 (low nibbles of ql[0..63]), 1: 64..127 (their high nibbles),
   // 2 and 3 the same for the second half: value order, sub-block 4 r + c in chunk c.
   static constexpr ChunkMap kChunks = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
@@ -237,7 +232,6 @@ struct Q6K {
 };
 
 struct IQ4XS {
-  static constexpr bool kCacheScales = true;
   static constexpr ChunkMap kChunks = kHalfChunks;
   static constexpr int kOffset = 128;
   static constexpr bool kHasMin = false;

@@ -23,5 +23,8 @@ void add_avx512_qk_kernels(KernelTable& table);
 // where the compiler targets the avx512 set, as is its one caller.
 void gemm_q8_0_tiles(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                      size_t ldc);
+// q4_0 weights the same way.
+void gemm_q4_0_tiles(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
+                     size_t ldc);
 
 }  // namespace tensorpc::cpu
