@@ -108,6 +108,8 @@ class AtomicFileWriter {
   std::string temp_path_;
   UniqueFd fd_;
   bool committed_ = false;
+  uint64_t written_ = 0;  // bytes written so far
+  uint64_t started_ = 0;  // of them, those whose writeback was started
 };
 
 }  // namespace tensorpc
