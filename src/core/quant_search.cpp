@@ -121,8 +121,8 @@ Moments assign(const float* y, const float* w, float iscale, Grid g, uint8_t* co
   return {sum<N>(yl), sum<N>(l2)};
 }
 
-// fit_scale for a block of N, also giving the sum of the squared levels of its codes (when
-// unweighted).
+// A symmetric search (ScaleSearch) on a block of N: d, and the sum of the squared levels of its
+// codes (when unweighted).
 struct Fit {
   float d, l2;
 };
@@ -267,6 +267,10 @@ void affine_codes(const float* y, float origin, float iscale, float hi, float* c
 // Equal weights, for the fits that weigh every value the same.
 constexpr float kOnes[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
                              1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+
+struct ScaleMin {
+  float d, m;
+};
 
 struct MinFit {
   ScaleMin fit;
@@ -511,23 +515,6 @@ int Levels::nearest(float v) const {
     nearest_level<false>(v, grid_of(*this), code);
   }
   return code;
-}
-
-float fit_scale(const float* x, const float* w, int n, const Levels& levels, const ScaleSearch& search, uint8_t* code) {
-  const bool table = levels.table != nullptr;
-#define TENSORPC_FIT(N) \
-  (table ? (w ? fit<N, true, true> : fit<N, true, false>) : (w ? fit<N, false, true> : fit<N, false, false>))
-  switch (n) {
-    case 8: return TENSORPC_FIT(8)(x, w, levels, search, code).d;
-    case 16: return TENSORPC_FIT(16)(x, w, levels, search, code).d;
-    default: return TENSORPC_FIT(32)(x, w, levels, search, code).d;
-  }
-#undef TENSORPC_FIT
-}
-
-ScaleMin fit_scale_min(const float* x, int n, int hi, bool allow_positive_min, const MinSearch& search, uint8_t* code) {
-  return n == 16 ? fit_min<16>(x, kOnes, hi, allow_positive_min, search, code).fit
-                 : fit_min<32>(x, kOnes, hi, allow_positive_min, search, code).fit;
 }
 
 void quantize_scaled_block(const float* x, const Levels& levels, const ScaleSearch& search, ScaledBlock& out) {

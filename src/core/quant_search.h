@@ -2,8 +2,10 @@
 // quant_iq4.cpp. Each format's quantizer calls one of the four block functions below and only
 // packs the codes they return into its bytes.
 //
-// Every search minimises the plain squared error sum (x - value)^2 of the decoded block, since
-// that is what a weight format is judged by (no importance matrix). All of them take any float:
+// Every search minimises a squared error sum w (x - value)^2 of the decoded block (no importance
+// matrix): w = 1, except in the K formats' scale-and-min fits, where the larger values weigh
+// more, since a model's output is most sensitive to their errors (the KL divergence figures in
+// docs/performance.md). All of them take any float:
 // the block is first made finite (NaN -> 0, clamped to ±kInputLimit) and then divided by its
 // largest magnitude, so the search itself runs on values in [-1, 1] in single precision, where
 // nothing overflows or underflows; its loops have a fixed length (8, 16 or 32 values) and no
@@ -38,9 +40,11 @@ struct Levels {
   int nearest(float v) const;
 };
 
-// Where the candidate inverse scales of a symmetric search lie: the block's signed extreme is
-// mapped to each non-zero end level e (only the one of larger magnitude when !both_ends),
-// shifted by k * step for k in -steps..steps.
+// A symmetric search fits x ≈ d * levels.value(code[i]). Its candidate inverse scales map the
+// block's signed extreme to each non-zero end level e (only the one of larger magnitude when
+// !both_ends), shifted by k * step for k in -steps..steps. It refits d by least squares for the
+// best candidate's codes, then alternates nearest codes and refits while the error falls. A block
+// of zeros (or of values below 1e-30) gets d = 0 and the codes of the level nearest 0.
 struct ScaleSearch {
   float step;
   int steps;
@@ -48,25 +52,14 @@ struct ScaleSearch {
   int refine = 8;  // at most this many rounds of alternation
 };
 
-// x ≈ d * levels.value(code[i]) with the weights w (nullptr: all 1), n = 8, 16 or 32. Tries
-// every candidate of `search`, refits d by least squares for the best, then alternates nearest
-// codes and refits while the error falls. Returns d, 0 for a block of zeros (or of values
-// below 1e-30; the codes then name the level nearest 0).
-float fit_scale(const float* x, const float* w, int n, const Levels& levels, const ScaleSearch& search, uint8_t* code);
-
-// x ≈ d * code[i] + m, code in 0..hi, n = 16 or 32: tries the inverse steps (hi + k * step) /
-// (max - min) for k in -steps..steps, fitting d and m by least squares for each, then
-// alternates as fit_scale. With allow_positive_min false, m <= 0 (the K formats store -m as an
-// unsigned min).
-struct ScaleMin {
-  float d, m;
-};
+// A scale-and-min search fits x ≈ d * code[i] + m, code in 0..hi. It tries the inverse steps
+// (hi + k * step) / (max - min) for k in -steps..steps, fitting d and m by least squares for
+// each, then alternates as a symmetric search does.
 struct MinSearch {
   float step;
   int steps;
   int refine = 8;  // at most this many rounds of alternation
 };
-ScaleMin fit_scale_min(const float* x, int n, int hi, bool allow_positive_min, const MinSearch& search, uint8_t* code);
 
 // ---- whole blocks, scales rounded to f16 and codes requantized with the rounded scales ----
 
@@ -86,9 +79,9 @@ void quantize_affine_block(const float* x, int hi, const MinSearch& search, Affi
 
 // A super-block of 256 in sub-blocks of `sub` (16 or 32) values: fp16(d) * scale[j] *
 // levels.value(code[i]) with the integer sub-block scales in `scale_levels` (q3_K, q6_K,
-// iq4_xs). The sub-block scales found by fit_scale are themselves fitted by fit_scale, weighted
-// by how much each one multiplies (the sum of its squared levels); then d is refitted while the
-// error falls.
+// iq4_xs). The sub-block scales found by symmetric searches are themselves fitted by one,
+// weighted by how much each one multiplies (the sum of its squared levels); then d is refitted
+// while the error falls.
 struct ScaledSuperBlock {
   uint16_t d;
   int scale[16];
@@ -98,7 +91,10 @@ void quantize_scaled_super_block(const float* x, int sub, const Levels& levels, 
                                  const Levels& scale_levels, ScaledSuperBlock& out);
 
 // A super-block of 256 in sub-blocks of `sub` (16 or 32) values: fp16(d) * scale[j] * code[i]
-// - fp16(dmin) * min[j], code in 0..hi, scale and min in 0..scale_max (q2_K, q4_K, q5_K).
+// - fp16(dmin) * min[j], code in 0..hi, scale and min in 0..scale_max (q2_K, q4_K, q5_K). The
+// sub-blocks' scale-and-min searches weigh each value by the super-block's RMS plus its
+// magnitude; the scales and mins are then fitted by symmetric searches, and d and dmin refitted
+// together while the error falls.
 struct AffineSuperBlock {
   uint16_t d, dmin;
   int scale[16], min[16];
