@@ -59,6 +59,37 @@ TEST(VulkanRun, GreedyTextOnTheGpuThenTheCpuIsTheCpusText) {
   EXPECT_TRUE(contains(mixed_err, "vulkan:0                         0-1")) << mixed_err;
 }
 
+// The bundled chat model on the local CPU with its draft model on the GPU
+// (`--draft-device vulkan:0`): the text is plain greedy decoding's, and the
+// draft's guesses save steps.
+TEST(VulkanRun, ADraftModelOnTheGpuGivesThePlainTextInFewerSteps) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(probe);
+  const std::string models = std::string(TENSORPC_SOURCE_DIR) + "/models/";
+  ModelOptions o;
+  o.path = models + "kjv-bpe.gguf";
+  o.threads = 2;
+  o.context_size = 256;
+  GenerationOptions g;
+  g.max_tokens = 32;
+  g.sampling.temperature = 0;
+  g.stop_at_end = false;
+  auto plain = Model::open(o);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  auto expected = plain.value().generate("And the LORD said unto Moses", g);
+  ASSERT_TRUE(expected.ok()) << expected.status().to_string();
+
+  o.draft_path = models + "kjv-bpe-draft.gguf";
+  o.draft_device = "vulkan:0";
+  auto drafted = Model::open(o);
+  ASSERT_TRUE(drafted.ok()) << drafted.status().to_string();
+  EXPECT_NE(drafted.value().info().draft.find("vulkan:0"), std::string::npos) << drafted.value().info().draft;
+  auto r = drafted.value().generate("And the LORD said unto Moses", g);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value().text, expected.value().text);
+  EXPECT_GT(r.value().accepted_tokens, 0);
+  EXPECT_LT(r.value().decode_steps, expected.value().decode_steps);
+}
+
 // Over a server with --device vulkan --device cpu: the layers on both, the
 // nodes its GPU does not compute (it says which: SUPPORTS) and its KV cache
 // on its CPU device.
