@@ -179,7 +179,7 @@ Fit fit(const float* x, const float* w, const Levels& levels, const ScaleSearch&
       }
     }
     float score[kMaxCandidates];
-    for (int k = 0; k < lanes; ++k) score[k] = l2[k] > 0 ? yl[k] * yl[k] / l2[k] : -1.0f;
+    for (int k = 0; k < lanes; ++k) score[k] = Moments{yl[k], l2[k]}.score();
     int pick = 0;
     for (int k = 1; k < candidates; ++k) pick = score[k] > score[pick] ? k : pick;
     best_iscale = iscale[pick];

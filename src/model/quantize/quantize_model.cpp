@@ -124,8 +124,8 @@ StatusOr<QuantizeSummary> quantize_gguf(const GgufFile& file, const std::string&
     };
   }
   // The writer asks for the tensors in order; each one's bytes are made while the one before
-  // is being written. (A write that fails waits for the tensor in the making: the future's
-  // destructor joins it.)
+  // is being written. (A future of std::async joins its task when it is replaced or destroyed,
+  // so a write that fails, or a tensor asked out of order, waits for the one in the making.)
   std::future<StatusOr<std::vector<uint8_t>>> ahead;
   size_t ahead_index = 0;
   for (size_t i = 0; i < make.size(); ++i) {
@@ -133,7 +133,6 @@ StatusOr<QuantizeSummary> quantize_gguf(const GgufFile& file, const std::string&
     auto produce = [&make, &ahead, &ahead_index, i]() -> StatusOr<std::vector<uint8_t>> {
       StatusOr<std::vector<uint8_t>> bytes = ahead.valid() && ahead_index == i ? ahead.get() : make[i]();
       if (i + 1 < make.size()) {
-        if (ahead.valid()) ahead.wait();  // asked out of order: nothing runs twice at once
         ahead = std::async(std::launch::async, make[i + 1]);
         ahead_index = i + 1;
       }

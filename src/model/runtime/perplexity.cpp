@@ -26,15 +26,6 @@ double NllStats::mean_error() const {
 
 double NllStats::perplexity_error() const { return perplexity() * mean_error(); }
 
-double token_nll(std::span<const float> logits, int32_t target) {
-  if (target < 0 || static_cast<size_t>(target) >= logits.size()) return std::numeric_limits<double>::quiet_NaN();
-  double max = -std::numeric_limits<double>::infinity();
-  for (float x : logits) max = std::max(max, static_cast<double>(x));
-  double sum = 0;
-  for (float x : logits) sum += std::exp(static_cast<double>(x) - max);
-  return std::log(sum) + max - static_cast<double>(logits[static_cast<size_t>(target)]);
-}
-
 namespace {
 
 // log sum exp(x), in double precision, and the index of the largest x (the first on a tie).
@@ -53,6 +44,11 @@ LogSum log_sum_exp(std::span<const float> x) {
 }
 
 }  // namespace
+
+double token_nll(std::span<const float> logits, int32_t target) {
+  if (target < 0 || static_cast<size_t>(target) >= logits.size()) return std::numeric_limits<double>::quiet_NaN();
+  return log_sum_exp(logits).value - static_cast<double>(logits[static_cast<size_t>(target)]);
+}
 
 TokenDivergence token_divergence(std::span<const float> base, std::span<const float> logits) {
   if (base.size() != logits.size() || base.empty()) return {std::numeric_limits<double>::quiet_NaN(), false};
