@@ -215,12 +215,14 @@ PREFILL_BENCHMARK(q6_K, "Q6_K");
 PREFILL_BENCHMARK(iq4_xs, "IQ4_XS");
 
 // ---------------------------------------------------------------------------------------------
-// The ceiling of the VNNI driver's prefill tiles (src/cpu/kernels_avx512_codes.h), which every
-// block format but q4_0 runs: the same tiles on a made-up format whose groups hold 256 codes
-// already unpacked and arranged, and their 16 lane scales, so a group costs five loads, and with
-// neither offset nor min the dot product is the cheapest any format has (four vpdpbusd, a
-// conversion, a multiply and a multiply-add per 256 values and activation row). A format's
-// prefill against this says what its unpacking costs; no format can be faster.
+// The ceiling of the VNNI driver's prefill panels (src/cpu/kernels_avx512_codes.h), which every
+// block format runs: the same panels from a made-up format whose groups hold 256 codes already
+// unpacked and arranged, and their 16 lane scales, so loading a group costs five loads, and with
+// neither offset nor min and a scale per 32 values the dot product is the cheapest any format has
+// (eight vpdpbusd, a conversion, a multiply and a multiply-add per 32 values, 16 weight rows and
+// activation row). A format's prefill against this says what its unpacking costs; a format whose
+// groups are fewer bytes than these 320 can pass it by reading less. (The lanes a scale pairs get
+// different random scales: the products are not checked.)
 
 #if TENSORPC_BENCH_HAS_DRIVER
 
@@ -229,7 +231,7 @@ struct PreArranged {
   static constexpr int kOffset = 0;
   static constexpr bool kHasMin = false;
   static constexpr bool kBlocks32 = false;
-  static constexpr bool kCacheScales = false;
+  static constexpr bool kScale32 = true;  // one scale per 32 values
   static constexpr cpu::Arrange kArrange = cpu::Arrange::kNone;
   static constexpr size_t kBlockBytes = 256 + 64;  // codes, then 16 float scales
 

@@ -14,14 +14,15 @@
 //   acc_int = bias + dpbusd(u0, x0) + ... + dpbusd(u3, x3)     (bias = -offset * sum of x quants)
 //   acc    += float(acc_int) * scale * x_scale  [+ min * x_scale * sum of x quants]
 // four VNNI instructions and three float ops per 256 values and activation row, with no
-// horizontal work until the end of the row. The unpacking and arranging are shared by every
-// activation row of a tile.
+// horizontal work until the end of the row. That is decode (N = 1): it reads one weight row at a
+// time, in address order, prefetching a row about 2 KiB ahead alongside (docs/performance.md,
+// "Decode reads one weight row at a time").
 //
-// Decode (N = 1) reads one weight row at a time, in address order, prefetching a row about 2 KiB
-// ahead alongside (docs/performance.md, "Decode reads one weight row at a time"); N > 1 runs tiles of
-// three rows by six activation rows (kPrefillRows, kPrefillCols), the three rows unpacked once
-// into scratch that every tile of activation rows reads (unpacked_tile), where before each tile
-// unpacked them again: 1.2x the q8_0 250M model's 128-token prefill.
+// N > 1 turns the same loaded registers into panels of 16 weight rows, once per call, in which
+// lane r of every register belongs to row r, and multiplies them by broadcast activation quants
+// (gemm_panels, below): eight VNNI instructions and three float ops per 32 values, 16 rows and
+// activation row. Against the 3 x 6 tiles of row-lane dot products before it (their 18
+// accumulators spilled, and each tile ended in 18 horizontal sums), 1.3-1.6x in kernels_bench.
 #pragma once
 
 #include <immintrin.h>
@@ -278,30 +279,6 @@ __attribute__((noinline)) void codes_tile(int64_t nb, const uint8_t* const* a, c
   hsum_each<CB * RA>(flat, out);
 }
 
-// out[c * RA + r] = dot(weight row r, prepared activation row b[c]) from the rows' groups
-// unpacked and arranged already (w[r * groups + g]), so that a group is unpacked once per gemm
-// call, not once per tile of activation rows. The RA groups are loaded once per step and each
-// activation group serves them all: in kernels_bench 4-16 % faster than going row by row
-// (which loads the activations RA times), and 3 x 6 stayed the best tile (2 x 6 and 2 x 8
-// tried).
-template <typename Format, int RA, int CB>
-__attribute__((noinline)) void unpacked_tile(int64_t groups, const WeightCodes* w, const PreparedGroup* const* b,
-                                             float* out) {
-  __m512 acc[RA][CB];
-  for (int r = 0; r < RA; ++r)
-    for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_setzero_ps();
-  for (int64_t g = 0; g < groups; ++g) {
-    WeightCodes wg[RA];
-    for (int r = 0; r < RA; ++r) wg[r] = w[r * groups + g];
-    for (int c = 0; c < CB; ++c)
-      for (int r = 0; r < RA; ++r) acc[r][c] = dot_group<Format>(wg[r], b[c][g], acc[r][c]);
-  }
-  __m512 flat[CB * RA];
-  for (int c = 0; c < CB; ++c)
-    for (int r = 0; r < RA; ++r) flat[c * RA + r] = acc[r][c];
-  hsum_each<CB * RA>(flat, out);
-}
-
 template <typename Format, int RA, int CB>
 void codes_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size_t lda, const PreparedGroup* prepared,
                 int64_t groups, float* C, size_t ldc) {
@@ -309,25 +286,7 @@ void codes_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size
   const uint8_t* next[RA];
   tile_rows<RA>(A, i, M - 1, lda, a);
   tile_rows<RA>(A, prefetch_row(i, RA, M, lda), M - 1, lda, next);
-  // With more than one tile of activation rows, the RA rows' groups are unpacked and arranged
-  // once, into scratch that every tile reads.
   float out[CB * RA];
-  if (CB > 1 && N > CB) {
-    AlignedArray<WeightCodes> owned;
-    WeightCodes* w = call_scratch<WeightCodes, Format>(static_cast<size_t>(RA * groups), owned);
-    if (w == nullptr) throw std::bad_alloc();  // the device fails the compute with a Status
-    alignas(64) uint8_t tail[kGroupBytes<Format>];
-    for (int r = 0; r < RA; ++r)
-      for (int64_t g = 0; g < groups; ++g) w[r * groups + g] = load_codes<Format>(group_at<Format>(a[r], nb, g, tail));
-    for (int64_t j = 0; j < N; j += CB) {
-      const int64_t nr = std::min<int64_t>(CB, N - j);
-      const PreparedGroup* b[CB];
-      tile_rows<CB>(prepared, j, N - 1, groups * sizeof(PreparedGroup), b);
-      with_count<CB>(nr, [&](auto n) { unpacked_tile<Format, RA, n>(groups, w, b, out); });
-      store_tile<RA>(out, std::min<int64_t>(RA, M - i), nr, C + j * ldc + i, ldc);
-    }
-    return;
-  }
   for (int64_t j = 0; j < N; j += CB) {
     const int64_t nr = std::min<int64_t>(CB, N - j);
     const PreparedGroup* b[CB];
@@ -337,31 +296,312 @@ void codes_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size
   }
 }
 
-// Prefill tiles: 3 weight rows x 6 activation rows, so each unpacked group feeds six dot products
-// and each prepared activation group three. Of the tiles measured with kernels_bench at the 250M
-// model's shapes (2 x 4, 2 x 6, 2 x 8, 3 x 5, 3 x 6, 3 x 8, 4 x 4, 4 x 6), three rows were fastest
-// for every format, 3 x 6 by a little: 12-17 % over 2 x 4 for q4_K and iq4_nl, though its 18
-// accumulators and three unpacked groups spill.
-constexpr int kPrefillRows = 3, kPrefillCols = 6;
+// ---------------------------------------------------------------------------------------------
+// Prefill: weight panels. With more than one activation row, the weights are unpacked once per
+// gemm call into panels of 16 rows in which lane r of every register belongs to row r: a unit
+// (the codes that share one scale: 32 values, or 16 in q2_K/q3_K/q6_K) is 4 or 8 registers, dword
+// d of lane r holding four of row r's codes. One activation row's matching four quants,
+// broadcast, then multiply 16 rows at once:
+//   s[lane r]   = bias + sum over d of dpbusd(codes[d], broadcast x[d])
+//   acc[lane r] += float(s) * scale[r] * x_scale  [+ min[r] * x_scale * sum of x]
+// so a 32-value unit costs eight VNNI instructions and three float ops per 16 rows and activation
+// row, the sums stay in the lanes of their rows (no horizontal sums at the end), and a tile's
+// results are stored as they are, 16 consecutive outputs a register. The lanes of a unit are
+// those the driver's arranged registers give one scale (Arrange), taken in the same order from
+// the activations' PreparedGroup, so every format's loader serves as it is.
 
-// The GemmFn of Format (kernels.h contract).
+// Whether Format's scales cover 32 values (two arranged lanes of 16 codes), else 16.
+template <typename Format>
+constexpr int kUnitLanes = Format::kScale32 ? 2 : 1;
+
+// The arranged lanes of each unit of a group: units[u][h], h < kUnitLanes.
+template <typename Format>
+constexpr std::array<std::array<uint8_t, 2>, 16> unit_lanes() {
+  std::array<std::array<uint8_t, 2>, 16> units{};
+  if constexpr (kUnitLanes<Format> == 1) {
+    for (int L = 0; L < 16; ++L) units[L] = {static_cast<uint8_t>(L), static_cast<uint8_t>(L)};
+  } else {
+    std::array<int, 8> seen{};
+    for (int L = 0; L < 16; ++L) {
+      const int key = Format::kBlocks32 ? lane_block32(Format::kChunks, Format::kArrange, L)
+                                        : lane_sub_block(Format::kChunks, L) / 2;
+      units[key][seen[key]++] = static_cast<uint8_t>(L);
+    }
+  }
+  return units;
+}
+
+template <typename Format>
+constexpr bool units_pair_lanes() {
+  if (kUnitLanes<Format> == 1) return true;
+  std::array<int, 8> count{};
+  for (int L = 0; L < 16; ++L)
+    ++count[Format::kBlocks32 ? lane_block32(Format::kChunks, Format::kArrange, L)
+                              : lane_sub_block(Format::kChunks, L) / 2];
+  for (int c : count)
+    if (c != 2) return false;
+  return true;
+}
+
+template <typename Format>
+struct Panels {
+  static_assert(units_pair_lanes<Format>(), "every 32-value scale must cover two arranged lanes");
+  static constexpr int kLanes = kUnitLanes<Format>;
+  static constexpr int kUnits = 16 / kLanes;  // units per group of 256 values
+  static constexpr int kDwords = 4 * kLanes;  // registers per unit, dwords per unit and row
+  static constexpr std::array<std::array<uint8_t, 2>, 16> kLaneOf = unit_lanes<Format>();
+};
+
+// One register's worth of a panel in memory (codes, or float scales).
+struct alignas(64) PanelVector {
+  int32_t v[16];
+};
+inline void store(PanelVector& to, __m512i v) { _mm512_store_si512(to.v, v); }
+inline void store(PanelVector& to, __m512 v) { _mm512_store_ps(reinterpret_cast<float*>(to.v), v); }
+inline __m512i load_si(const PanelVector& v) { return _mm512_load_si512(v.v); }
+inline __m512 load_ps(const PanelVector& v) { return _mm512_load_ps(reinterpret_cast<const float*>(v.v)); }
+
+// What a unit of an activation row adds to the dot product besides its quants.
+struct UnitScales {
+  int32_t bias;  // -offset * (sum of the unit's quants)
+  float d;       // the quants' scale
+  float dsum;    // d * (sum of the unit's quants)
+};
+
+// dword_of[k]: the dword of a PreparedGroup's q (as int32) that is dword k of its units in order.
+template <typename Format>
+constexpr std::array<int32_t, 64> unit_dwords() {
+  using P = Panels<Format>;
+  std::array<int32_t, 64> dword_of{};
+  for (int u = 0; u < P::kUnits; ++u)
+    for (int h = 0; h < P::kLanes; ++h)
+      for (int r = 0; r < 4; ++r) dword_of[(u * P::kLanes + h) * 4 + r] = 16 * r + P::kLaneOf[u][h];
+  return dword_of;
+}
+
+// One activation row's prepared groups in unit order: q[Panels::kDwords * t + d], the four quants
+// that meet dword d of unit t, and s[t].
+template <typename Format>
+void units_of_row(const PreparedGroup* groups, int64_t count, int32_t* q, UnitScales* s) {
+  using P = Panels<Format>;
+  alignas(64) static constexpr std::array<int32_t, 64> kDwordOf = unit_dwords<Format>();
+  for (int64_t g = 0; g < count; ++g) {
+    const PreparedGroup& x = groups[g];
+    for (int m = 0; m < 4; ++m)
+      _mm512_storeu_si512(q + 64 * g + 16 * m,
+                          _mm512_i32gather_epi32(_mm512_load_si512(kDwordOf.data() + 16 * m), x.q, 4));
+    for (int u = 0; u < P::kUnits; ++u) {
+      UnitScales& us = s[g * P::kUnits + u];
+      us = {0, x.d[P::kLaneOf[u][0]], 0.0f};
+      for (int h = 0; h < P::kLanes; ++h) {
+        us.bias += x.bias[P::kLaneOf[u][h]];
+        us.dsum += x.dsum[P::kLaneOf[u][h]];
+      }
+    }
+  }
+}
+
+// The 16 x 16 dwords of v[0..16) transposed: lane r of v[L] <- lane L of v[r].
+inline void transpose16(__m512i v[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // Each 128-bit lane k of v[4m + j] now holds rows 4m..4m+3 of column 4k + j; gather the four
+  // row quarters of each column.
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_i32x4(v[i], v[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_i32x4(v[i], v[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_i32x4(v[i + 8], v[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_i32x4(v[i + 8], v[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+    v[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    v[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+    v[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
+  }
+}
+
+// Where dword j of arranged lane L comes from in Format::load's registers before arranging:
+// register first, and index 4 c + e of that register's transpose (chunk c, dword e).
+constexpr std::array<int, 2> loaded_dword(Arrange arrangement, int j, int L) {
+  const int c = L / 4, t = L % 4;
+  if (arrangement == Arrange::kTranspose) return {t, 4 * c + j};
+  if (arrangement == Arrange::kPairs) return {(j < 2 ? 0 : 1) + (t % 2 ? 2 : 0), 4 * c + (j % 2) * 2 + t / 2};
+  return {j, 4 * c + t};
+}
+
+// One panel of a gemm call: rows [i, i + 16) (clamped to the last row) in unit order, codes
+// codes[Panels::kDwords * t + d], scale[t] and min[t] per unit t. The loaded registers are
+// transposed as they are, unarranged: the transpose takes each dword to the lane of its row
+// whatever its place, so arranging first would only cost shuffles.
+template <typename Format>
+void pack_panel(const void* A, size_t lda, int64_t i, int64_t M, int64_t nb, int64_t groups, PanelVector* codes,
+                PanelVector* scale, PanelVector* min) {
+  using P = Panels<Format>;
+  alignas(64) uint8_t tail[kGroupBytes<Format>];
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i u[4][16], sc[16], mn[16];
+    for (int r = 0; r < 16; ++r) {
+      const uint8_t* row = row_at<uint8_t>(A, std::min(i + r, M - 1), lda);
+      const WeightCodes w = Format::load(group_at<Format>(row, nb, g, tail));
+      for (int k = 0; k < 4; ++k) u[k][r] = w.u[k];
+      sc[r] = _mm512_castps_si512(w.scale);
+      if constexpr (Format::kHasMin) mn[r] = _mm512_castps_si512(w.min);
+    }
+    for (int k = 0; k < 4; ++k) transpose16(u[k]);
+    transpose16(sc);
+    if constexpr (Format::kHasMin) transpose16(mn);
+    for (int t = 0; t < P::kUnits; ++t) {
+      PanelVector* out = codes + (g * P::kUnits + t) * P::kDwords;
+      for (int h = 0; h < P::kLanes; ++h)
+        for (int j = 0; j < 4; ++j) {
+          const std::array<int, 2> at = loaded_dword(Format::kArrange, j, P::kLaneOf[t][h]);
+          store(out[4 * h + j], u[at[0]][at[1]]);
+        }
+      store(scale[g * P::kUnits + t], sc[P::kLaneOf[t][0]]);
+      if constexpr (Format::kHasMin) store(min[g * P::kUnits + t], mn[P::kLaneOf[t][0]]);
+    }
+  }
+}
+
+// acc[p][c] = the dot products of panel p's 16 rows with activation row c over `units` units,
+// stored at out[c * ldc + 16 p] (rows < mr of the last panel only).
+template <typename Format, int PA, int CB>
+__attribute__((noinline)) void panel_tile(int64_t units, const PanelVector* const* codes,
+                                          const PanelVector* const* scale, const PanelVector* const* min,
+                                          const int32_t* const* q, const UnitScales* const* s, int64_t mr, float* out,
+                                          size_t ldc) {
+  constexpr int kD = Panels<Format>::kDwords;
+  __m512 acc[PA][CB];
+  for (int p = 0; p < PA; ++p)
+    for (int c = 0; c < CB; ++c) acc[p][c] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < units; ++t) {
+    __m512i sum[PA][CB];
+    for (int c = 0; c < CB; ++c) {
+      const __m512i bias = Format::kOffset != 0 ? _mm512_set1_epi32(s[c][t].bias) : _mm512_setzero_si512();
+      for (int p = 0; p < PA; ++p) sum[p][c] = bias;
+    }
+    for (int d = 0; d < kD; ++d) {
+      __m512i w[PA];
+      for (int p = 0; p < PA; ++p) w[p] = load_si(codes[p][t * kD + d]);
+      for (int c = 0; c < CB; ++c) {
+        const __m512i x = _mm512_set1_epi32(q[c][t * kD + d]);
+        for (int p = 0; p < PA; ++p) sum[p][c] = _mm512_dpbusd_epi32(sum[p][c], w[p], x);
+      }
+    }
+    for (int p = 0; p < PA; ++p) {
+      const __m512 sc = load_ps(scale[p][t]);
+      for (int c = 0; c < CB; ++c)
+        acc[p][c] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[p][c]), _mm512_mul_ps(sc, _mm512_set1_ps(s[c][t].d)), acc[p][c]);
+      if constexpr (Format::kHasMin) {
+        const __m512 mn = load_ps(min[p][t]);
+        for (int c = 0; c < CB; ++c) acc[p][c] = _mm512_fmadd_ps(mn, _mm512_set1_ps(s[c][t].dsum), acc[p][c]);
+      }
+    }
+  }
+  for (int c = 0; c < CB; ++c)
+    for (int p = 0; p < PA; ++p) {
+      const int64_t rows = std::clamp<int64_t>(mr - 16 * p, 0, 16);
+      _mm512_mask_storeu_ps(out + c * ldc + 16 * p, static_cast<__mmask16>((1u << rows) - 1), acc[p][c]);
+    }
+}
+
+// Prefill tiles: two panels (32 weight rows) x six activation rows, 12 accumulators and 12 sums.
+constexpr int kPanelTile = 2, kPanelCols = 6;
+
+struct PreparedRowTag {};
+struct UnitScalesTag {};
+struct PanelCodesTag {};
+struct PanelScalesTag {};
+struct UnitQuantsTag {};
+
+// Weight rows [0, M) against N > 1 activation rows (BlockQ8_0 or BlockQ8_K rows of nb blocks).
+template <typename Format>
+void gemm_panels(int64_t nb, int64_t groups, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb,
+                 float* C, size_t ldc) {
+  using P = Panels<Format>;
+  const int64_t units = groups * P::kUnits;
+  AlignedArray<PreparedGroup> owned_row;
+  AlignedArray<int32_t> owned_q;
+  AlignedArray<UnitScales> owned_s;
+  AlignedArray<PanelVector> owned_codes, owned_scales;
+  PreparedGroup* row = call_scratch<PreparedGroup, PreparedRowTag>(static_cast<size_t>(groups), owned_row);
+  int32_t* q = call_scratch<int32_t, UnitQuantsTag>(static_cast<size_t>(N * units * P::kDwords), owned_q);
+  UnitScales* s = call_scratch<UnitScales, UnitScalesTag>(static_cast<size_t>(N * units), owned_s);
+  PanelVector* codes =
+      call_scratch<PanelVector, PanelCodesTag>(static_cast<size_t>(kPanelTile * units * P::kDwords), owned_codes);
+  PanelVector* scales =
+      call_scratch<PanelVector, PanelScalesTag>(static_cast<size_t>(2 * kPanelTile * units), owned_scales);
+  if (row == nullptr || q == nullptr || s == nullptr || codes == nullptr || scales == nullptr) throw std::bad_alloc();
+  // The first tile's weight rows are fetched into L2 while the activations are laid out (and
+  // each later tile's while the one before it computes, below).
+  const int64_t first_lines = std::min<int64_t>(M, 16 * kPanelTile) * static_cast<int64_t>(lda) / 64;
+  for (int64_t j = 0, line = 0; j < N; ++j) {
+    for (const int64_t end = std::min(first_lines, line + (first_lines + N - 1) / N); line < end; ++line)
+      _mm_prefetch(static_cast<const char*>(A) + 64 * line, _MM_HINT_T1);
+    prepare_row<Format>(row_at<uint8_t>(B, j, ldb), nb, row);
+    units_of_row<Format>(row, groups, q + j * units * P::kDwords, s + j * units);
+  }
+  for (int64_t i = 0; i < M; i += 16 * kPanelTile) {
+    const PanelVector* pc[kPanelTile];
+    const PanelVector* ps[kPanelTile];
+    const PanelVector* pm[kPanelTile];
+    for (int p = 0; p < kPanelTile; ++p) {
+      PanelVector* c = codes + p * units * P::kDwords;
+      PanelVector* sc = scales + 2 * p * units;
+      pack_panel<Format>(A, lda, i + 16 * p, M, nb, groups, c, sc, sc + units);
+      pc[p] = c;
+      ps[p] = sc;
+      pm[p] = sc + units;
+    }
+    // The next tile's weight rows are fetched into L2 a slice per column tile, behind the
+    // arithmetic: read only when packed, 16 rows at a time, they stalled the packing on DRAM
+    // (pack_panel was a fifth of a q8_0 prefill's samples, most of them on its loads).
+    const int64_t next = std::min(M, i + 16 * kPanelTile), next_end = std::min(M, next + 16 * kPanelTile);
+    const char* ahead = static_cast<const char*>(A) + next * static_cast<int64_t>(lda);
+    const int64_t lines = (next_end - next) * static_cast<int64_t>(lda) / 64;
+    const int64_t per_tile = (lines + (N + kPanelCols - 1) / kPanelCols - 1) / ((N + kPanelCols - 1) / kPanelCols);
+    for (int64_t j = 0, line = 0; j < N; j += kPanelCols) {
+      for (const int64_t end = std::min(lines, line + per_tile); line < end; ++line)
+        _mm_prefetch(ahead + 64 * line, _MM_HINT_T1);
+      const int64_t nr = std::min<int64_t>(kPanelCols, N - j);
+      const int32_t* bq[kPanelCols];
+      const UnitScales* bs[kPanelCols];
+      for (int c = 0; c < kPanelCols; ++c) {
+        const int64_t col = std::min(j + c, N - 1);
+        bq[c] = q + col * units * P::kDwords;
+        bs[c] = s + col * units;
+      }
+      with_count<kPanelCols>(nr, [&](auto n) {
+        panel_tile<Format, kPanelTile, n>(units, pc, ps, pm, bq, bs, M - i, C + j * ldc + i, ldc);
+      });
+    }
+  }
+}
+
+// The GemmFn of Format (kernels.h contract). Decode: one weight row at a time, a single read
+// stream in address order. Otherwise weight panels.
 template <typename Format>
 void gemm_codes(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                 size_t ldc) {
   const int64_t nb = K / (Format::kBlocks32 ? kQK : kQK_K);
   const int64_t groups = (nb + kBlocksPerGroup<Format> - 1) / kBlocksPerGroup<Format>;
+  if (N > 1) return gemm_panels<Format>(nb, groups, M, N, A, lda, B, ldb, C, ldc);
   AlignedArray<PreparedGroup> owned;
-  PreparedGroup* prepared = call_scratch<PreparedGroup, Format>(static_cast<size_t>(N * groups), owned);
+  PreparedGroup* prepared = call_scratch<PreparedGroup, PreparedRowTag>(static_cast<size_t>(groups), owned);
   if (prepared == nullptr) throw std::bad_alloc();  // the device fails the compute with a Status
-  for (int64_t j = 0; j < N; ++j) prepare_row<Format>(row_at<uint8_t>(B, j, ldb), nb, prepared + j * groups);
-  // Decode: one weight row at a time, a single read stream in address order. Otherwise tiles of
-  // kPrefillRows weight rows x kPrefillCols activation rows.
-  if (N == 1) {
-    for (int64_t i = 0; i < M; ++i) codes_rows<Format, 1, 1>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
-    return;
-  }
-  for (int64_t i = 0; i < M; i += kPrefillRows)
-    codes_rows<Format, kPrefillRows, kPrefillCols>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
+  prepare_row<Format>(B, nb, prepared);
+  for (int64_t i = 0; i < M; ++i) codes_rows<Format, 1, 1>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
 }
 
 }  // namespace

@@ -81,6 +81,7 @@ struct Blocks32Format {
   static constexpr int kOffset = kOffsetValue;
   static constexpr bool kHasMin = kMOffset >= 0;
   static constexpr bool kBlocks32 = true;
+  static constexpr bool kScale32 = true;                // one scale per 32 values
   static constexpr Arrange kArrange = Arrange::kPairs;  // registers 0/1 and 2/3 share blocks
   static constexpr size_t kBlockBytes = sizeof(Block);
   static constexpr int B = static_cast<int>(sizeof(Block));
@@ -148,12 +149,13 @@ using Q4_0Codes = Blocks32Format<BlockQ4_0, offsetof(BlockQ4_0, qs), -1, -1, 8, 
 // above (byte permutes need VBMI): each block's 16 bytes are one unaligned load into its chunk,
 // then looked up in kMXFP4Values + 128 (offset 128) as iq4_nl's. The eight exponent bytes,
 // gathered one by one, become the scales 2^(e - 128) (e8m0_half_to_fp32) in integer lanes,
-// once per row and gemm call in the prefill tiles (unpacked_tile).
+// once per row and gemm call in the prefill panels (gemm_panels).
 struct MXFP4 {
   static constexpr ChunkMap kChunks = kHalfChunks;
   static constexpr int kOffset = 128;
   static constexpr bool kHasMin = false;
   static constexpr bool kBlocks32 = true;
+  static constexpr bool kScale32 = true;  // one scale per 32 values
   static constexpr Arrange kArrange = Arrange::kPairs;
   static constexpr size_t kBlockBytes = sizeof(BlockMXFP4);
   static constexpr LaneIndex kScaleLanes = lane_block32_index(kChunks, kArrange, 0);
@@ -194,6 +196,7 @@ struct Q8_0Codes {
   static constexpr int kOffset = 128;
   static constexpr bool kHasMin = false;
   static constexpr bool kBlocks32 = true;
+  static constexpr bool kScale32 = true;  // one scale per 32 values
   static constexpr Arrange kArrange = Arrange::kPairs;
   static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
   static constexpr LaneIndex kScaleLanes = lane_block32_index(kChunks, kArrange, 0);

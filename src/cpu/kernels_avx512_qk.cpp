@@ -58,6 +58,7 @@ struct Q2K {
   static constexpr int kOffset = 0;
   static constexpr bool kHasMin = true;
   static constexpr bool kBlocks32 = false;
+  static constexpr bool kScale32 = false;  // one scale per 16 values
   static constexpr Arrange kArrange = Arrange::kTranspose;
   static constexpr size_t kBlockBytes = sizeof(BlockQ2_K);
   static constexpr LaneIndex kLanes = lane_index(kChunks, 1, 0);
@@ -87,6 +88,7 @@ struct Q3K {
   static constexpr int kOffset = 4;
   static constexpr bool kHasMin = false;
   static constexpr bool kBlocks32 = false;
+  static constexpr bool kScale32 = false;  // one scale per 16 values
   static constexpr Arrange kArrange = Arrange::kTranspose;
   static constexpr size_t kBlockBytes = sizeof(BlockQ3_K);
   static constexpr LaneIndex kLanes = lane_index(kChunks, 1, 0);
@@ -156,6 +158,7 @@ struct Q4K {
   static constexpr int kOffset = 0;
   static constexpr bool kHasMin = true;
   static constexpr bool kBlocks32 = false;
+  static constexpr bool kScale32 = true;  // one scale per 32 values
   static constexpr Arrange kArrange = Arrange::kTranspose;
   static constexpr size_t kBlockBytes = sizeof(BlockQ4_K);
 
@@ -177,6 +180,7 @@ struct Q5K {
   static constexpr int kOffset = 0;
   static constexpr bool kHasMin = true;
   static constexpr bool kBlocks32 = false;
+  static constexpr bool kScale32 = true;  // one scale per 32 values
   static constexpr Arrange kArrange = Arrange::kTranspose;
   static constexpr size_t kBlockBytes = sizeof(BlockQ5_K);
 
@@ -205,6 +209,7 @@ struct Q6K {
   static constexpr int kOffset = 32;
   static constexpr bool kHasMin = false;
   static constexpr bool kBlocks32 = false;
+  static constexpr bool kScale32 = false;  // one scale per 16 values
   static constexpr Arrange kArrange = Arrange::kTranspose;
   static constexpr size_t kBlockBytes = sizeof(BlockQ6_K);
   static constexpr LaneIndex kLanes = lane_index(kChunks, 1, 0);
@@ -236,6 +241,7 @@ struct IQ4XS {
   static constexpr int kOffset = 128;
   static constexpr bool kHasMin = false;
   static constexpr bool kBlocks32 = false;
+  static constexpr bool kScale32 = true;  // one scale per 32 values
   static constexpr Arrange kArrange = Arrange::kTranspose;
   static constexpr size_t kBlockBytes = sizeof(BlockIQ4_XS);
 
