@@ -299,57 +299,45 @@ void codes_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size
 // ---------------------------------------------------------------------------------------------
 // Prefill: weight panels. With more than one activation row, the weights are unpacked once per
 // gemm call into panels of 16 rows in which lane r of every register belongs to row r: a unit
-// (the codes that share one scale: 32 values, or 16 in q2_K/q3_K/q6_K) is 4 or 8 registers, dword
-// d of lane r holding four of row r's codes. One activation row's matching four quants,
+// (the codes that share one scale: 32 values, or 16 in q2_K/q3_K/q6_K) is 8 or 4 registers, dword
+// d of lane r holding row r's codes 4d..4d+3 of the unit. The activation row's quants 4d..4d+3,
 // broadcast, then multiply 16 rows at once:
 //   s[lane r]   = bias + sum over d of dpbusd(codes[d], broadcast x[d])
 //   acc[lane r] += float(s) * scale[r] * x_scale  [+ min[r] * x_scale * sum of x]
 // so a 32-value unit costs eight VNNI instructions and three float ops per 16 rows and activation
 // row, the sums stay in the lanes of their rows (no horizontal sums at the end), and a tile's
-// results are stored as they are, 16 consecutive outputs a register. The lanes of a unit are
-// those the driver's arranged registers give one scale (Arrange), taken in the same order from
-// the activations' PreparedGroup, so every format's loader serves as it is.
-
-// Whether Format's scales cover 32 values (two arranged lanes of 16 codes), else 16.
-template <typename Format>
-constexpr int kUnitLanes = Format::kScale32 ? 2 : 1;
-
-// The arranged lanes of each unit of a group: units[u][h], h < kUnitLanes.
-template <typename Format>
-constexpr std::array<std::array<uint8_t, 2>, 16> unit_lanes() {
-  std::array<std::array<uint8_t, 2>, 16> units{};
-  if constexpr (kUnitLanes<Format> == 1) {
-    for (int L = 0; L < 16; ++L) units[L] = {static_cast<uint8_t>(L), static_cast<uint8_t>(L)};
-  } else {
-    std::array<int, 8> seen{};
-    for (int L = 0; L < 16; ++L) {
-      const int key = Format::kBlocks32 ? lane_block32(Format::kChunks, Format::kArrange, L)
-                                        : lane_sub_block(Format::kChunks, L) / 2;
-      units[key][seen[key]++] = static_cast<uint8_t>(L);
-    }
-  }
-  return units;
-}
-
-template <typename Format>
-constexpr bool units_pair_lanes() {
-  if (kUnitLanes<Format> == 1) return true;
-  std::array<int, 8> count{};
-  for (int L = 0; L < 16; ++L)
-    ++count[Format::kBlocks32 ? lane_block32(Format::kChunks, Format::kArrange, L)
-                              : lane_sub_block(Format::kChunks, L) / 2];
-  for (int c : count)
-    if (c != 2) return false;
-  return true;
-}
+// results are stored as they are, 16 consecutive outputs a register. Units keep the values'
+// order, so the activations need no re-laying: their quants are copied as they are.
 
 template <typename Format>
 struct Panels {
-  static_assert(units_pair_lanes<Format>(), "every 32-value scale must cover two arranged lanes");
-  static constexpr int kLanes = kUnitLanes<Format>;
-  static constexpr int kUnits = 16 / kLanes;  // units per group of 256 values
-  static constexpr int kDwords = 4 * kLanes;  // registers per unit, dwords per unit and row
-  static constexpr std::array<std::array<uint8_t, 2>, 16> kLaneOf = unit_lanes<Format>();
+  static constexpr int kUnitValues = Format::kScale32 ? 32 : 16;
+  static constexpr int kUnits = 256 / kUnitValues;  // units per group of 256 values
+  static constexpr int kDwords = kUnitValues / 4;   // registers per unit, dwords per unit and row
+  // kSource[t][d]: where dword d of unit t lies among a group's loaded registers, transposed
+  // (pack_panel): register R = Format::load's u[R] before arranging, and index 4 c + e = its chunk
+  // c (the sub-block Format::kChunks names), dword e.
+  static constexpr std::array<std::array<std::array<uint8_t, 2>, 8>, 16> kSource = [] {
+    std::array<std::array<std::array<uint8_t, 2>, 8>, 16> source{};
+    for (int t = 0; t < kUnits; ++t)
+      for (int d = 0; d < kDwords; ++d) {
+        const int v = t * kUnitValues + 4 * d;  // the dword's first value in the group
+        for (int k = 0; k < 16; ++k)
+          if (Format::kChunks[k] == v / 16)
+            source[t][d] = {static_cast<uint8_t>(k / 4), static_cast<uint8_t>(4 * (k % 4) + v % 16 / 4)};
+      }
+    return source;
+  }();
+  // kScaleLane[t]: a lane of Format::load's scale (and min) that holds unit t's.
+  static constexpr std::array<uint8_t, 16> kScaleLane = [] {
+    std::array<uint8_t, 16> lane{};
+    for (int L = 15; L >= 0; --L) {
+      const int sub_block = Format::kArrange == Arrange::kPairs ? 2 * lane_block32(Format::kChunks, Format::kArrange, L)
+                                                                : lane_sub_block(Format::kChunks, L);
+      lane[sub_block * 16 / kUnitValues] = static_cast<uint8_t>(L);
+    }
+    return lane;
+  }();
 };
 
 // One register's worth of a panel in memory (codes, or float scales).
@@ -361,41 +349,52 @@ inline void store(PanelVector& to, __m512 v) { _mm512_store_ps(reinterpret_cast<
 inline __m512i load_si(const PanelVector& v) { return _mm512_load_si512(v.v); }
 inline __m512 load_ps(const PanelVector& v) { return _mm512_load_ps(reinterpret_cast<const float*>(v.v)); }
 
-// What a unit of an activation row adds to the dot product besides its quants.
+// What a unit of an activation row adds besides its quants.
 struct UnitScales {
   int32_t bias;  // -offset * (sum of the unit's quants)
   float d;       // the quants' scale
   float dsum;    // d * (sum of the unit's quants)
 };
 
-// dword_of[k]: the dword of a PreparedGroup's q (as int32) that is dword k of its units in order.
-template <typename Format>
-constexpr std::array<int32_t, 64> unit_dwords() {
-  using P = Panels<Format>;
-  std::array<int32_t, 64> dword_of{};
-  for (int u = 0; u < P::kUnits; ++u)
-    for (int h = 0; h < P::kLanes; ++h)
-      for (int r = 0; r < 4; ++r) dword_of[(u * P::kLanes + h) * 4 + r] = 16 * r + P::kLaneOf[u][h];
-  return dword_of;
+inline int32_t sum_quants32(const int8_t* q) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), v);
+  const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
 }
 
-// One activation row's prepared groups in unit order: q[Panels::kDwords * t + d], the four quants
-// that meet dword d of unit t, and s[t].
+// One activation row of nb blocks (BlockQ8_0 for the 32-value formats, else BlockQ8_K), `groups`
+// groups of 256 values, as the panels read it: its quants in order (a last partial group padded
+// with zeros) and each unit's UnitScales.
 template <typename Format>
-void units_of_row(const PreparedGroup* groups, int64_t count, int32_t* q, UnitScales* s) {
+void units_of_row(const void* row, int64_t nb, int64_t groups, int8_t* q, UnitScales* s) {
   using P = Panels<Format>;
-  alignas(64) static constexpr std::array<int32_t, 64> kDwordOf = unit_dwords<Format>();
-  for (int64_t g = 0; g < count; ++g) {
-    const PreparedGroup& x = groups[g];
-    for (int m = 0; m < 4; ++m)
-      _mm512_storeu_si512(q + 64 * g + 16 * m,
-                          _mm512_i32gather_epi32(_mm512_load_si512(kDwordOf.data() + 16 * m), x.q, 4));
-    for (int u = 0; u < P::kUnits; ++u) {
-      UnitScales& us = s[g * P::kUnits + u];
-      us = {0, x.d[P::kLaneOf[u][0]], 0.0f};
-      for (int h = 0; h < P::kLanes; ++h) {
-        us.bias += x.bias[P::kLaneOf[u][h]];
-        us.dsum += x.dsum[P::kLaneOf[u][h]];
+  if constexpr (Format::kBlocks32) {
+    static_assert(P::kUnitValues == 32);
+    const BlockQ8_0* x = static_cast<const BlockQ8_0*>(row);
+    for (int64_t b = 0; b < groups * 8; ++b, q += 32) {
+      if (b >= nb) {
+        std::memset(q, 0, 32);
+        s[b] = {0, 0.0f, 0.0f};
+        continue;
+      }
+      std::memcpy(q, x[b].qs, 32);
+      const int32_t sum = sum_quants32(x[b].qs);
+      const float d = fp16_to_fp32(x[b].d);
+      s[b] = {-Format::kOffset * sum, d, d * static_cast<float>(sum)};
+    }
+  } else {
+    const uint8_t* x = static_cast<const uint8_t*>(row);  // q8_K rows may be only 2-byte aligned
+    for (int64_t g = 0; g < nb; ++g, x += sizeof(BlockQ8_K), q += kQK_K) {
+      float d;
+      int16_t bsums[16];
+      std::memcpy(&d, x + offsetof(BlockQ8_K, d), sizeof d);
+      std::memcpy(bsums, x + offsetof(BlockQ8_K, bsums), sizeof bsums);
+      std::memcpy(q, x + offsetof(BlockQ8_K, qs), kQK_K);
+      for (int u = 0; u < P::kUnits; ++u) {
+        const int32_t sum = P::kUnitValues == 32 ? bsums[2 * u] + bsums[2 * u + 1] : bsums[u];
+        s[g * P::kUnits + u] = {-Format::kOffset * sum, d, d * static_cast<float>(sum)};
       }
     }
   }
@@ -430,19 +429,10 @@ inline void transpose16(__m512i v[16]) {
   }
 }
 
-// Where dword j of arranged lane L comes from in Format::load's registers before arranging:
-// register first, and index 4 c + e of that register's transpose (chunk c, dword e).
-constexpr std::array<int, 2> loaded_dword(Arrange arrangement, int j, int L) {
-  const int c = L / 4, t = L % 4;
-  if (arrangement == Arrange::kTranspose) return {t, 4 * c + j};
-  if (arrangement == Arrange::kPairs) return {(j < 2 ? 0 : 1) + (t % 2 ? 2 : 0), 4 * c + (j % 2) * 2 + t / 2};
-  return {j, 4 * c + t};
-}
-
 // One panel of a gemm call: rows [i, i + 16) (clamped to the last row) in unit order, codes
 // codes[Panels::kDwords * t + d], scale[t] and min[t] per unit t. The loaded registers are
-// transposed as they are, unarranged: the transpose takes each dword to the lane of its row
-// whatever its place, so arranging first would only cost shuffles.
+// transposed as they come, unarranged: the transpose takes each dword to the lane of its row, and
+// the units pick their dwords from wherever their sub-blocks lie (Panels::kSource).
 template <typename Format>
 void pack_panel(const void* A, size_t lda, int64_t i, int64_t M, int64_t nb, int64_t groups, PanelVector* codes,
                 PanelVector* scale, PanelVector* min) {
@@ -462,29 +452,35 @@ void pack_panel(const void* A, size_t lda, int64_t i, int64_t M, int64_t nb, int
     if constexpr (Format::kHasMin) transpose16(mn);
     for (int t = 0; t < P::kUnits; ++t) {
       PanelVector* out = codes + (g * P::kUnits + t) * P::kDwords;
-      for (int h = 0; h < P::kLanes; ++h)
-        for (int j = 0; j < 4; ++j) {
-          const std::array<int, 2> at = loaded_dword(Format::kArrange, j, P::kLaneOf[t][h]);
-          store(out[4 * h + j], u[at[0]][at[1]]);
-        }
-      store(scale[g * P::kUnits + t], sc[P::kLaneOf[t][0]]);
-      if constexpr (Format::kHasMin) store(min[g * P::kUnits + t], mn[P::kLaneOf[t][0]]);
+      for (int d = 0; d < P::kDwords; ++d) store(out[d], u[P::kSource[t][d][0]][P::kSource[t][d][1]]);
+      store(scale[g * P::kUnits + t], sc[P::kScaleLane[t]]);
+      if constexpr (Format::kHasMin) store(min[g * P::kUnits + t], mn[P::kScaleLane[t]]);
     }
   }
 }
 
+// Cache lines to prefetch while a tile computes.
+struct PrefetchSpan {
+  const char* at;
+  int64_t lines;
+};
+
 // acc[p][c] = the dot products of panel p's 16 rows with activation row c over `units` units,
-// stored at out[c * ldc + 16 p] (rows < mr of the last panel only).
+// stored at out[c * ldc + 16 p] (rows < mr of the last panel only). Meanwhile `ahead.lines` lines
+// from ahead.at are prefetched into L2, a few each unit (the next tile's weights).
 template <typename Format, int PA, int CB>
 __attribute__((noinline)) void panel_tile(int64_t units, const PanelVector* const* codes,
                                           const PanelVector* const* scale, const PanelVector* const* min,
-                                          const int32_t* const* q, const UnitScales* const* s, int64_t mr, float* out,
-                                          size_t ldc) {
+                                          const int8_t* const* q, const UnitScales* const* s, int64_t mr, float* out,
+                                          size_t ldc, PrefetchSpan ahead) {
   constexpr int kD = Panels<Format>::kDwords;
+  const int64_t per_unit = units > 0 ? (ahead.lines + units - 1) / units : 0;
   __m512 acc[PA][CB];
   for (int p = 0; p < PA; ++p)
     for (int c = 0; c < CB; ++c) acc[p][c] = _mm512_setzero_ps();
   for (int64_t t = 0; t < units; ++t) {
+    for (int64_t k = 0; k < per_unit && ahead.lines > 0; ++k, --ahead.lines, ahead.at += 64)
+      _mm_prefetch(ahead.at, _MM_HINT_T1);
     __m512i sum[PA][CB];
     for (int c = 0; c < CB; ++c) {
       const __m512i bias = Format::kOffset != 0 ? _mm512_set1_epi32(s[c][t].bias) : _mm512_setzero_si512();
@@ -494,7 +490,9 @@ __attribute__((noinline)) void panel_tile(int64_t units, const PanelVector* cons
       __m512i w[PA];
       for (int p = 0; p < PA; ++p) w[p] = load_si(codes[p][t * kD + d]);
       for (int c = 0; c < CB; ++c) {
-        const __m512i x = _mm512_set1_epi32(q[c][t * kD + d]);
+        int32_t four;  // quants 4d..4d+3 of the unit
+        std::memcpy(&four, q[c] + 4 * (t * kD + d), 4);
+        const __m512i x = _mm512_set1_epi32(four);
         for (int p = 0; p < PA; ++p) sum[p][c] = _mm512_dpbusd_epi32(sum[p][c], w[p], x);
       }
     }
@@ -531,26 +529,23 @@ void gemm_panels(int64_t nb, int64_t groups, int64_t M, int64_t N, const void* A
                  float* C, size_t ldc) {
   using P = Panels<Format>;
   const int64_t units = groups * P::kUnits;
-  AlignedArray<PreparedGroup> owned_row;
-  AlignedArray<int32_t> owned_q;
+  AlignedArray<int8_t> owned_q;
   AlignedArray<UnitScales> owned_s;
   AlignedArray<PanelVector> owned_codes, owned_scales;
-  PreparedGroup* row = call_scratch<PreparedGroup, PreparedRowTag>(static_cast<size_t>(groups), owned_row);
-  int32_t* q = call_scratch<int32_t, UnitQuantsTag>(static_cast<size_t>(N * units * P::kDwords), owned_q);
+  int8_t* q = call_scratch<int8_t, UnitQuantsTag>(static_cast<size_t>(N * groups * 256), owned_q);
   UnitScales* s = call_scratch<UnitScales, UnitScalesTag>(static_cast<size_t>(N * units), owned_s);
   PanelVector* codes =
       call_scratch<PanelVector, PanelCodesTag>(static_cast<size_t>(kPanelTile * units * P::kDwords), owned_codes);
   PanelVector* scales =
       call_scratch<PanelVector, PanelScalesTag>(static_cast<size_t>(2 * kPanelTile * units), owned_scales);
-  if (row == nullptr || q == nullptr || s == nullptr || codes == nullptr || scales == nullptr) throw std::bad_alloc();
-  // The first tile's weight rows are fetched into L2 while the activations are laid out (and
-  // each later tile's while the one before it computes, below).
+  if (q == nullptr || s == nullptr || codes == nullptr || scales == nullptr) throw std::bad_alloc();
+  // The first tile's weight rows are fetched into L2 while the activations are copied (and each
+  // later tile's while the one before it computes, below).
   const int64_t first_lines = std::min<int64_t>(M, 16 * kPanelTile) * static_cast<int64_t>(lda) / 64;
   for (int64_t j = 0, line = 0; j < N; ++j) {
     for (const int64_t end = std::min(first_lines, line + (first_lines + N - 1) / N); line < end; ++line)
       _mm_prefetch(static_cast<const char*>(A) + 64 * line, _MM_HINT_T1);
-    prepare_row<Format>(row_at<uint8_t>(B, j, ldb), nb, row);
-    units_of_row<Format>(row, groups, q + j * units * P::kDwords, s + j * units);
+    units_of_row<Format>(row_at<uint8_t>(B, j, ldb), nb, groups, q + j * groups * 256, s + j * units);
   }
   for (int64_t i = 0; i < M; i += 16 * kPanelTile) {
     const PanelVector* pc[kPanelTile];
@@ -564,26 +559,27 @@ void gemm_panels(int64_t nb, int64_t groups, int64_t M, int64_t N, const void* A
       ps[p] = sc;
       pm[p] = sc + units;
     }
-    // The next tile's weight rows are fetched into L2 a slice per column tile, behind the
-    // arithmetic: read only when packed, 16 rows at a time, they stalled the packing on DRAM
-    // (pack_panel was a fifth of a q8_0 prefill's samples, most of them on its loads).
+    // The next tile's weight rows are fetched into L2 behind the arithmetic, a slice per column
+    // tile and a few lines per unit: read only when packed, 16 rows at a time, they stalled the
+    // packing on DRAM (pack_panel was a fifth of a q8_0 prefill's samples, most on its loads), and
+    // a column tile's whole slice at once stalled on the prefetches themselves.
     const int64_t next = std::min(M, i + 16 * kPanelTile), next_end = std::min(M, next + 16 * kPanelTile);
-    const char* ahead = static_cast<const char*>(A) + next * static_cast<int64_t>(lda);
-    const int64_t lines = (next_end - next) * static_cast<int64_t>(lda) / 64;
-    const int64_t per_tile = (lines + (N + kPanelCols - 1) / kPanelCols - 1) / ((N + kPanelCols - 1) / kPanelCols);
-    for (int64_t j = 0, line = 0; j < N; j += kPanelCols) {
-      for (const int64_t end = std::min(lines, line + per_tile); line < end; ++line)
-        _mm_prefetch(ahead + 64 * line, _MM_HINT_T1);
+    const int64_t tiles = (N + kPanelCols - 1) / kPanelCols;
+    const int64_t lines = (next_end - next) * static_cast<int64_t>(lda) / 64, per_tile = (lines + tiles - 1) / tiles;
+    PrefetchSpan ahead{static_cast<const char*>(A) + next * static_cast<int64_t>(lda), 0};
+    for (int64_t j = 0, line = 0; j < N; j += kPanelCols, line += per_tile) {
+      ahead.at += 64 * ahead.lines;
+      ahead.lines = std::clamp<int64_t>(lines - line, 0, per_tile);
       const int64_t nr = std::min<int64_t>(kPanelCols, N - j);
-      const int32_t* bq[kPanelCols];
+      const int8_t* bq[kPanelCols];
       const UnitScales* bs[kPanelCols];
       for (int c = 0; c < kPanelCols; ++c) {
         const int64_t col = std::min(j + c, N - 1);
-        bq[c] = q + col * units * P::kDwords;
+        bq[c] = q + col * groups * 256;
         bs[c] = s + col * units;
       }
       with_count<kPanelCols>(nr, [&](auto n) {
-        panel_tile<Format, kPanelTile, n>(units, pc, ps, pm, bq, bs, M - i, C + j * ldc + i, ldc);
+        panel_tile<Format, kPanelTile, n>(units, pc, ps, pm, bq, bs, M - i, C + j * ldc + i, ldc, ahead);
       });
     }
   }
