@@ -8,9 +8,9 @@
 //   widened a slice at a time): with N = 64 each weight is used only a few dozen times, so
 //   transposing them would cost as much as the FMAs it feeds.
 // gemm_f32/f16, N small: dot products along K, four rows at once.
-// gemm_q8_0/q4_0: VNNI dot products on 4 blocks per step; decode (N = 1) one weight row at a
-//   time (one read stream), otherwise q4_0 three rows x four columns and q8_0 the tiles of the
-//   VNNI driver of the other block formats (gemm_q8_0_tiles). Activation blocks are re-laid out
+// gemm_q8_0/q4_0: VNNI dot products on 4 blocks per step for decode (N = 1), one weight row at
+//   a time (one read stream); more activation rows go to the weight panels of the VNNI driver the
+//   other block formats share (gemm_q8_0_tiles, gemm_q4_0_tiles). Activation blocks are re-laid out
 //   once per call so that each weight group needs only loads, a permute and nibble masks; the
 //   signed x signed problem becomes unsigned x signed with a per-block bias (see PreparedQ8).
 // Scratch memory (aligned.h) is allocated once per gemm call: calls run on many threads at
@@ -153,7 +153,6 @@ __m512 dot_halves(const Halves& a, const PreparedHalves<kOffset>& b, __m512 acc)
 }
 
 struct Q4Kernel {
-  static constexpr bool kTiles = true;
   using Block = BlockQ4_0;
   using Prepared = PreparedQ8ForQ4;
   using Group = Halves;
@@ -162,7 +161,6 @@ struct Q4Kernel {
 };
 
 struct Q8Kernel {
-  static constexpr bool kTiles = false;  // decode only: gemm_q8_0
   using Block = BlockQ8_0;
   using Prepared = PreparedQ8ForQ8;
   using Group = Halves;
@@ -230,10 +228,10 @@ void quant_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size
   }
 }
 
-// Prefill tiles: 3 weight rows x 4 activation rows (2 x 4 before: q8_0 +20-27 %, q4_0 +37-40 % in
-// kernels_bench at the 250M model's shapes; 3 x 5 and 3 x 6 were no faster).
-constexpr int kQuantRows = 3, kQuantCols = 4;
-
+// Decode (N == 1; more activation rows go to the VNNI driver's panels): one weight row at a time,
+// so the weights are read as one stream in address order (rows lie one after another); a row
+// about 2 KiB on is prefetched alongside. Interleaving four rows (four streams) read about half as
+// fast where that was measured (docs/performance.md, "Decode reads one weight row at a time").
 template <typename Kernel>
 void gemm_quant(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                 size_t ldc) {
@@ -244,33 +242,17 @@ void gemm_quant(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, cons
   Prepared* prepared = call_scratch<Prepared, Kernel>(static_cast<size_t>(N * groups), owned);
   if (prepared == nullptr) throw std::bad_alloc();
   for (int64_t j = 0; j < N; ++j) prepare(row_at<BlockQ8_0>(B, j, ldb), nb, prepared + j * groups);
-  // Decode (N == 1): one weight row at a time, so the weights are read as one stream in
-  // address order (rows lie one after another); a row about 2 KiB on is prefetched alongside.
-  // Interleaving four rows (four streams) read about half as fast where that was measured
-  // (docs/performance.md, "Decode reads one weight row at a time").
-  // Otherwise kQuantRows rows x kQuantCols columns, so each unpacked weight group feeds
-  // kQuantCols columns.
-  for (int64_t i = 0; i < M; i += (N == 1 ? 1 : kQuantRows)) {
-    if constexpr (Kernel::kTiles) {
-      if (N > 1) {
-        quant_rows<Kernel, kQuantRows, kQuantCols>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
-        continue;
-      }
-    }
-    quant_rows<Kernel, 1, 1>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
-  }
+  for (int64_t i = 0; i < M; ++i) quant_rows<Kernel, 1, 1>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
 }
 
-// q8_0 decode on gemm_quant, a row at a time; more activation rows on the VNNI driver's tiles,
-// which convert sums to float once per 256 values and activation row where Q8Kernel did per
-// 64: 1.6-1.8x Q8Kernel's 3 x 4 tiles then (docs/performance.md, "Quantized formats").
+// q8_0 decode on gemm_quant, a row at a time; more activation rows on the VNNI driver's panels.
 void gemm_q8_0(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                size_t ldc) {
   if (N == 1) return gemm_quant<Q8Kernel>(K, M, N, A, lda, B, ldb, C, ldc);
   gemm_q8_0_tiles(K, M, N, A, lda, B, ldb, C, ldc);
 }
 
-// q4_0 likewise: decode on gemm_quant, more activation rows on the VNNI driver's tiles.
+// q4_0 likewise: decode on gemm_quant, more activation rows on the VNNI driver's panels.
 void gemm_q4_0(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                size_t ldc) {
   if (N == 1) return gemm_quant<Q4Kernel>(K, M, N, A, lda, B, ldb, C, ldc);

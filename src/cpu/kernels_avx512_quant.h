@@ -18,7 +18,7 @@ void add_avx512_quant_kernels(KernelTable& table);
 void add_avx512_q32_kernels(KernelTable& table);
 void add_avx512_qk_kernels(KernelTable& table);
 
-// q8_0 weights against N > 1 activation rows (a GemmFn), on the register tiles of the VNNI driver
+// q8_0 weights against N > 1 activation rows (a GemmFn), on the weight panels of the VNNI driver
 // the formats above share (kernels_avx512_q32.cpp); kernels_avx512.cpp keeps decode. Defined only
 // where the compiler targets the avx512 set, as is its one caller.
 void gemm_q8_0_tiles(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
