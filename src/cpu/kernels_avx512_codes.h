@@ -238,62 +238,26 @@ const uint8_t* group_at(const uint8_t* row, int64_t nb, int64_t g, uint8_t* tail
   return tail;
 }
 
-// out[c * RA + r] = dot(weight row a[r], prepared activation row b[c]) over nb weight blocks,
-// unpacking each group as it goes (decode, and a single tile of activation rows). pf[r] is the
-// matching row of a tile about 2 KiB on (prefetch_row), prefetched alongside: weight rows are
-// short (a few KiB) and the hardware prefetcher alone does not run far enough ahead of one such
-// stream. Not inlined into codes_rows: a tile's accumulators leave few registers, and inlined
-// its spills fell worse (iq4_nl 5-10 % slower in kernels_bench).
-template <typename Format, int RA, int CB>
-__attribute__((noinline)) void codes_tile(int64_t nb, const uint8_t* const* a, const uint8_t* const* pf,
-                                          const PreparedGroup* const* b, float* out) {
+// dot(weight row a, the prepared activation row b) over nb weight blocks, unpacking each group as
+// it goes (decode). pf is the row about 2 KiB on (prefetch_row), prefetched alongside: weight rows
+// are short (a few KiB) and the hardware prefetcher alone does not run far enough ahead of one
+// such stream. Not inlined: inlined into its loop, iq4_nl's decode ran 5-10 % slower in
+// kernels_bench.
+template <typename Format>
+__attribute__((noinline)) float codes_dot(int64_t nb, const uint8_t* a, const uint8_t* pf, const PreparedGroup* b) {
   constexpr int64_t kBytes = kGroupBytes<Format>;
-  const int64_t groups = (nb + kBlocksPerGroup<Format> - 1) / kBlocksPerGroup<Format>;
-  __m512 acc[RA][CB];
-  for (int r = 0; r < RA; ++r)
-    for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_setzero_ps();
-  auto step = [&](const uint8_t* const* ga, int64_t g) {
-    WeightCodes w[RA];
-    for (int r = 0; r < RA; ++r) w[r] = load_codes<Format>(ga[r]);
-    for (int c = 0; c < CB; ++c)
-      for (int r = 0; r < RA; ++r) acc[r][c] = dot_group<Format>(w[r], b[c][g], acc[r][c]);
-  };
   const int64_t full = nb / kBlocksPerGroup<Format>;
-  const uint8_t* ga[RA];
+  __m512 acc = _mm512_setzero_ps();
   for (int64_t g = 0; g < full; ++g) {
-    for (int r = 0; r < RA; ++r) {
-      ga[r] = a[r] + g * kBytes;
-      for (int64_t off = 0; off < kBytes; off += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(pf[r] + g * kBytes + off), _MM_HINT_T0);
-    }
-    step(ga, g);
+    for (int64_t off = 0; off < kBytes; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(pf + g * kBytes + off), _MM_HINT_T0);
+    acc = dot_group<Format>(load_codes<Format>(a + g * kBytes), b[g], acc);
   }
-  if (full < groups) {
-    alignas(64) uint8_t tail[RA][kBytes];
-    for (int r = 0; r < RA; ++r) ga[r] = group_at<Format>(a[r], nb, full, tail[r]);
-    step(ga, full);
+  if (full * kBlocksPerGroup<Format> < nb) {
+    alignas(64) uint8_t tail[kBytes];
+    acc = dot_group<Format>(load_codes<Format>(group_at<Format>(a, nb, full, tail)), b[full], acc);
   }
-  __m512 flat[CB * RA];
-  for (int c = 0; c < CB; ++c)
-    for (int r = 0; r < RA; ++r) flat[c * RA + r] = acc[r][c];
-  hsum_each<CB * RA>(flat, out);
-}
-
-template <typename Format, int RA, int CB>
-void codes_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size_t lda, const PreparedGroup* prepared,
-                int64_t groups, float* C, size_t ldc) {
-  const uint8_t* a[RA];
-  const uint8_t* next[RA];
-  tile_rows<RA>(A, i, M - 1, lda, a);
-  tile_rows<RA>(A, prefetch_row(i, RA, M, lda), M - 1, lda, next);
-  float out[CB * RA];
-  for (int64_t j = 0; j < N; j += CB) {
-    const int64_t nr = std::min<int64_t>(CB, N - j);
-    const PreparedGroup* b[CB];
-    tile_rows<CB>(prepared, j, N - 1, groups * sizeof(PreparedGroup), b);
-    with_count<CB>(nr, [&](auto n) { codes_tile<Format, RA, n>(nb, a, next, b, out); });
-    store_tile<RA>(out, std::min<int64_t>(RA, M - i), nr, C + j * ldc + i, ldc);
-  }
+  return hsum_ps(acc);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -597,7 +561,9 @@ void gemm_codes(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, cons
   PreparedGroup* prepared = call_scratch<PreparedGroup, PreparedRowTag>(static_cast<size_t>(groups), owned);
   if (prepared == nullptr) throw std::bad_alloc();  // the device fails the compute with a Status
   prepare_row<Format>(B, nb, prepared);
-  for (int64_t i = 0; i < M; ++i) codes_rows<Format, 1, 1>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
+  for (int64_t i = 0; i < M; ++i)
+    C[i] = codes_dot<Format>(nb, row_at<uint8_t>(A, i, lda), row_at<uint8_t>(A, prefetch_row(i, 1, M, lda), lda),
+                             prepared);
 }
 
 }  // namespace
