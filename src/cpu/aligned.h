@@ -32,11 +32,11 @@ AlignedArray<T> make_aligned(size_t count) {
 
 // Scratch of count elements of T for one kernel call, kept by the calling thread
 // for its next call: allocating and freeing it for every weight block, hundreds
-// of times a step, cost more than a decode block's quantized dot products, and
-// a prefill's scratch (its activations re-laid out, a few hundred KiB) came back
-// from the kernel as fresh pages every call, their clearing 12 % of a q8_0
-// prefill. Scratch over 8 MiB is the caller's own (`owned`) and freed when it
-// goes. Null when the allocation fails. One live use per thread and Tag.
+// of times a step, cost more than a decode block's quantized dot products, and a
+// prefill's scratch (its activations copied, a few hundred KiB) would otherwise be
+// allocated and freed by every gemm call. Scratch over 8 MiB is the caller's own
+// (`owned`) and freed when it goes. Null when the allocation fails. One live use
+// per thread and Tag.
 template <typename T, typename Tag>
 T* call_scratch(size_t count, AlignedArray<T>& owned) {
   constexpr size_t kKeptBytes = size_t{8} << 20;

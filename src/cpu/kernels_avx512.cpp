@@ -168,94 +168,58 @@ struct Q8Kernel {
   static __m512 dot(const Group& a, const Prepared& b, __m512 acc) { return dot_halves(a, b, acc); }
 };
 
-// out[c * RA + r] = dot(weight row a[r], prepared activation row b[c]) over nb blocks.
-// pf[r] is the matching row of a tile about 2 KiB on (prefetch_row): prefetched alongside, because
-// weight rows are short (a few KiB) and the hardware prefetcher alone cannot keep several such
-// streams busy.
-// Not inlined, like codes_tile (kernels_avx512_codes.h): its spills cost less out of line.
-template <typename Kernel, int RA, int CB>
-__attribute__((noinline)) void quant_tile(int64_t nb, const uint8_t* const* a, const uint8_t* const* pf,
-                const typename Kernel::Prepared* const* b, float* out) {
+// dot(weight row a, the prepared activation row b) over nb blocks. pf is the row about 2 KiB on
+// (prefetch_row), prefetched alongside, because weight rows are short (a few KiB) and the hardware
+// prefetcher alone does not run far enough ahead of one such stream. Not inlined, like codes_dot
+// (kernels_avx512_codes.h).
+template <typename Kernel>
+__attribute__((noinline)) float quant_dot(int64_t nb, const uint8_t* a, const uint8_t* pf,
+                                          const typename Kernel::Prepared* b) {
   constexpr int64_t kGroupBytes = kGroup * sizeof(typename Kernel::Block);
-  __m512 acc[RA][CB];
-  for (int r = 0; r < RA; ++r)
-    for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_setzero_ps();
-  auto step = [&](const uint8_t* const* ga, int64_t g) {
-    typename Kernel::Group w[RA];
-    for (int r = 0; r < RA; ++r) w[r] = Kernel::load(ga[r]);
-    for (int c = 0; c < CB; ++c)
-      for (int r = 0; r < RA; ++r) acc[r][c] = Kernel::dot(w[r], b[c][g], acc[r][c]);
-  };
+  __m512 acc = _mm512_setzero_ps();
   const int64_t full = nb / kGroup;
-  const uint8_t* ga[RA];
   for (int64_t g = 0; g < full; ++g) {
-    for (int r = 0; r < RA; ++r) {
-      ga[r] = a[r] + g * kGroupBytes;
-      for (int64_t off = 0; off < kGroupBytes; off += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(pf[r] + g * kGroupBytes + off), _MM_HINT_T0);
-    }
-    step(ga, g);
+    for (int64_t off = 0; off < kGroupBytes; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(pf + g * kGroupBytes + off), _MM_HINT_T0);
+    acc = Kernel::dot(Kernel::load(a + g * kGroupBytes), b[g], acc);
   }
   if (const int64_t rest = nb - full * kGroup; rest > 0) {
-    // Copy the last 1-3 blocks into zeroed groups so loads stay in bounds; zero blocks add 0.
-    alignas(64) uint8_t tail[RA][kGroupBytes + 64] = {};
-    for (int r = 0; r < RA; ++r) {
-      std::memcpy(tail[r], a[r] + full * kGroupBytes, rest * sizeof(typename Kernel::Block));
-      ga[r] = tail[r];
-    }
-    step(ga, full);
+    // Copy the last 1-3 blocks into a zeroed group so loads stay in bounds; zero blocks add 0.
+    alignas(64) uint8_t tail[kGroupBytes + 64] = {};
+    std::memcpy(tail, a + full * kGroupBytes, rest * sizeof(typename Kernel::Block));
+    acc = Kernel::dot(Kernel::load(tail), b[full], acc);
   }
-  __m512 flat[CB * RA];
-  for (int c = 0; c < CB; ++c)
-    for (int r = 0; r < RA; ++r) flat[c * RA + r] = acc[r][c];
-  hsum_each<CB * RA>(flat, out);
+  return hsum_ps(acc);
 }
 
-template <typename Kernel, int RA, int CB>
-void quant_rows(int64_t nb, int64_t i, int64_t M, int64_t N, const void* A, size_t lda,
-                const typename Kernel::Prepared* prepared, int64_t groups, float* C, size_t ldc) {
-  const uint8_t* a[RA];
-  const uint8_t* next[RA];
-  tile_rows<RA>(A, i, M - 1, lda, a);
-  tile_rows<RA>(A, prefetch_row(i, RA, M, lda), M - 1, lda, next);
-  float out[CB * RA];
-  for (int64_t j = 0; j < N; j += CB) {
-    const int64_t nr = std::min<int64_t>(CB, N - j);
-    const typename Kernel::Prepared* b[CB];
-    tile_rows<CB>(prepared, j, N - 1, groups * sizeof(typename Kernel::Prepared), b);
-    with_count<CB>(nr, [&](auto n) { quant_tile<Kernel, RA, n>(nb, a, next, b, out); });
-    store_tile<RA>(out, std::min<int64_t>(RA, M - i), nr, C + j * ldc + i, ldc);
-  }
-}
-
-// Decode (N == 1; more activation rows go to the VNNI driver's panels): one weight row at a time,
-// so the weights are read as one stream in address order (rows lie one after another); a row
-// about 2 KiB on is prefetched alongside. Interleaving four rows (four streams) read about half as
-// fast where that was measured (docs/performance.md, "Decode reads one weight row at a time").
+// Decode (one activation row; more go to the VNNI driver's panels): one weight row at a time, so
+// the weights are read as one stream in address order (rows lie one after another); a row about
+// 2 KiB on is prefetched alongside. Interleaving four rows (four streams) read about half as fast
+// where that was measured (docs/performance.md, "Decode reads one weight row at a time").
 template <typename Kernel>
-void gemm_quant(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
-                size_t ldc) {
+void quant_decode(int64_t K, int64_t M, const void* A, size_t lda, const void* B, float* C) {
   const int64_t nb = K / kQK;
-  const int64_t groups = (nb + kGroup - 1) / kGroup;
   using Prepared = typename Kernel::Prepared;
   AlignedArray<Prepared> owned;
-  Prepared* prepared = call_scratch<Prepared, Kernel>(static_cast<size_t>(N * groups), owned);
+  Prepared* prepared = call_scratch<Prepared, Kernel>(static_cast<size_t>((nb + kGroup - 1) / kGroup), owned);
   if (prepared == nullptr) throw std::bad_alloc();
-  for (int64_t j = 0; j < N; ++j) prepare(row_at<BlockQ8_0>(B, j, ldb), nb, prepared + j * groups);
-  for (int64_t i = 0; i < M; ++i) quant_rows<Kernel, 1, 1>(nb, i, M, N, A, lda, prepared, groups, C, ldc);
+  prepare(static_cast<const BlockQ8_0*>(B), nb, prepared);
+  for (int64_t i = 0; i < M; ++i)
+    C[i] = quant_dot<Kernel>(nb, row_at<uint8_t>(A, i, lda), row_at<uint8_t>(A, prefetch_row(i, 1, M, lda), lda),
+                             prepared);
 }
 
-// q8_0 decode on gemm_quant, a row at a time; more activation rows on the VNNI driver's panels.
+// q8_0 decode on quant_decode, a row at a time; more activation rows on the VNNI driver's panels.
 void gemm_q8_0(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                size_t ldc) {
-  if (N == 1) return gemm_quant<Q8Kernel>(K, M, N, A, lda, B, ldb, C, ldc);
+  if (N == 1) return quant_decode<Q8Kernel>(K, M, A, lda, B, C);
   gemm_q8_0_tiles(K, M, N, A, lda, B, ldb, C, ldc);
 }
 
-// q4_0 likewise: decode on gemm_quant, more activation rows on the VNNI driver's panels.
+// q4_0 likewise: decode on quant_decode, more activation rows on the VNNI driver's panels.
 void gemm_q4_0(int64_t K, int64_t M, int64_t N, const void* A, size_t lda, const void* B, size_t ldb, float* C,
                size_t ldc) {
-  if (N == 1) return gemm_quant<Q4Kernel>(K, M, N, A, lda, B, ldb, C, ldc);
+  if (N == 1) return quant_decode<Q4Kernel>(K, M, A, lda, B, C);
   gemm_q4_0_tiles(K, M, N, A, lda, B, ldb, C, ldc);
 }
 

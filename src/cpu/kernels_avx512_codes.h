@@ -22,7 +22,7 @@
 // lane r of every register belongs to row r, and multiplies them by broadcast activation quants
 // (gemm_panels, below): eight VNNI instructions and three float ops per 32 values, 16 rows and
 // activation row. Against the 3 x 6 tiles of row-lane dot products before it (their 18
-// accumulators spilled, and each tile ended in 18 horizontal sums), 1.3-1.6x in kernels_bench.
+// accumulators spilled, and each tile ended in 18 horizontal sums), 1.4-1.7x in kernels_bench.
 #pragma once
 
 #include <immintrin.h>
@@ -527,7 +527,7 @@ void gemm_panels(int64_t nb, int64_t groups, int64_t M, int64_t N, const void* A
     }
     // The next tile's weight rows are fetched into L2 behind the arithmetic, a slice per column
     // tile and a few lines per unit: read only when packed, 16 rows at a time, they stalled the
-    // packing on DRAM (pack_panel was a fifth of a q8_0 prefill's samples, most on its loads), and
+    // packing on DRAM (pack_panel was 13-18 % of a q8_0 prefill's samples, most on its loads), and
     // a column tile's whole slice at once stalled on the prefetches themselves.
     const int64_t next = std::min(M, i + 16 * kPanelTile), next_end = std::min(M, next + 16 * kPanelTile);
     const int64_t tiles = (N + kPanelCols - 1) / kPanelCols;
