@@ -85,6 +85,11 @@ uint64_t flat_groups(const Tensor& node) { return (static_cast<uint64_t>(node.ne
 constexpr uint32_t kTileM = 64, kTileK = 16;
 uint32_t mul_mat_tile_n(int64_t n) { return n > 32 ? 64 : 16; }
 
+// mul_mat's matrix-vector path (N == 1) and mul_mat_id's for few tokens
+// (shaders/mul_mat.comp's MODE 1 and 2): the rows a workgroup, 256 /
+// kVecRows invocations summing each.
+constexpr uint32_t kVecRows = 8;
+
 // mul_mat_id of fewer tokens than this takes a workgroup per output, whose
 // expert its id picks (shaders/mul_mat.comp's MODE 2); more share the tiles
 // over the pairs, one expert a group along z (MODE 3).
@@ -100,14 +105,19 @@ uint32_t mul_mat_mode(const Tensor& node) {
 // The columns a tile covers: mul_mat's N, mul_mat_id's k T pairs.
 int64_t mul_mat_columns(const Tensor& node) { return node.op == Op::mul_mat_id ? node.ne[1] * node.ne[2] : node.ne[1]; }
 
-// mul_mat's groups: one an output or a tile, dims 2 and 3 (mul_mat) or the
-// tokens (mul_mat_id, an output a group) or the experts (its tiles) along z.
-std::array<uint32_t, 3> mul_mat_groups(const Tensor& node) {
+// mul_mat's groups: one kVecRows outputs (spread over x and y for one
+// column; mul_mat_id's pairs along y and z) or a tile, and dims 2 and 3
+// (mul_mat) or the experts (mul_mat_id's tiles) along z.
+std::array<uint32_t, 3> mul_mat_groups(const Tensor& node, const OpLimits& limits) {
   const auto m = static_cast<uint64_t>(node.ne[0]);
   const uint32_t mode = mul_mat_mode(node);
-  if (mode == 1 || mode == 2)
-    return {static_cast<uint32_t>(m), static_cast<uint32_t>(node.ne[1]),
-            static_cast<uint32_t>(node.ne[2] * node.ne[3])};
+  const uint64_t row_groups = (m + kVecRows - 1) / kVecRows;
+  if (mode == 1) {  // the row groups over x and y (N is 1)
+    const auto xy = spread(row_groups, limits);
+    return {xy[0], xy[1], static_cast<uint32_t>(node.ne[2] * node.ne[3])};
+  }
+  if (mode == 2)
+    return {static_cast<uint32_t>(row_groups), static_cast<uint32_t>(node.ne[1]), static_cast<uint32_t>(node.ne[2])};
   const auto n = static_cast<uint64_t>(mul_mat_columns(node));
   const uint32_t tile_n = mul_mat_tile_n(static_cast<int64_t>(n));
   const auto z = static_cast<uint32_t>(mode == 3 ? node.src[0]->ne[2] : node.ne[2] * node.ne[3]);
@@ -115,7 +125,7 @@ std::array<uint32_t, 3> mul_mat_groups(const Tensor& node) {
 }
 
 bool mul_mat_groups_fit(const Tensor& node, const OpLimits& limits) {
-  const auto g = mul_mat_groups(node);
+  const auto g = mul_mat_groups(node, limits);
   for (size_t i = 0; i < 3; ++i) {
     if (g[i] > limits.max_groups[i]) return false;
   }
@@ -252,10 +262,13 @@ void choose_shader(const Tensor& node, const OpLimits& limits, Dispatch& d) {
       d.spec = {(node.param<int32_t>(kRopeParamMode) & kRopeNeox) != 0 ? 1u : 0u, node.src[2] != nullptr ? 1u : 0u, 0};
       break;
     case Op::mul_mat:
-    case Op::mul_mat_id:
+    case Op::mul_mat_id: {
       d.shader = "mul_mat";
-      d.spec = {type_of(node.src[0]), mul_mat_mode(node), kTileM, mul_mat_tile_n(mul_mat_columns(node)), kTileK};
+      const uint32_t mode = mul_mat_mode(node);
+      d.spec = {type_of(node.src[0]), mode, mode == 1 || mode == 2 ? kVecRows : kTileM,
+                mul_mat_tile_n(mul_mat_columns(node)), kTileK};
       break;
+    }
     default: break;
   }
 }
@@ -311,7 +324,7 @@ Dispatch plan_dispatch(const Tensor& node, const OpLimits& limits) {
     default: break;
   }
   if (node.op == Op::mul_mat || node.op == Op::mul_mat_id) {
-    d.groups = mul_mat_groups(node);
+    d.groups = mul_mat_groups(node, limits);
   } else if (node.op == Op::rms_norm || node.op == Op::norm || node.op == Op::soft_max) {
     d.groups = spread(static_cast<uint64_t>(node.nrows()), limits);
   } else if (node.op == Op::argmax || node.op == Op::top_k || node.op == Op::top_k_ids) {

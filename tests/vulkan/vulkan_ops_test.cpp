@@ -123,6 +123,22 @@ TEST(VulkanOps, MulMatF32AndF16OneTokenAndMany) {
   }
 }
 
+// The matrix-vector path's groups of rows spread over x and y where x's
+// group count (65,535 on most devices) is not enough: more rows than a
+// vocabulary has.
+TEST(VulkanOps, MulMatOfMoreRowsThanOneDimensionsGroupsHolds) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  EXPECT_TRUE(same_as_cpu(
+      *dev,
+      [&](Context& ctx) -> std::vector<Tensor*> {
+        Tensor* a = ctx.cast(input(ctx, DType::f32, {16, 600000}), DType::f16);
+        Tensor* y = ctx.mul_mat(a, input(ctx, DType::f32, {16, 1}));
+        EXPECT_TRUE(dev->supports(*y));
+        return {y};
+      },
+      kF16));
+}
+
 TEST(VulkanOps, MulMatBroadcastsAOverDims2And3) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
   for (int64_t n : {1, 9}) {

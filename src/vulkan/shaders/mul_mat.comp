@@ -3,8 +3,10 @@
 // (i2 / (b2 / a2), i3 / (b3 / a3)) serves b's (i2, i3). Weights are
 // dequantized to f32 and the sums are in f32 (the CPU device quantizes b to
 // its weights' dot type instead).
-//   MODE 1, for N == 1 (decode): one output a workgroup, its 256 invocations
-//     striding along K and summing in shared memory; each weight is read once.
+//   MODE 1, for N == 1 (decode): TILE_M outputs a workgroup, 256 / TILE_M
+//     invocations each, which take runs of 8 values along K (a run's scale
+//     read once) and sum in shared memory; each weight is read once. The
+//     groups of rows spread over x and y.
 //   MODE 0 (prefill): a TILE_M x TILE_N tile of the node a workgroup. K goes
 //     TILE_K at a time: the workgroup dequantizes a's TILE_M x TILE_K slice
 //     into shared memory once and loads b's TILE_N x TILE_K, then each
@@ -14,8 +16,8 @@
 // row (n_b == 1 ? 0 : s, t), b [K, n_b, T]; ids i32 [k, T] at binding 3 from
 // off.w, its element strides p.x and p.y. An id outside [0, E) makes its row
 // zeros and reads no weight.
-//   MODE 2 (few tokens): MODE 1's workgroup per output (m, s, t), the expert
-//     its id; only the chosen experts' rows are read.
+//   MODE 2 (few tokens): MODE 1's workgroups for each pair (s, t) (y and z),
+//     the expert its id; only the chosen experts' rows are read.
 //   MODE 3: MODE 0's tiles over the k T pairs (pair s + k t a column),
 //     workgroup z an expert: a tile where no pair chose that expert returns
 //     at once; the others take the columns of the pairs that did (b's rows
@@ -28,7 +30,8 @@
 layout(constant_id = 0) const uint A_TYPE = 0;
 layout(constant_id = 1) const uint MODE = 0;
 const bool BY_ID = MODE >= 2, VEC = MODE == 1 || MODE == 2;
-// Multiples of 16 (vk_ops.cpp chooses them).
+// Multiples of 16 (vk_ops.cpp chooses them); in MODE 1 and 2 TILE_M is the
+// rows a workgroup, a power of two dividing 256.
 layout(constant_id = 2) const uint TILE_M = 64;
 layout(constant_id = 3) const uint TILE_N = 64;
 layout(constant_id = 4) const uint TILE_K = 16;
@@ -77,26 +80,44 @@ void main() {
   uint a2 = BY_ID ? 0 : i2 / (args.ne[2].z / args.ne[1].z), a3 = BY_ID ? 0 : i3 / (args.ne[2].w / args.ne[1].w);
   const uint t = gl_LocalInvocationID.x;
   if (VEC) {
-    // One output (m, n) a workgroup: 256 invocations along K, then a tree sum.
-    const uint m = gl_WorkGroupID.x;
-    const uint n = BY_ID ? gl_WorkGroupID.y + args.ne[0].y * gl_WorkGroupID.z : gl_WorkGroupID.y;
+    // TILE_M rows a workgroup, 256 / TILE_M invocations (lanes) a row. A
+    // lane takes runs of 8 values along K, LANES runs apart, so that a
+    // row's lanes read consecutive bytes; a tree in shared memory sums them.
+    const uint LANES = 256 / TILE_M, lane = t % LANES;
+    const uint group = BY_ID ? gl_WorkGroupID.x : gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    const uint m = group * TILE_M + t / LANES;
+    const uint n = BY_ID ? gl_WorkGroupID.y + args.ne[0].y * gl_WorkGroupID.z : 0;
     if (BY_ID) {
       const int e = expert_of(n);
-      if (e < 0) {
-        if (t == 0) store(m, n, 0, 0, 0.0);
+      if (e < 0) {  // the same for the whole workgroup
+        if (lane == 0 && m < M) store(m, n, 0, 0, 0.0);
         return;
       }
       a2 = uint(e);
     }
     float s = 0.0;
-    for (uint k = t; k < K; k += 256) s += load_weight(A_TYPE, 1, k, m, a2, a3) * b_value(k, n, i2, i3);
+    if (m < M) {
+      if (A_TYPE <= TYPE_BF16) {
+        for (uint k0 = 8 * lane; k0 < K; k0 += 8 * LANES) {
+          for (uint j = 0; j < 8 && k0 + j < K; ++j) s += load_weight(A_TYPE, 1, k0 + j, m, a2, a3) * b_value(k0 + j, n, i2, i3);
+        }
+      } else {
+        // K is a whole number of blocks.
+        const uint runs = block_values(A_TYPE) / 8;
+        for (uint r = lane; r < K / 8; r += LANES) {
+          float v[8];
+          block_run(A_TYPE, at(1, r / runs, m, a2, a3), r % runs, v);
+          for (uint j = 0; j < 8; ++j) s += v[j] * b_value(8 * r + j, n, i2, i3);
+        }
+      }
+    }
     partial[t] = s;
     barrier();
-    for (uint h = 128; h > 0; h >>= 1) {
-      if (t < h) partial[t] += partial[t + h];
+    for (uint h = LANES / 2; h > 0; h >>= 1) {
+      if (lane < h) partial[t] += partial[t + h];
       barrier();
     }
-    if (t == 0) store(m, n, i2, i3, partial[0]);
+    if (lane == 0 && m < M) store(m, n, i2, i3, partial[t]);
     return;
   }
   const uint m0 = gl_WorkGroupID.x * TILE_M, n0 = gl_WorkGroupID.y * TILE_N;
@@ -125,9 +146,18 @@ void main() {
   float acc[WM * WN];
   for (uint i = 0; i < WM * WN; ++i) acc[i] = 0.0;
   for (uint k0 = 0; k0 < K; k0 += TILE_K) {
-    for (uint e = t; e < TILE_M * TILE_K; e += 256) {
-      const uint k = k0 + e % TILE_K, m = m0 + e / TILE_K;
-      tile_a[(e % TILE_K) * A_ROW + e / TILE_K] = (m < M && k < K) ? load_weight(A_TYPE, 1, k, m, a2, a3) : 0.0;
+    // a's slice, a run of 8 values an invocation (a block's runs are aligned
+    // with TILE_K's, as K is a whole number of blocks).
+    for (uint e = t; e < TILE_M * TILE_K / 8; e += 256) {
+      const uint h = e % (TILE_K / 8), row = e / (TILE_K / 8), k = k0 + 8 * h, m = m0 + row;
+      float v[8];
+      if (A_TYPE > TYPE_BF16 && m < M && k < K) {
+        const uint n = block_values(A_TYPE);
+        block_run(A_TYPE, at(1, k / n, m, a2, a3), (k % n) / 8, v);
+      } else {
+        for (uint j = 0; j < 8; ++j) v[j] = (m < M && k + j < K) ? load_weight(A_TYPE, 1, k + j, m, a2, a3) : 0.0;
+      }
+      for (uint j = 0; j < 8; ++j) tile_a[(8 * h + j) * A_ROW + row] = v[j];
     }
     for (uint e = t; e < TILE_N * TILE_K; e += 256) {
       const uint k = k0 + e % TILE_K, j = e / TILE_K, n = n0 + j;
