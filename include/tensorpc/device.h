@@ -153,6 +153,9 @@ class Device {
   virtual std::string name() const = 0;
   virtual std::string description() const = 0;
   virtual DeviceKind kind() const = 0;
+  // What computes its nodes: kind() for a local device; for a remote one
+  // its server's device's kind (remote where the server cannot tell).
+  virtual DeviceKind processor() const { return kind(); }
   // Free and total bytes now; an error when the device cannot tell (a
   // remote device whose server does not answer), never a made-up figure.
   virtual StatusOr<MemoryInfo> memory() const = 0;

@@ -2,7 +2,7 @@
 // `--device vulkan` (and with a server's GPU and CPU) is the local CPU's.
 // What the GPU does not compute runs on a CPU (the helper CPU locally; the
 // server's CPU device remotely), the KV cache included where the GPU cannot
-// write it.
+// write it. By free memory, a GPU takes the layers that fit before the CPUs.
 #include <string>
 #include <vector>
 
@@ -104,6 +104,28 @@ TEST(VulkanRun, GreedyTextOverAServerWithAGpuAndACpuIsTheCpusText) {
   EXPECT_TRUE(contains(remote_err, server.endpoint() + "/vulkan:0         0-1")) << remote_err;
   // And a local GPU before them.
   EXPECT_EQ(greedy_text({"vulkan"}, {server.endpoint()}, {1, 1, 1}, both_err), want) << both_err;
+}
+
+// By free memory (no --split), a GPU beside CPUs takes as many layers as fit
+// in it first, and the CPUs the rest: a server's GPU limited to 3 MiB holds
+// three of kjv-tiny's four layers (and the output), one of 64 MiB all four.
+TEST(VulkanRun, ByFreeMemoryAServersGpuTakesTheLayersThatFitAndTheCpusTheRest) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(probe);
+  std::string cpu_err;
+  const std::string want = greedy_text({"cpu"}, {}, {}, cpu_err);
+  for (const char* limit : {"3M", "64M"}) {
+    SCOPED_TRACE(limit);
+    auto devices = tools::make_devices(
+        {tools::parse_device_spec(std::string("vulkan:0:") + limit).value(), tools::DeviceSpec{.threads = 2}});
+    ASSERT_TRUE(devices.ok()) << devices.status().to_string();
+    InProcessServer server(std::move(devices).value());
+    std::string err;
+    EXPECT_EQ(greedy_text({"cpu"}, {server.endpoint()}, {}, err), want) << err;
+    const bool all = std::string(limit) == "64M";
+    EXPECT_TRUE(contains(err, server.endpoint() + "/vulkan:0         " + (all ? "0-3" : "1-3"))) << err;
+    EXPECT_TRUE(contains(err, std::string("cpu                              ") + (all ? "-" : "0-0"))) << err;
+    EXPECT_TRUE(contains(err, server.endpoint() + "/cpu1             -")) << err;
+  }
 }
 
 // `tensorpc perplexity -m MODEL --device DEVICE` over 2 chunks of the held-out

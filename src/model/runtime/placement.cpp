@@ -178,6 +178,30 @@ std::vector<int64_t> layers_per_device(int64_t n_layer, const std::vector<double
   return count;
 }
 
+std::vector<int64_t> layers_by_room(int64_t n_layer, const std::vector<LayerRoom>& rooms, uint64_t layer_bytes) {
+  std::vector<double> room(rooms.size()), gpu_fit(rooms.size()), cpu_room(rooms.size());
+  double gpu_layers = 0, cpu_total = 0;
+  for (size_t d = 0; d < rooms.size(); ++d) {
+    room[d] = static_cast<double>(rooms[d].bytes);
+    if (rooms[d].gpu) {
+      const uint64_t usable = rooms[d].bytes > rooms[d].keep ? rooms[d].bytes - rooms[d].keep : 0;
+      gpu_fit[d] = static_cast<double>(usable / std::max<uint64_t>(layer_bytes, 1));
+      gpu_layers += gpu_fit[d];
+    } else {
+      cpu_room[d] = room[d];
+      cpu_total += room[d];
+    }
+  }
+  if (!(gpu_layers > 0) || !(cpu_total > 0)) return layers_per_device(n_layer, room);
+  // Each GPU's share is at most what fits in it: the largest remainder rounds
+  // a share up only past its exact part, which is at most its fit.
+  const auto on_gpus = static_cast<int64_t>(std::min(static_cast<double>(n_layer), gpu_layers));
+  std::vector<int64_t> count = layers_per_device(on_gpus, gpu_fit);
+  const std::vector<int64_t> rest = layers_per_device(n_layer - on_gpus, cpu_room);
+  for (size_t d = 0; d < count.size(); ++d) count[d] += rest[d];
+  return count;
+}
+
 StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaModel& model, std::vector<Device*> devices,
                                                                  PlacementOptions options) {
   const LlamaHparams& hp = model.hparams();
@@ -188,10 +212,13 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
   const size_t nd = devices.size();
   TENSORPC_ASSIGN_OR_RETURN(OverridePlan overridden, plan_overrides(model, devices, options.overrides));
 
-  // How many layers each device takes: by free memory, what it has left
-  // after the overrides.
-  std::vector<double> ratios = options.ratios;
-  if (ratios.empty()) {
+  // How many layers each device takes: by explicit ratios, else by free
+  // memory, what each device has left after the overrides (GPUs first where
+  // they are mixed with CPUs).
+  const int64_t n_ctx = context_positions(hp, options.n_ctx);
+  std::vector<int64_t> counts;
+  if (options.ratios.empty()) {
+    std::vector<LayerRoom> rooms;
     for (size_t d = 0; d < nd; ++d) {
       auto memory = devices[d]->memory();
       if (!memory.ok())
@@ -199,17 +226,31 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
                       "placement: free memory of " + devices[d]->name() + ": " + memory.status().message());
       const uint64_t free = memory.value().free, taken = overridden.device_bytes[d];
       const bool none = options.last_takes_no_layers && d + 1 == nd;
-      ratios.push_back(none || taken >= free ? 0.0 : static_cast<double>(free - taken));
+      rooms.push_back({none || taken >= free ? 0 : free - taken, devices[d]->processor() == DeviceKind::gpu});
     }
+    // Mixed with CPUs, a GPU keeps back room for the embedding, the output
+    // projection and the activations (a sixteenth of its room); a layer is
+    // the largest layer's weights and a layer's KV cache.
+    const uint64_t ends = w.tok_embd->nbytes() + (w.output != w.tok_embd ? w.output->nbytes() : 0);
+    for (LayerRoom& r : rooms) r.keep = ends + r.bytes / 16;
+    const uint64_t cache_bytes = 2 * row_bytes(options.cache_type, hp.kv_dim() * n_ctx);
+    uint64_t largest = 0;
+    for (const auto& layer : w.layers) {
+      uint64_t bytes = 0;
+      for (const Tensor* t : layer.tensors()) bytes += t->nbytes();
+      largest = std::max(largest, bytes);
+    }
+    counts = layers_by_room(hp.n_layer, rooms, cache_bytes + largest);
+  } else {
+    if (options.ratios.size() != nd) {
+      return invalid_argument("placement: " + std::to_string(options.ratios.size()) + " split ratios for " +
+                              std::to_string(nd) + " devices");
+    }
+    for (double r : options.ratios) {
+      if (!(r >= 0) || !std::isfinite(r)) return invalid_argument("placement: split ratios must be finite and ≥ 0");
+    }
+    counts = layers_per_device(hp.n_layer, options.ratios);
   }
-  if (ratios.size() != nd) {
-    return invalid_argument("placement: " + std::to_string(ratios.size()) + " split ratios for " + std::to_string(nd) +
-                            " devices");
-  }
-  for (double r : ratios) {
-    if (!(r >= 0) || !std::isfinite(r)) return invalid_argument("placement: split ratios must be finite and ≥ 0");
-  }
-  const std::vector<int64_t> counts = layers_per_device(hp.n_layer, ratios);
   if (std::accumulate(counts.begin(), counts.end(), int64_t{0}) != hp.n_layer) {
     return invalid_argument("placement: every split ratio is 0, or no device reports free memory");
   }
@@ -218,7 +259,6 @@ StatusOr<std::unique_ptr<ModelPlacement>> ModelPlacement::create(const LlamaMode
   }
 
   // KV cache descriptors per layer: keys [kv_dim, n_ctx], values transposed.
-  const int64_t n_ctx = context_positions(hp, options.n_ctx);
   p->cache_.n_ctx = n_ctx;
   for (int64_t l = 0; l < hp.n_layer; ++l) {
     p->cache_.k.push_back(

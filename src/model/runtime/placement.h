@@ -3,7 +3,8 @@
 //
 // Layers go to devices in contiguous runs, in the order of the device list,
 // in proportion to explicit ratios (`--split 1,1,2`) or, by default, to each
-// device's free memory. The token embedding lives with the first layer, the
+// device's free memory; where GPUs and CPUs are mixed, the GPUs first take
+// as many layers as fit and the CPUs the rest (layers_by_room). The token embedding lives with the first layer, the
 // output norm and projection with the last; each layer's KV cache lives on
 // that layer's device when the device computes the cache writes (a GPU may
 // not), else on a device of the same server (or this process) that does,
@@ -111,5 +112,19 @@ int64_t context_positions(const LlamaHparams& hp, int64_t requested);
 // How many of n_layer layers each device gets for these weights (largest
 // remainder, contiguous in device order). Exposed for tests.
 std::vector<int64_t> layers_per_device(int64_t n_layer, const std::vector<double>& weights);
+
+// One device's part in the default split: the bytes it has for layers, and
+// whether it is a GPU.
+struct LayerRoom {
+  uint64_t bytes = 0;
+  bool gpu = false;
+  uint64_t keep = 0;  // a GPU's bytes that layers are not to fill (activations, the ends)
+};
+
+// The default split (no ratios): by room, except where GPUs and CPUs are
+// mixed. Then the GPUs come first: they take as many layers of layer_bytes
+// as fit in their room less what they keep (shared among them by that fit),
+// and the CPUs the rest (shared by room). Exposed for tests.
+std::vector<int64_t> layers_by_room(int64_t n_layer, const std::vector<LayerRoom>& rooms, uint64_t layer_bytes);
 
 }  // namespace tensorpc

@@ -80,6 +80,12 @@ StatusOr<DeviceInfo> RemoteDevice::info() const {
   return *info_;
 }
 
+DeviceKind RemoteDevice::processor() const {
+  auto i = info();
+  if (!i.ok() || i.value().kind > static_cast<uint32_t>(DeviceKind::gpu)) return DeviceKind::remote;
+  return static_cast<DeviceKind>(i.value().kind);
+}
+
 std::string RemoteDevice::name() const {
   auto i = info();
   return endpoint() + "/" + (i.ok() ? i.value().name : "device" + std::to_string(index()));

@@ -82,6 +82,7 @@ class RemoteDevice final : public Device {
   std::string name() const override;
   std::string description() const override;
   DeviceKind kind() const override { return DeviceKind::remote; }
+  DeviceKind processor() const override;
   StatusOr<MemoryInfo> memory() const override;
   uint64_t alignment() const override;
   uint64_t max_allocation() const override;

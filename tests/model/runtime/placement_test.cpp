@@ -1,6 +1,7 @@
 // Loading a model onto a remote device: the bytes land, and a second load
 // onto the same server (whose weights cache now has them) sends little; with
-// a digest store, a second load of the file opened anew hashes nothing.
+// a digest store, a second load of the file opened anew hashes nothing. The
+// default split: by room, GPUs first where they are mixed with CPUs.
 #include "model/runtime/placement.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,33 @@
 
 namespace tensorpc {
 namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+TEST(LayersByRoom, CpusAloneOrGpusAloneShareByRoom) {
+  EXPECT_EQ(layers_by_room(12, {{.bytes = 300 * kMiB}, {.bytes = 100 * kMiB}}, 10 * kMiB),
+            (std::vector<int64_t>{9, 3}));
+  // GPUs alone: by room, what they keep does not count (nowhere else to go).
+  EXPECT_EQ(layers_by_room(12, {{100 * kMiB, true, 90 * kMiB}, {300 * kMiB, true, 90 * kMiB}}, 10 * kMiB),
+            (std::vector<int64_t>{3, 9}));
+}
+
+TEST(LayersByRoom, GpusTakeWhatFitsFirstAndCpusTheRest) {
+  // The GPU (first or last in the list) fits (200 - 40) / 16 = 10 layers of 32.
+  const LayerRoom gpu{200 * kMiB, true, 40 * kMiB}, cpu{20000 * kMiB};
+  EXPECT_EQ(layers_by_room(32, {gpu, cpu}, 16 * kMiB), (std::vector<int64_t>{10, 22}));
+  EXPECT_EQ(layers_by_room(32, {cpu, gpu}, 16 * kMiB), (std::vector<int64_t>{22, 10}));
+  // Room for more than the model: the GPU takes every layer.
+  EXPECT_EQ(layers_by_room(6, {gpu, cpu}, 16 * kMiB), (std::vector<int64_t>{6, 0}));
+  // Two GPUs share what fits by their fit (10 and 5), the CPUs the rest by room.
+  const LayerRoom small{120 * kMiB, true, 40 * kMiB}, cpu2{10000 * kMiB};
+  EXPECT_EQ(layers_by_room(45, {gpu, small, cpu, cpu2}, 16 * kMiB), (std::vector<int64_t>{10, 5, 20, 10}));
+  // A GPU that fits no layer gets none; with no GPU room at all, by room.
+  const LayerRoom tiny{50 * kMiB, true, 40 * kMiB};
+  EXPECT_EQ(layers_by_room(8, {tiny, cpu}, 16 * kMiB), (std::vector<int64_t>{0, 8}));
+  // No CPU room (a helper CPU that takes no layers): the GPUs share by room.
+  EXPECT_EQ(layers_by_room(8, {gpu, {.bytes = 0}}, 16 * kMiB), (std::vector<int64_t>{8, 0}));
+}
 
 TEST(ModelPlacement, ASecondLoadOntoTheSameServerSendsOnlyHashesAndNorms) {
   const std::string path =
