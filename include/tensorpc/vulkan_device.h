@@ -42,6 +42,9 @@ struct VulkanDeviceOptions {
   // where device memory can be mapped: the path a discrete GPU takes, for
   // tests on devices whose memory is host-visible.
   bool force_staging = false;
+  // Use no subgroup operations, as on a device without them: the shaders'
+  // portable paths, for tests on devices that have them.
+  bool no_subgroup_ops = false;
   // The device's name; empty: `vulkan:N`. A server that opens one physical
   // device twice names the second opening apart.
   std::string name{};

@@ -67,6 +67,7 @@ Status VulkanDevice::init(const VulkanDeviceOptions& options) {
   limits_.storage_alignment = std::max<uint64_t>(facts_.limits.minStorageBufferOffsetAlignment, 4);
   for (int i = 0; i < 3; ++i) limits_.max_groups[i] = facts_.limits.maxComputeWorkGroupCount[i];
   limits_.f16 = facts_.storage_16bit;
+  limits_.subgroup_shuffle = facts_.subgroup_shuffle && !options.no_subgroup_ops;
 
   const float priority = 1.0f;
   auto queue_info = vk_struct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);

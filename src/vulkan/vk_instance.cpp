@@ -85,9 +85,14 @@ StatusOr<PhysicalDeviceFacts> facts_of(VkPhysicalDevice physical) {
       vk_struct<VkPhysicalDeviceMaintenance3Properties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES);
   const bool has_driver_properties = has_extension(physical, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
   maintenance3.pNext = has_driver_properties ? &driver : nullptr;
+  auto subgroup = vk_struct<VkPhysicalDeviceSubgroupProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
+  subgroup.pNext = &maintenance3;
   auto properties = vk_struct<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
-  properties.pNext = &maintenance3;
+  properties.pNext = &subgroup;
   vkGetPhysicalDeviceProperties2(physical, &properties);
+  constexpr VkSubgroupFeatureFlags kShuffle = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+  f.subgroup_shuffle = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
+                       (subgroup.supportedOperations & kShuffle) == kShuffle;
   f.name = properties.properties.deviceName;
   f.type = type_name(properties.properties.deviceType);
   f.limits = properties.properties.limits;

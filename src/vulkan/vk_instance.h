@@ -56,6 +56,7 @@ struct PhysicalDeviceFacts {
   int compute_queue_family = -1;
   bool memory_budget = false;  // VK_EXT_memory_budget
   bool storage_16bit = false;  // f16 in storage buffers
+  bool subgroup_shuffle = false;  // compute shaders' subgroups have the basic and shuffle operations
   VkPhysicalDeviceLimits limits{};
   uint64_t max_memory_allocation = 0;  // maintenance3
   uint64_t device_local_bytes = 0;     // the device-local heaps' sizes

@@ -86,9 +86,16 @@ constexpr uint32_t kTileM = 64, kTileK = 16;
 uint32_t mul_mat_tile_n(int64_t n) { return n > 32 ? 64 : 16; }
 
 // mul_mat's matrix-vector path (N == 1) and mul_mat_id's for few tokens
-// (shaders/mul_mat.comp's MODE 1 and 2): the rows a workgroup, 256 /
-// kVecRows invocations summing each.
-constexpr uint32_t kVecRows = 8;
+// (shaders/mul_mat.comp's MODE 1 and 2): the rows a workgroup, 256 / rows
+// invocations (lanes) summing each, a run of 8 values of K at a time. 32
+// lanes a row, fewer (at least 4) where K has fewer runs than half of them
+// (an attention head's 64 or 128 values), so that lanes do not idle.
+uint32_t vec_rows(const Tensor& node) {
+  const int64_t runs = (node.src[0]->ne[0] + 7) / 8;
+  uint32_t lanes = 32;
+  while (lanes > 4 && lanes / 2 >= runs) lanes /= 2;
+  return 256 / lanes;
+}
 
 // mul_mat_id of fewer tokens than this takes a workgroup per output, whose
 // expert its id picks (shaders/mul_mat.comp's MODE 2); more share the tiles
@@ -105,13 +112,13 @@ uint32_t mul_mat_mode(const Tensor& node) {
 // The columns a tile covers: mul_mat's N, mul_mat_id's k T pairs.
 int64_t mul_mat_columns(const Tensor& node) { return node.op == Op::mul_mat_id ? node.ne[1] * node.ne[2] : node.ne[1]; }
 
-// mul_mat's groups: one kVecRows outputs (spread over x and y for one
+// mul_mat's groups: one vec_rows outputs (spread over x and y for one
 // column; mul_mat_id's pairs along y and z) or a tile, and dims 2 and 3
 // (mul_mat) or the experts (mul_mat_id's tiles) along z.
 std::array<uint32_t, 3> mul_mat_groups(const Tensor& node, const OpLimits& limits) {
   const auto m = static_cast<uint64_t>(node.ne[0]);
   const uint32_t mode = mul_mat_mode(node);
-  const uint64_t row_groups = (m + kVecRows - 1) / kVecRows;
+  const uint64_t row_groups = (m + vec_rows(node) - 1) / vec_rows(node);
   if (mode == 1) {  // the row groups over x and y (N is 1)
     const auto xy = spread(row_groups, limits);
     return {xy[0], xy[1], static_cast<uint32_t>(node.ne[2] * node.ne[3])};
@@ -263,10 +270,11 @@ void choose_shader(const Tensor& node, const OpLimits& limits, Dispatch& d) {
       break;
     case Op::mul_mat:
     case Op::mul_mat_id: {
-      d.shader = "mul_mat";
       const uint32_t mode = mul_mat_mode(node);
-      d.spec = {type_of(node.src[0]), mode, mode == 1 || mode == 2 ? kVecRows : kTileM,
-                mul_mat_tile_n(mul_mat_columns(node)), kTileK};
+      const bool vec = mode == 1 || mode == 2;
+      d.shader = vec && limits.subgroup_shuffle ? "mul_mat_subgroup" : "mul_mat";
+      d.spec = {type_of(node.src[0]), mode, vec ? vec_rows(node) : kTileM, mul_mat_tile_n(mul_mat_columns(node)),
+                kTileK};
       break;
     }
     default: break;

@@ -16,7 +16,8 @@ struct OpLimits {
   uint64_t max_storage_range = 0;   // bytes one binding covers
   uint64_t storage_alignment = 16;  // of a binding's offset
   std::array<uint32_t, 3> max_groups{};
-  bool f16 = false;  // f16 in storage buffers
+  bool f16 = false;               // f16 in storage buffers
+  bool subgroup_shuffle = false;  // subgroups' basic and shuffle operations in compute shaders
 };
 
 // Every shader binds four storage buffers: the node and its src[0..2]; an op

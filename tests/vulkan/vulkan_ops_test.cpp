@@ -330,6 +330,32 @@ TEST(VulkanOps, MulMatEveryWeightTypeOneTokenAndMany) {
   }
 }
 
+// The matrix-vector path gives a row 4 to 32 lanes by K, summed through
+// subgroup shuffles where the device has them (on lavapipe 8 lanes a
+// subgroup: a row within part of one, within one, over four) and through
+// shared memory where it has not (a device opened without them).
+TEST(VulkanOps, MulMatOneTokenSumsRowsWithAndWithoutSubgroupOps) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  auto portable = open_vulkan_device({.index = 0, .no_subgroup_ops = true});
+  ASSERT_TRUE(portable.ok()) << portable.status().to_string();
+  const std::vector<std::pair<DType, int64_t>> cases = {{DType::f16, 32},   {DType::f16, 64},  {DType::f16, 520},
+                                                        {DType::q8_0, 32},  {DType::q8_0, 64}, {DType::q8_0, 512},
+                                                        {DType::q4_K, 256}, {DType::q4_K, 768}};
+  for (Device* d : {dev.get(), portable.value().get()}) {
+    for (const auto& [type, k] : cases) {
+      SCOPED_TRACE(std::string(d == dev.get() ? "subgroups " : "portable ") + name_of(type) + " K " +
+                   std::to_string(k));
+      const auto build = [&](bool dequantize) {
+        return [&, dequantize](Context& ctx) -> std::vector<Tensor*> {
+          Tensor* w = input(ctx, type, {k, 45});
+          return {ctx.mul_mat(dequantize ? ctx.cast(w, DType::f32) : w, input(ctx, DType::f32, {k, 1}))};
+        };
+      };
+      EXPECT_TRUE(matches_cpu(*d, build(false), build(true), kDequantized));
+    }
+  }
+}
+
 // Prefill's tiled product over more than one tile each way, with partial
 // tiles at both edges, for a plain and a block-typed weight.
 TEST(VulkanOps, MulMatTilesCoverShapesPastOneTile) {

@@ -23,7 +23,16 @@
 //     at once; the others take the columns of the pairs that did (b's rows
 //     of the rest read as zeros) and write only those. Expert 0's tiles also
 //     write the zeros of the pairs whose id is out of range.
+//   Built twice: as `mul_mat`, and with SUBGROUP_SUM as `mul_mat_subgroup`
+//   for devices with subgroup shuffles, whose MODE 1 and 2 number the
+//   invocations subgroup by subgroup, so that a row's lanes are aligned
+//   lanes of one subgroup or whole subgroups, and sum them by shuffles (and
+//   shared memory across a row's subgroups) instead of the tree.
 #version 450
+#ifdef SUBGROUP_SUM
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
 #include "common.glsl"
 #include "quant.glsl"
 
@@ -83,9 +92,14 @@ void main() {
     // TILE_M rows a workgroup, 256 / TILE_M invocations (lanes) a row. A
     // lane takes runs of 8 values along K, LANES runs apart, so that a
     // row's lanes read consecutive bytes; a tree in shared memory sums them.
-    const uint LANES = 256 / TILE_M, lane = t % LANES;
+#ifdef SUBGROUP_SUM
+    const uint at_row = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+#else
+    const uint at_row = t;
+#endif
+    const uint LANES = 256 / TILE_M, lane = at_row % LANES;
     const uint group = BY_ID ? gl_WorkGroupID.x : gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
-    const uint m = group * TILE_M + t / LANES;
+    const uint m = group * TILE_M + at_row / LANES;
     const uint n = BY_ID ? gl_WorkGroupID.y + args.ne[0].y * gl_WorkGroupID.z : 0;
     if (BY_ID) {
       const int e = expert_of(n);
@@ -111,6 +125,18 @@ void main() {
         }
       }
     }
+#ifdef SUBGROUP_SUM
+    // Subgroup sizes are powers of two.
+    for (uint h = min(gl_SubgroupSize, LANES) / 2; h > 0; h >>= 1) s += subgroupShuffleXor(s, h);
+    if (gl_SubgroupSize < LANES) {  // the row's LANES / gl_SubgroupSize subgroups, from this one
+      if (gl_SubgroupInvocationID == 0) partial[gl_SubgroupID] = s;
+      barrier();
+      if (lane == 0) {
+        for (uint g = 1; g < LANES / gl_SubgroupSize; ++g) s += partial[gl_SubgroupID + g];
+      }
+    }
+    if (lane == 0 && m < M) store(m, n, i2, i3, s);
+#else
     partial[t] = s;
     barrier();
     for (uint h = LANES / 2; h > 0; h >>= 1) {
@@ -118,6 +144,7 @@ void main() {
       barrier();
     }
     if (lane == 0 && m < M) store(m, n, i2, i3, partial[t]);
+#endif
     return;
   }
   const uint m0 = gl_WorkGroupID.x * TILE_M, n0 = gl_WorkGroupID.y * TILE_N;
