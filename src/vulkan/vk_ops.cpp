@@ -97,6 +97,20 @@ uint32_t vec_rows(const Tensor& node) {
   return 256 / lanes;
 }
 
+// shaders/mul_mat.comp's VEC4 for the vector path: bit 0 where b's runs of
+// 8 are two aligned vec4s (dim 0 contiguous, offset and strides in
+// elements multiples of 4), bit 1 where a's are too (f32 or f16, K a
+// multiple of 8).
+uint32_t vec4_runs(const Tensor& node, const PushArgs& args) {
+  const auto aligned = [&](int t) {
+    return args.nb[t][0] == 1 && args.off[t] % 4 == 0 && args.nb[t][1] % 4 == 0 && args.nb[t][2] % 4 == 0 &&
+           args.nb[t][3] % 4 == 0;
+  };
+  const Tensor* a = node.src[0];
+  const bool plain = is(a, DType::f32) || is(a, DType::f16);
+  return (aligned(2) ? 1u : 0u) | (plain && a->ne[0] % 8 == 0 && aligned(1) ? 2u : 0u);
+}
+
 // mul_mat_id of fewer tokens than this takes a workgroup per output, whose
 // expert its id picks (shaders/mul_mat.comp's MODE 2); more share the tiles
 // over the pairs, one expert a group along z (MODE 3).
@@ -333,6 +347,7 @@ Dispatch plan_dispatch(const Tensor& node, const OpLimits& limits) {
   }
   if (node.op == Op::mul_mat || node.op == Op::mul_mat_id) {
     d.groups = mul_mat_groups(node, limits);
+    if (d.spec[1] == 1 || d.spec[1] == 2) d.spec[5] = vec4_runs(node, d.args);
   } else if (node.op == Op::rms_norm || node.op == Op::norm || node.op == Op::soft_max) {
     d.groups = spread(static_cast<uint64_t>(node.nrows()), limits);
   } else if (node.op == Op::argmax || node.op == Op::top_k || node.op == Op::top_k_ids) {

@@ -333,7 +333,8 @@ TEST(VulkanOps, MulMatEveryWeightTypeOneTokenAndMany) {
 // The matrix-vector path gives a row 4 to 32 lanes by K, summed through
 // subgroup shuffles where the device has them (on lavapipe 8 lanes a
 // subgroup: a row within part of one, within one, over four) and through
-// shared memory where it has not (a device opened without them).
+// shared memory where it has not (a device opened without them); the runs of
+// b and of a plain a are read as vec4s where they are aligned.
 TEST(VulkanOps, MulMatOneTokenSumsRowsWithAndWithoutSubgroupOps) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
   auto portable = open_vulkan_device({.index = 0, .no_subgroup_ops = true});
@@ -352,6 +353,15 @@ TEST(VulkanOps, MulMatOneTokenSumsRowsWithAndWithoutSubgroupOps) {
         };
       };
       EXPECT_TRUE(matches_cpu(*d, build(false), build(true), kDequantized));
+      // b one float into a larger tensor: its runs are not aligned vec4s.
+      const auto shifted = [&](bool dequantize) {
+        return [&, dequantize](Context& ctx) -> std::vector<Tensor*> {
+          Tensor* w = input(ctx, type, {k, 45});
+          Tensor* b = ctx.view(input(ctx, DType::f32, {k + 1, 1}), {k, 1}, {4, static_cast<uint64_t>(4 * (k + 1))}, 4);
+          return {ctx.mul_mat(dequantize ? ctx.cast(w, DType::f32) : w, b)};
+        };
+      };
+      EXPECT_TRUE(matches_cpu(*d, shifted(false), shifted(true), kDequantized));
     }
   }
 }

@@ -44,10 +44,16 @@ const bool BY_ID = MODE >= 2, VEC = MODE == 1 || MODE == 2;
 layout(constant_id = 2) const uint TILE_M = 64;
 layout(constant_id = 3) const uint TILE_N = 64;
 layout(constant_id = 4) const uint TILE_K = 16;
+// MODE 1 and 2: bit 0, b's runs of 8 are two aligned vec4s (dim 0
+// contiguous, offset and strides multiples of 4); bit 1, a's too (f32, f16).
+layout(constant_id = 5) const uint VEC4 = 0;
 layout(local_size_x = 256) in;
 
 layout(binding = 0) writeonly buffer D { float d[]; };
 layout(binding = 2) readonly buffer B { float b[]; };
+layout(binding = 2) readonly buffer B4 { vec4 b4[]; };
+layout(binding = 1) readonly buffer WeightF32x4 { vec4 weight_f32x4[]; };
+layout(binding = 1) readonly buffer WeightF16x4 { f16vec4 weight_f16x4[]; };
 layout(binding = 3) readonly buffer Ids { int ids[]; };
 
 // [k][m] and [k][n], a row padded by one so that the loads, k fastest, spread
@@ -66,12 +72,41 @@ int expert_of(uint n) {
   return id >= 0 && id < int(args.ne[1].z) ? id : -1;
 }
 
-// Element k of column n of b: mul_mat's (n, i2, i3), mul_mat_id's row of
-// pair n (its slot's where n_b is k, else row 0).
-float b_value(uint k, uint n, uint i2, uint i3) {
-  if (!BY_ID) return b[at(2, k, n, i2, i3)];
+// The index of element k of column n of b: mul_mat's (n, i2, i3),
+// mul_mat_id's row of pair n (its slot's where n_b is k, else row 0).
+uint b_at(uint k, uint n, uint i2, uint i3) {
+  if (!BY_ID) return at(2, k, n, i2, i3);
   const uint slots = args.ne[0].y;
-  return b[at(2, k, args.ne[2].y == 1 ? 0 : n % slots, n / slots, 0)];
+  return at(2, k, args.ne[2].y == 1 ? 0 : n % slots, n / slots, 0);
+}
+
+float b_value(uint k, uint n, uint i2, uint i3) { return b[b_at(k, n, i2, i3)]; }
+
+// Elements k .. k + 7 of b's column n, and of a's row m (a plain type).
+void b_run(uint k, uint n, uint i2, uint i3, out vec4 lo, out vec4 hi) {
+  if ((VEC4 & 1) != 0) {
+    const uint e = b_at(k, n, i2, i3) / 4;
+    lo = b4[e];
+    hi = b4[e + 1];
+    return;
+  }
+  for (uint j = 0; j < 4; ++j) {
+    lo[j] = b_value(k + j, n, i2, i3);
+    hi[j] = b_value(k + 4 + j, n, i2, i3);
+  }
+}
+
+void a_run(uint k, uint m, uint a2, uint a3, out vec4 lo, out vec4 hi) {
+  if ((VEC4 & 2) != 0) {
+    const uint e = at(1, k, m, a2, a3) / 4;
+    lo = A_TYPE == TYPE_F32 ? weight_f32x4[e] : vec4(weight_f16x4[e]);
+    hi = A_TYPE == TYPE_F32 ? weight_f32x4[e + 1] : vec4(weight_f16x4[e + 1]);
+    return;
+  }
+  for (uint j = 0; j < 4; ++j) {
+    lo[j] = load_weight(A_TYPE, 1, k + j, m, a2, a3);
+    hi[j] = load_weight(A_TYPE, 1, k + 4 + j, m, a2, a3);
+  }
 }
 
 // Output (m, n): mul_mat's at (i2, i3), mul_mat_id's pair n's row.
@@ -113,7 +148,14 @@ void main() {
     if (m < M) {
       if (A_TYPE <= TYPE_BF16) {
         for (uint k0 = 8 * lane; k0 < K; k0 += 8 * LANES) {
-          for (uint j = 0; j < 8 && k0 + j < K; ++j) s += load_weight(A_TYPE, 1, k0 + j, m, a2, a3) * b_value(k0 + j, n, i2, i3);
+          if (k0 + 8 <= K) {
+            vec4 a_lo, a_hi, b_lo, b_hi;
+            a_run(k0, m, a2, a3, a_lo, a_hi);
+            b_run(k0, n, i2, i3, b_lo, b_hi);
+            s += dot(a_lo, b_lo) + dot(a_hi, b_hi);
+          } else {
+            for (uint k = k0; k < K; ++k) s += load_weight(A_TYPE, 1, k, m, a2, a3) * b_value(k, n, i2, i3);
+          }
         }
       } else {
         // K is a whole number of blocks.
@@ -121,7 +163,9 @@ void main() {
         for (uint r = lane; r < K / 8; r += LANES) {
           float v[8];
           block_run(A_TYPE, at(1, r / runs, m, a2, a3), r % runs, v);
-          for (uint j = 0; j < 8; ++j) s += v[j] * b_value(8 * r + j, n, i2, i3);
+          vec4 b_lo, b_hi;
+          b_run(8 * r, n, i2, i3, b_lo, b_hi);
+          s += dot(vec4(v[0], v[1], v[2], v[3]), b_lo) + dot(vec4(v[4], v[5], v[6], v[7]), b_hi);
         }
       }
     }
