@@ -111,17 +111,19 @@ uint32_t vec4_runs(const Tensor& node, const PushArgs& args) {
   return (aligned(2) ? 1u : 0u) | (plain && a->ne[0] % 8 == 0 && aligned(1) ? 2u : 0u);
 }
 
-// mul_mat_id of fewer tokens than this takes a workgroup per output, whose
-// expert its id picks (shaders/mul_mat.comp's MODE 2); more share the tiles
-// over the pairs, one expert a group along z (MODE 3).
+// mul_mat_id of fewer tokens than this takes the vector path's workgroups
+// for each pair, the expert its id picks (shaders/mul_mat.comp's MODE 2);
+// more share the tiles over the pairs, one expert a group along z (MODE 3).
 constexpr int64_t kMulMatIdVecTokens = 4;
 
-// mul_mat's and mul_mat_id's shader mode (shaders/mul_mat.comp): 1 and 2 a
-// workgroup per output, 0 and 3 tiles.
+// mul_mat's and mul_mat_id's shader mode (shaders/mul_mat.comp): 1 and 2 the
+// vector path (vec_rows outputs a workgroup), 0 and 3 tiles.
 uint32_t mul_mat_mode(const Tensor& node) {
   if (node.op == Op::mul_mat_id) return node.ne[2] < kMulMatIdVecTokens ? 2 : 3;
   return node.ne[1] == 1 ? 1 : 0;
 }
+
+bool vector_mode(uint32_t mode) { return mode == 1 || mode == 2; }
 
 // The columns a tile covers: mul_mat's N, mul_mat_id's k T pairs.
 int64_t mul_mat_columns(const Tensor& node) { return node.op == Op::mul_mat_id ? node.ne[1] * node.ne[2] : node.ne[1]; }
@@ -285,7 +287,7 @@ void choose_shader(const Tensor& node, const OpLimits& limits, Dispatch& d) {
     case Op::mul_mat:
     case Op::mul_mat_id: {
       const uint32_t mode = mul_mat_mode(node);
-      const bool vec = mode == 1 || mode == 2;
+      const bool vec = vector_mode(mode);
       d.shader = vec && limits.subgroup_shuffle ? "mul_mat_subgroup" : "mul_mat";
       d.spec = {type_of(node.src[0]), mode, vec ? vec_rows(node) : kTileM, mul_mat_tile_n(mul_mat_columns(node)),
                 kTileK};
@@ -347,7 +349,7 @@ Dispatch plan_dispatch(const Tensor& node, const OpLimits& limits) {
   }
   if (node.op == Op::mul_mat || node.op == Op::mul_mat_id) {
     d.groups = mul_mat_groups(node, limits);
-    if (d.spec[1] == 1 || d.spec[1] == 2) d.spec[5] = vec4_runs(node, d.args);
+    if (vector_mode(d.spec[1])) d.spec[5] = vec4_runs(node, d.args);  // spec[1]: the mode
   } else if (node.op == Op::rms_norm || node.op == Op::norm || node.op == Op::soft_max) {
     d.groups = spread(static_cast<uint64_t>(node.nrows()), limits);
   } else if (node.op == Op::argmax || node.op == Op::top_k || node.op == Op::top_k_ids) {

@@ -5,8 +5,8 @@
 // its weights' dot type instead).
 //   MODE 1, for N == 1 (decode): TILE_M outputs a workgroup, 256 / TILE_M
 //     invocations each, which take runs of 8 values along K (a run's scale
-//     read once) and sum in shared memory; each weight is read once. The
-//     groups of rows spread over x and y.
+//     read once), summed by a tree in shared memory (or by shuffles, below);
+//     each weight is read once. The groups of rows spread over x and y.
 //   MODE 0 (prefill): a TILE_M x TILE_N tile of the node a workgroup. K goes
 //     TILE_K at a time: the workgroup dequantizes a's TILE_M x TILE_K slice
 //     into shared memory once and loads b's TILE_N x TILE_K, then each
@@ -126,7 +126,7 @@ void main() {
   if (VEC) {
     // TILE_M rows a workgroup, 256 / TILE_M invocations (lanes) a row. A
     // lane takes runs of 8 values along K, LANES runs apart, so that a
-    // row's lanes read consecutive bytes; a tree in shared memory sums them.
+    // row's lanes read consecutive bytes; their sums meet at the end.
 #ifdef SUBGROUP_SUM
     const uint at_row = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
 #else
