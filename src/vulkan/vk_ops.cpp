@@ -86,29 +86,40 @@ constexpr uint32_t kTileM = 64, kTileK = 16;
 uint32_t mul_mat_tile_n(int64_t n) { return n > 32 ? 64 : 16; }
 
 // mul_mat's matrix-vector path (N == 1) and mul_mat_id's for few tokens
-// (shaders/mul_mat.comp's MODE 1 and 2): the rows a workgroup, 256 / rows
-// invocations (lanes) summing each, a run of 8 values of K at a time. 32
-// lanes a row, fewer (at least 4) where K has fewer runs than half of them
-// (an attention head's 64 or 128 values), so that lanes do not idle.
+// (shaders/mul_mat.comp's MODE 1 and 2): an invocation sums kVecRowsEach
+// rows, each run of b read once for them; the lanes of a row group take
+// steps of 8 values of K (a plain weight) or 32 (a block type's units). 32
+// lanes a group, fewer (at least 4) where K has fewer steps than half of
+// them (an attention head's 64 or 128 values), so that lanes do not idle.
+// vec_rows is the rows a workgroup of 256.
+constexpr uint32_t kVecRowsEach = 4;
 uint32_t vec_rows(const Tensor& node) {
-  const int64_t runs = (node.src[0]->ne[0] + 7) / 8;
+  const int64_t step = is_weight_type(node.src[0]) && node.src[0]->type != DType::bf16 ? 32 : 8;
+  const int64_t steps = (node.src[0]->ne[0] + step - 1) / step;
   uint32_t lanes = 32;
-  while (lanes > 4 && lanes / 2 >= runs) lanes /= 2;
-  return 256 / lanes;
+  while (lanes > 4 && lanes / 2 >= steps) lanes /= 2;
+  return 256 / lanes * kVecRowsEach;
 }
 
 // shaders/mul_mat.comp's VEC4 for the vector path: bit 0 where b's runs of
 // 8 are two aligned vec4s (dim 0 contiguous, offset and strides in
 // elements multiples of 4), bit 1 where a's are too (f32 or f16, K a
-// multiple of 8).
+// multiple of 8), or where every block of a block type starts at an even
+// 16-bit word (offset and strides in words even).
 uint32_t vec4_runs(const Tensor& node, const PushArgs& args) {
   const auto aligned = [&](int t) {
     return args.nb[t][0] == 1 && args.off[t] % 4 == 0 && args.nb[t][1] % 4 == 0 && args.nb[t][2] % 4 == 0 &&
            args.nb[t][3] % 4 == 0;
   };
+  const auto even_words = [&](int t) {
+    return args.off[t] % 2 == 0 && args.nb[t][0] % 2 == 0 && args.nb[t][1] % 2 == 0 && args.nb[t][2] % 2 == 0 &&
+           args.nb[t][3] % 2 == 0;
+  };
   const Tensor* a = node.src[0];
   const bool plain = is(a, DType::f32) || is(a, DType::f16);
-  return (aligned(2) ? 1u : 0u) | (plain && a->ne[0] % 8 == 0 && aligned(1) ? 2u : 0u);
+  const bool blocks = is_weight_type(a) && !is(a, DType::bf16);
+  const bool a_aligned = plain ? a->ne[0] % 8 == 0 && aligned(1) : blocks && even_words(1);
+  return (aligned(2) ? 1u : 0u) | (a_aligned ? 2u : 0u);
 }
 
 // mul_mat_id of fewer tokens than this takes the vector path's workgroups
@@ -289,8 +300,9 @@ void choose_shader(const Tensor& node, const OpLimits& limits, Dispatch& d) {
       const uint32_t mode = mul_mat_mode(node);
       const bool vec = vector_mode(mode);
       d.shader = vec && limits.subgroup_shuffle ? "mul_mat_subgroup" : "mul_mat";
-      d.spec = {type_of(node.src[0]), mode, vec ? vec_rows(node) : kTileM, mul_mat_tile_n(mul_mat_columns(node)),
-                kTileK};
+      d.spec = {
+          type_of(node.src[0]), mode, vec ? vec_rows(node) : kTileM, mul_mat_tile_n(mul_mat_columns(node)), kTileK, 0,
+          kVecRowsEach};
       break;
     }
     default: break;

@@ -44,7 +44,7 @@ struct Binding {
 
 // Specialization constants a shader may have: types and variants first,
 // tile sizes after them (shaders/mul_mat.comp).
-inline constexpr uint32_t kSpecConstants = 6;
+inline constexpr uint32_t kSpecConstants = 7;
 using SpecConstants = std::array<uint32_t, kSpecConstants>;
 
 struct Dispatch {

@@ -330,11 +330,40 @@ TEST(VulkanOps, MulMatEveryWeightTypeOneTokenAndMany) {
   }
 }
 
+// mul_mat of one token by a [k, 45] weight of type viewed `offset` bytes
+// into its tensor, whose bytes are built here (random blocks after zero
+// bytes, every bit pattern of codes and packed scales), against the sums of
+// the decoded weights.
+::testing::AssertionResult offset_weight_matches(Device& dev, DType type, int64_t k, uint64_t offset) {
+  constexpr int64_t kRows = 45;
+  const uint64_t row = row_bytes(type, k);
+  Context ctx;
+  Tensor* whole = input(ctx, type, {k, kRows + 1});
+  Tensor* w = ctx.view(whole, {k, kRows}, {block_bytes(type), row}, offset);
+  Tensor* b = input(ctx, DType::f32, {k, 1});
+  Tensor* out = ctx.mul_mat(w, b);
+  out->flags |= kFlagOutput;
+  GraphRun run(dev, {out});
+  const std::vector<uint8_t> blocks = random_encoded(type, k * kRows, 7);
+  std::vector<uint8_t> bytes(whole->nbytes(), 0);
+  std::copy(blocks.begin(), blocks.end(), bytes.begin() + static_cast<std::ptrdiff_t>(offset));
+  run.write_raw(whole, bytes);
+  const std::vector<float> bv = run.write(b, random_floats(k, 8));
+  run.compute();
+  const std::vector<float> weights = decode(type, blocks.data(), k * kRows);
+  std::vector<double> want(kRows, 0.0);
+  for (int64_t m = 0; m < kRows; ++m) {
+    for (int64_t i = 0; i < k; ++i) want[m] += static_cast<double>(weights[m * k + i]) * bv[i];
+  }
+  return all_near(run.read(out), want, kDequantized);
+}
+
 // The matrix-vector path gives a row 4 to 32 lanes by K, summed through
 // subgroup shuffles where the device has them (on lavapipe 8 lanes a
 // subgroup: a row within part of one, within one, over four) and through
 // shared memory where it has not (a device opened without them); the runs of
-// b and of a plain a are read as vec4s where they are aligned.
+// b and of a plain a are read as vec4s where they are aligned, a block
+// type's words as u32 pairs, put together where its blocks start at odd words.
 TEST(VulkanOps, MulMatOneTokenSumsRowsWithAndWithoutSubgroupOps) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
   auto portable = open_vulkan_device({.index = 0, .no_subgroup_ops = true});
@@ -362,6 +391,22 @@ TEST(VulkanOps, MulMatOneTokenSumsRowsWithAndWithoutSubgroupOps) {
         };
       };
       EXPECT_TRUE(matches_cpu(*d, shifted(false), shifted(true), kDequantized));
+      // The weight one 16-bit word into a larger tensor: a block type's
+      // blocks start at odd words, f16's runs are not aligned vec4s.
+      EXPECT_TRUE(offset_weight_matches(*d, type, k, 2));
+    }
+  }
+}
+
+// Every block type's units (quant.glsl's unit_codes) on random bytes, its
+// blocks at even words (4 bytes in) and at odd ones (2 bytes in).
+TEST(VulkanOps, MulMatOneTokenOfEveryWeightTypeAtEvenAndOddWords) {
+  TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  for (DType type : kWeightTypes) {
+    if (type == DType::bf16) continue;
+    for (uint64_t offset : {4, 2}) {
+      SCOPED_TRACE(std::string(name_of(type)) + " offset " + std::to_string(offset));
+      EXPECT_TRUE(offset_weight_matches(*dev, type, 512, offset));
     }
   }
 }

@@ -3,10 +3,14 @@
 // (i2 / (b2 / a2), i3 / (b3 / a3)) serves b's (i2, i3). Weights are
 // dequantized to f32 and the sums are in f32 (the CPU device quantizes b to
 // its weights' dot type instead).
-//   MODE 1, for N == 1 (decode): TILE_M outputs a workgroup, 256 / TILE_M
-//     invocations each, which take runs of 8 values along K (a run's scale
-//     read once), summed by a tree in shared memory (or by shuffles, below);
-//     each weight is read once. The groups of rows spread over x and y.
+//   MODE 1, for N == 1 (decode): TILE_M outputs a workgroup, ROWS an
+//     invocation; the 256 ROWS / TILE_M invocations (lanes) of a group of
+//     ROWS rows take steps along K (runs of 8 values of a plain weight,
+//     units of 32 of a block type, whose codes are read as u32 pairs and
+//     whose scales once: quant.glsl's unit_codes), each step of b read once
+//     for the ROWS rows; a row's sums meet by a tree in shared memory (or by
+//     shuffles, below). Each weight is read once. The groups of rows spread
+//     over x and y.
 //   MODE 0 (prefill): a TILE_M x TILE_N tile of the node a workgroup. K goes
 //     TILE_K at a time: the workgroup dequantizes a's TILE_M x TILE_K slice
 //     into shared memory once and loads b's TILE_N x TILE_K, then each
@@ -40,20 +44,22 @@ layout(constant_id = 0) const uint A_TYPE = 0;
 layout(constant_id = 1) const uint MODE = 0;
 const bool BY_ID = MODE >= 2, VEC = MODE == 1 || MODE == 2;
 // Multiples of 16 (vk_ops.cpp chooses them); in MODE 1 and 2 TILE_M is the
-// rows a workgroup, a power of two dividing 256.
+// rows a workgroup, ROWS times a power of two dividing 256.
 layout(constant_id = 2) const uint TILE_M = 64;
 layout(constant_id = 3) const uint TILE_N = 64;
 layout(constant_id = 4) const uint TILE_K = 16;
 // MODE 1 and 2: bit 0, b's runs of 8 are two aligned vec4s (dim 0
-// contiguous, offset and strides multiples of 4); bit 1, a's too (f32, f16).
+// contiguous, offset and strides multiples of 4); bit 1, a's too (f32, f16),
+// or a block type's blocks all start at even words (quant.glsl's word_pair).
 layout(constant_id = 5) const uint VEC4 = 0;
+// MODE 1 and 2: the rows an invocation sums, each run of b read once for all.
+layout(constant_id = 6) const uint ROWS = 1;
 layout(local_size_x = 256) in;
 
 layout(binding = 0) writeonly buffer D { float d[]; };
 layout(binding = 2) readonly buffer B { float b[]; };
 layout(binding = 2) readonly buffer B4 { vec4 b4[]; };
 layout(binding = 1) readonly buffer WeightF32x4 { vec4 weight_f32x4[]; };
-layout(binding = 1) readonly buffer WeightF16x4 { f16vec4 weight_f16x4[]; };
 layout(binding = 3) readonly buffer Ids { int ids[]; };
 
 // [k][m] and [k][n], a row padded by one so that the loads, k fastest, spread
@@ -97,10 +103,16 @@ void b_run(uint k, uint n, uint i2, uint i3, out vec4 lo, out vec4 hi) {
 }
 
 void a_run(uint k, uint m, uint a2, uint a3, out vec4 lo, out vec4 hi) {
-  if ((VEC4 & 2) != 0) {
+  if ((VEC4 & 2) != 0 && A_TYPE == TYPE_F32) {
     const uint e = at(1, k, m, a2, a3) / 4;
-    lo = A_TYPE == TYPE_F32 ? weight_f32x4[e] : vec4(weight_f16x4[e]);
-    hi = A_TYPE == TYPE_F32 ? weight_f32x4[e + 1] : vec4(weight_f16x4[e + 1]);
+    lo = weight_f32x4[e];
+    hi = weight_f32x4[e + 1];
+    return;
+  }
+  if ((VEC4 & 2) != 0) {  // f16: four pairs
+    const uint e = at(1, k, m, a2, a3) / 2;
+    lo = vec4(unpackHalf2x16(weight_pairs[e]), unpackHalf2x16(weight_pairs[e + 1]));
+    hi = vec4(unpackHalf2x16(weight_pairs[e + 2]), unpackHalf2x16(weight_pairs[e + 3]));
     return;
   }
   for (uint j = 0; j < 4; ++j) {
@@ -124,71 +136,94 @@ void main() {
   uint a2 = BY_ID ? 0 : i2 / (args.ne[2].z / args.ne[1].z), a3 = BY_ID ? 0 : i3 / (args.ne[2].w / args.ne[1].w);
   const uint t = gl_LocalInvocationID.x;
   if (VEC) {
-    // TILE_M rows a workgroup, 256 / TILE_M invocations (lanes) a row. A
-    // lane takes runs of 8 values along K, LANES runs apart, so that a
-    // row's lanes read consecutive bytes; their sums meet at the end.
+    // TILE_M rows a workgroup, ROWS an invocation, LANES invocations
+    // (lanes) a group of ROWS rows. A lane takes steps along K, LANES steps
+    // apart, so that a group's lanes read consecutive bytes; their sums meet
+    // at the end, row by row.
 #ifdef SUBGROUP_SUM
     const uint at_row = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
 #else
     const uint at_row = t;
 #endif
-    const uint LANES = 256 / TILE_M, lane = at_row % LANES;
+    const uint LANES = 256 * ROWS / TILE_M, lane = at_row % LANES;
     const uint group = BY_ID ? gl_WorkGroupID.x : gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
-    const uint m = group * TILE_M + at_row / LANES;
+    const uint m = group * TILE_M + at_row / LANES * ROWS;  // this invocation's first row
     const uint n = BY_ID ? gl_WorkGroupID.y + args.ne[0].y * gl_WorkGroupID.z : 0;
     if (BY_ID) {
       const int e = expert_of(n);
       if (e < 0) {  // the same for the whole workgroup
-        if (lane == 0 && m < M) store(m, n, 0, 0, 0.0);
+        for (uint i = 0; i < ROWS; ++i) {
+          if (lane == 0 && m + i < M) store(m + i, n, 0, 0, 0.0);
+        }
         return;
       }
       a2 = uint(e);
     }
-    float s = 0.0;
+    float s[ROWS];
+    for (uint i = 0; i < ROWS; ++i) s[i] = 0.0;
     if (m < M) {
+      // Rows past M read row M - 1 and are not stored.
+      uint row[ROWS];
+      for (uint i = 0; i < ROWS; ++i) row[i] = min(m + i, M - 1);
       if (A_TYPE <= TYPE_BF16) {
         for (uint k0 = 8 * lane; k0 < K; k0 += 8 * LANES) {
           if (k0 + 8 <= K) {
-            vec4 a_lo, a_hi, b_lo, b_hi;
-            a_run(k0, m, a2, a3, a_lo, a_hi);
+            vec4 b_lo, b_hi;
             b_run(k0, n, i2, i3, b_lo, b_hi);
-            s += dot(a_lo, b_lo) + dot(a_hi, b_hi);
+            for (uint i = 0; i < ROWS; ++i) {
+              vec4 a_lo, a_hi;
+              a_run(k0, row[i], a2, a3, a_lo, a_hi);
+              s[i] += dot(a_lo, b_lo) + dot(a_hi, b_hi);
+            }
           } else {
-            for (uint k = k0; k < K; ++k) s += load_weight(A_TYPE, 1, k, m, a2, a3) * b_value(k, n, i2, i3);
+            for (uint k = k0; k < K; ++k) {
+              const float bv = b_value(k, n, i2, i3);
+              for (uint i = 0; i < ROWS; ++i) s[i] += load_weight(A_TYPE, 1, k, row[i], a2, a3) * bv;
+            }
           }
         }
       } else {
-        // K is a whole number of blocks.
-        const uint runs = block_values(A_TYPE) / 8;
-        for (uint r = lane; r < K / 8; r += LANES) {
-          float v[8];
-          block_run(A_TYPE, at(1, r / runs, m, a2, a3), r % runs, v);
-          vec4 b_lo, b_hi;
-          b_run(8 * r, n, i2, i3, b_lo, b_hi);
-          s += dot(vec4(v[0], v[1], v[2], v[3]), b_lo) + dot(vec4(v[4], v[5], v[6], v[7]), b_hi);
+        // Units of 32 values (K is a whole number of blocks): b's read once,
+        // then each row's codes and scales (quant.glsl's unit_codes).
+        const uint units = block_values(A_TYPE) / 32;
+        for (uint u = lane; u < K / 32; u += LANES) {
+          vec4 bq[8];
+          for (uint j = 0; j < 4; ++j) b_run(32 * u + 8 * j, n, i2, i3, bq[2 * j], bq[2 * j + 1]);
+          const vec2 b_sum = vec2(dot(bq[0] + bq[1] + bq[2] + bq[3], vec4(1.0)), dot(bq[4] + bq[5] + bq[6] + bq[7], vec4(1.0)));
+          for (uint i = 0; i < ROWS; ++i) {
+            vec4 c[8];
+            const vec4 a = unit_codes(A_TYPE, at(1, u / units, row[i], a2, a3), u % units, (VEC4 & 2) != 0, c);
+            const float lo = dot(c[0], bq[0]) + dot(c[1], bq[1]) + dot(c[2], bq[2]) + dot(c[3], bq[3]);
+            const float hi = dot(c[4], bq[4]) + dot(c[5], bq[5]) + dot(c[6], bq[6]) + dot(c[7], bq[7]);
+            s[i] += a.x * lo - a.y * b_sum.x + a.z * hi - a.w * b_sum.y;
+          }
         }
       }
     }
+    for (uint i = 0; i < ROWS; ++i) {
 #ifdef SUBGROUP_SUM
-    // Subgroup sizes are powers of two.
-    for (uint h = min(gl_SubgroupSize, LANES) / 2; h > 0; h >>= 1) s += subgroupShuffleXor(s, h);
-    if (gl_SubgroupSize < LANES) {  // the row's LANES / gl_SubgroupSize subgroups, from this one
-      if (gl_SubgroupInvocationID == 0) partial[gl_SubgroupID] = s;
-      barrier();
-      if (lane == 0) {
-        for (uint g = 1; g < LANES / gl_SubgroupSize; ++g) s += partial[gl_SubgroupID + g];
+      // Subgroup sizes are powers of two.
+      float r = s[i];
+      for (uint h = min(gl_SubgroupSize, LANES) / 2; h > 0; h >>= 1) r += subgroupShuffleXor(r, h);
+      if (gl_SubgroupSize < LANES) {  // the row's LANES / gl_SubgroupSize subgroups, from this one
+        if (gl_SubgroupInvocationID == 0) partial[gl_SubgroupID] = r;
+        barrier();
+        if (lane == 0) {
+          for (uint g = 1; g < LANES / gl_SubgroupSize; ++g) r += partial[gl_SubgroupID + g];
+        }
+        barrier();
       }
-    }
-    if (lane == 0 && m < M) store(m, n, i2, i3, s);
+      if (lane == 0 && m + i < M) store(m + i, n, i2, i3, r);
 #else
-    partial[t] = s;
-    barrier();
-    for (uint h = LANES / 2; h > 0; h >>= 1) {
-      if (lane < h) partial[t] += partial[t + h];
+      partial[t] = s[i];
       barrier();
-    }
-    if (lane == 0 && m < M) store(m, n, i2, i3, partial[t]);
+      for (uint h = LANES / 2; h > 0; h >>= 1) {
+        if (lane < h) partial[t] += partial[t + h];
+        barrier();
+      }
+      if (lane == 0 && m + i < M) store(m + i, n, i2, i3, partial[t]);
 #endif
+    }
     return;
   }
   const uint m0 = gl_WorkGroupID.x * TILE_M, n0 = gl_WorkGroupID.y * TILE_N;

@@ -129,6 +129,141 @@ void block_run(uint type, uint w, uint c, out float v[8]) {
   for (uint j = 0; j < 8; ++j) v[j] = a.x * block_code(type, w, 8 * c + j) - a.y;
 }
 
+// The decode path's reads, 32 values (a unit) at a time: the words of a
+// unit's codes come as u32 pairs of 16-bit words, and each half of 16 values
+// has one scale and bias. A 32-value block is one unit, a 256-value block
+// eight (unit u its values 32 u .. 32 u + 31).
+layout(binding = 1) readonly buffer WeightPairs { uint weight_pairs[]; };
+
+// Set where every block starts at an even word (the tensor's offset and
+// strides, and the block's size, even): pairs are then read as they are.
+// Otherwise a pair at an odd word is put together from the two u32s around
+// it, both within the binding, whose range starts and ends at multiples of
+// 4 bytes.
+uint word_pair(uint w, bool even) {
+  if (even) return weight_pairs[w / 2];
+  return uint(weight_words[w]) | (uint(weight_words[w + 1]) << 16);
+}
+
+// The n pairs from word w (n <= 8).
+void word_pairs(uint w, uint n, bool even, out uint x[8]) {
+  if (even) {
+    for (uint i = 0; i < n; ++i) x[i] = weight_pairs[w / 2 + i];
+    return;
+  }
+  // n + 1 u32s from the one holding word w, the last clamped to the one
+  // holding word w + 2 n - 1; shifted down a word where w is odd.
+  const uint first = w / 2, last = (w + 2 * n - 1) / 2;
+  uint here = weight_pairs[first];
+  for (uint i = 0; i < n; ++i) {
+    const uint next = weight_pairs[min(first + i + 1, last)];
+    x[i] = (w & 1) == 0 ? here : (here >> 16) | (next << 16);
+    here = next;
+  }
+}
+
+vec4 bytes4(uint x) { return vec4(uvec4(x, x >> 8, x >> 16, x >> 24) & 0xffu); }
+vec4 signed_bytes4(uint x) { return vec4(ivec4(uvec4(x << 24, x << 16, x << 8, x)) >> 24); }
+vec4 iq4_codes(uint x) {  // x: a nibble in each byte
+  return vec4(kIQ4NL[x & 0xfu], kIQ4NL[(x >> 8) & 0xfu], kIQ4NL[(x >> 16) & 0xfu], kIQ4NL[(x >> 24) & 0xfu]);
+}
+// The fifth bits of 4 values, bits 0..3 of h, at bit 4 of each byte.
+uint fifth_bits(uint h) { return ((h & 1u) | ((h & 2u) << 7) | ((h & 4u) << 14) | ((h & 8u) << 21)) << 4; }
+
+// Unit u of the block of type at word w: its codes, value 4 i + j in c[i][j],
+// and each half's affine: value = scale * code - bias, (scale, bias) of
+// values 0..15 in .xy, of 16..31 in .zw.
+vec4 unit_codes(uint type, uint w, uint u, bool even, out vec4 c[8]) {
+  uint x[8];
+  const uint lo4 = 0x0f0f0f0fu;
+  if (type == TYPE_Q8_0) {
+    word_pairs(w + 1, 8, even, x);
+    for (uint i = 0; i < 8; ++i) c[i] = signed_bytes4(x[i]);
+    const float d = block_half(w, 0);
+    return vec4(d, 0.0, d, 0.0);
+  }
+  if (type <= TYPE_IQ4_NL) {  // 16 bytes of nibbles: value j low in byte j, j + 16 high
+    const uint qs = type == TYPE_Q4_0 || type == TYPE_IQ4_NL ? 1 : type == TYPE_Q4_1 ? 2 : type == TYPE_Q5_0 ? 3 : 4;
+    word_pairs(w + qs, 4, even, x);
+    const uint h = type == TYPE_Q5_0 ? word_pair(w + 1, even) : type == TYPE_Q5_1 ? word_pair(w + 2, even) : 0;
+    for (uint i = 0; i < 4; ++i) {
+      const uint low = x[i] & lo4, high = (x[i] >> 4) & lo4;
+      if (type == TYPE_IQ4_NL) {
+        c[i] = iq4_codes(low);
+        c[i + 4] = iq4_codes(high);
+      } else {
+        c[i] = bytes4(low | fifth_bits(h >> (4 * i)));
+        c[i + 4] = bytes4(high | fifth_bits(h >> (16 + 4 * i)));
+      }
+    }
+    const float d = block_half(w, 0);
+    const float bias = type == TYPE_Q4_0 ? 8.0 * d : type == TYPE_Q5_0 ? 16.0 * d
+                     : type == TYPE_Q4_1 || type == TYPE_Q5_1 ? -block_half(w, 2) : 0.0;
+    return vec4(d, bias, d, bias);
+  }
+  if (type == TYPE_Q4_K || type == TYPE_Q5_K) {
+    const uint qs = type == TYPE_Q4_K ? 8 : 24, shift = 4 * (u % 2);
+    word_pairs(w + qs + 16 * (u / 2), 8, even, x);
+    uint h[8];
+    if (type == TYPE_Q5_K) word_pairs(w + 8, 8, even, h);
+    for (uint i = 0; i < 8; ++i) {
+      uint q = (x[i] >> shift) & lo4;
+      if (type == TYPE_Q5_K) q |= ((h[i] >> u) & 0x01010101u) << 4;
+      c[i] = bytes4(q);
+    }
+    // The 6-bit scales and mins of bytes 4..15: sub-block j < 4 in bytes
+    // 4 + j and 8 + j, j >= 4 in 8 + j's nibbles and the top bits of j, j + 4.
+    const uint s0 = word_pair(w + 2, even), s1 = word_pair(w + 4, even), s2 = word_pair(w + 6, even);
+    const uint at = 8 * (u % 4);
+    uint scale, min;
+    if (u < 4) {
+      scale = (s0 >> at) & 63u;
+      min = (s1 >> at) & 63u;
+    } else {
+      scale = ((s2 >> at) & 0xfu) | (((s0 >> at) >> 6 & 3u) << 4);
+      min = ((s2 >> at) >> 4 & 0xfu) | (((s1 >> at) >> 6 & 3u) << 4);
+    }
+    const vec2 dm = unpackHalf2x16(word_pair(w, even));
+    const vec2 a = vec2(dm.x * float(scale), dm.y * float(min));
+    return vec4(a, a);
+  }
+  if (type == TYPE_IQ4_XS) {
+    word_pairs(w + 4 + 8 * u, 4, even, x);
+    for (uint i = 0; i < 4; ++i) {
+      c[i] = iq4_codes(x[i] & lo4);
+      c[i + 4] = iq4_codes((x[i] >> 4) & lo4);
+    }
+    const vec2 a = block_affine(type, w, 32 * u);
+    return vec4(a, a);
+  }
+  // 16-value sub-blocks, two scales a unit.
+  if (type == TYPE_Q6_K) {
+    const uint half_block = u / 4, s = u % 4;
+    uint h[8];
+    word_pairs(w + 32 * half_block + 16 * (s & 1), 8, even, x);
+    word_pairs(w + 64 + 16 * half_block, 8, even, h);
+    for (uint i = 0; i < 8; ++i) c[i] = bytes4(((x[i] >> (4 * (s / 2))) & lo4) | (((h[i] >> (2 * s)) & 0x03030303u) << 4));
+    const uint scales = uint(weight_words[w + 96 + u]);  // two signed bytes
+    const float d = block_half(w, 208);
+    const float d0 = d * float(int(scales << 24) >> 24), d1 = d * float(int(scales << 16) >> 24);
+    return vec4(d0, 32.0 * d0, d1, 32.0 * d1);
+  }
+  // TYPE_Q2_K, TYPE_Q3_K: 2-bit planes, value 32 s + l of each half of 128
+  // bits 2 s .. 2 s + 1 of a byte; q3_K's third bit from its high mask.
+  const uint shift = 2 * (u % 4);
+  word_pairs(w + (type == TYPE_Q2_K ? 8 : 16) + 16 * (u / 4), 8, even, x);
+  uint h[8];
+  if (type == TYPE_Q3_K) word_pairs(w, 8, even, h);
+  for (uint i = 0; i < 8; ++i) {
+    uint q = (x[i] >> shift) & 0x03030303u;
+    if (type == TYPE_Q3_K) q |= ((h[i] >> u) & 0x01010101u) << 2;
+    c[i] = bytes4(q);
+  }
+  const vec2 a0 = block_affine(type, w, 32 * u), a1 = block_affine(type, w, 32 * u + 16);
+  if (type == TYPE_Q2_K) return vec4(a0, a1);
+  return vec4(a0.x, 4.0 * a0.x, a1.x, 4.0 * a1.x);  // q3_K's code is q - 4
+}
+
 // Element (i0, i1, i2, i3) of the weight (tensor t, of type).
 float load_weight(uint type, uint t, uint i0, uint i1, uint i2, uint i3) {
   if (type == TYPE_F32) return weight_f32[at(t, i0, i1, i2, i3)];
