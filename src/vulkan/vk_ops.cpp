@@ -79,11 +79,14 @@ uint64_t flat_groups(const Tensor& node) { return (static_cast<uint64_t>(node.ne
 
 // mul_mat's tiles for N > 1 (shaders/mul_mat.comp): kTileM rows of the node
 // by mul_mat_tile_n columns a workgroup, K through shared memory kTileK at a
-// time. Multiples of 16 (a workgroup is 16 x 16 invocations, each computing
-// the outputs 16 apart); the two tiles take kTileK (kTileM + tile_n + 2)
-// floats of shared memory, within the 16 KiB every device has.
-constexpr uint32_t kTileM = 64, kTileK = 16;
-uint32_t mul_mat_tile_n(int64_t n) { return n > 32 ? 64 : 16; }
+// time (a multiple of 8: the weights' slice is filled a run of 8 an
+// invocation). Multiples of 16 (a workgroup is 16 x 16 invocations, each
+// computing the outputs 16 apart: 8 x 8 of them in a 128 x 128 tile, whose
+// weights and activations each serve 128 outputs); the two tiles take
+// kTileK (kTileM + tile_n + 2) floats of shared memory, within the 16 KiB
+// every device has.
+constexpr uint32_t kTileM = 128, kTileK = 8;
+uint32_t mul_mat_tile_n(int64_t n) { return n > 64 ? 128 : n > 32 ? 64 : 16; }
 
 // mul_mat's matrix-vector path (N == 1) and mul_mat_id's for few tokens
 // (shaders/mul_mat.comp's MODE 1 and 2): an invocation sums kVecRowsEach
@@ -101,7 +104,7 @@ uint32_t vec_rows(const Tensor& node) {
   return 256 / lanes * kVecRowsEach;
 }
 
-// shaders/mul_mat.comp's VEC4 for the vector path: bit 0 where b's runs of
+// shaders/mul_mat.comp's VEC4: bit 0 where b's runs of
 // 8 are two aligned vec4s (dim 0 contiguous, offset and strides in
 // elements multiples of 4), bit 1 where a's are too (f32 or f16, K a
 // multiple of 8), or where every block of a block type starts at an even
@@ -361,7 +364,7 @@ Dispatch plan_dispatch(const Tensor& node, const OpLimits& limits) {
   }
   if (node.op == Op::mul_mat || node.op == Op::mul_mat_id) {
     d.groups = mul_mat_groups(node, limits);
-    if (vector_mode(d.spec[1])) d.spec[5] = vec4_runs(node, d.args);  // spec[1]: the mode
+    d.spec[5] = vec4_runs(node, d.args);
   } else if (node.op == Op::rms_norm || node.op == Op::norm || node.op == Op::soft_max) {
     d.groups = spread(static_cast<uint64_t>(node.nrows()), limits);
   } else if (node.op == Op::argmax || node.op == Op::top_k || node.op == Op::top_k_ids) {

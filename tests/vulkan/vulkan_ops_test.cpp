@@ -107,18 +107,25 @@ TEST(VulkanOps, CpyCastsBetweenF32F16AndBf16ThroughViews) {
   }
 }
 
+// K of 67 (no run of b aligned), and 66 with b's rows 68 apart (aligned
+// vec4s up to a tail of 2).
 TEST(VulkanOps, MulMatF32AndF16OneTokenAndMany) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
   for (DType type : {DType::f32, DType::f16}) {
-    for (int64_t n : {1, 3, 17, 40}) {
-      SCOPED_TRACE(std::string(name_of(type)) + " N " + std::to_string(n));
-      EXPECT_TRUE(same_as_cpu(*dev,
-                              [&](Context& ctx) -> std::vector<Tensor*> {
-                                Tensor* w = input(ctx, DType::f32, {67, 23});
-                                Tensor* typed = type == DType::f32 ? w : ctx.cast(w, type);
-                                return {ctx.mul_mat(typed, input(ctx, DType::f32, {67, n}))};
-                              },
-                              {1e-4, 1e-4}));
+    for (int64_t k : {67, 66}) {
+      for (int64_t n : {1, 3, 17, 40}) {
+        SCOPED_TRACE(std::string(name_of(type)) + " K " + std::to_string(k) + " N " + std::to_string(n));
+        EXPECT_TRUE(same_as_cpu(*dev,
+                                [&](Context& ctx) -> std::vector<Tensor*> {
+                                  Tensor* w = input(ctx, DType::f32, {k, 23});
+                                  Tensor* typed = type == DType::f32 ? w : ctx.cast(w, type);
+                                  Tensor* b = k == 67
+                                                  ? input(ctx, DType::f32, {k, n})
+                                                  : ctx.view(input(ctx, DType::f32, {68, n}), {k, n}, {4, 4 * 68}, 0);
+                                  return {ctx.mul_mat(typed, b)};
+                                },
+                                {1e-4, 1e-4}));
+      }
     }
   }
 }
@@ -330,17 +337,17 @@ TEST(VulkanOps, MulMatEveryWeightTypeOneTokenAndMany) {
   }
 }
 
-// mul_mat of one token by a [k, 45] weight of type viewed `offset` bytes
+// mul_mat of n tokens by a [k, 45] weight of type viewed `offset` bytes
 // into its tensor, whose bytes are built here (random blocks after zero
 // bytes, every bit pattern of codes and packed scales), against the sums of
 // the decoded weights.
-::testing::AssertionResult offset_weight_matches(Device& dev, DType type, int64_t k, uint64_t offset) {
+::testing::AssertionResult offset_weight_matches(Device& dev, DType type, int64_t k, uint64_t offset, int64_t n = 1) {
   constexpr int64_t kRows = 45;
   const uint64_t row = row_bytes(type, k);
   Context ctx;
   Tensor* whole = input(ctx, type, {k, kRows + 1});
   Tensor* w = ctx.view(whole, {k, kRows}, {block_bytes(type), row}, offset);
-  Tensor* b = input(ctx, DType::f32, {k, 1});
+  Tensor* b = input(ctx, DType::f32, {k, n});
   Tensor* out = ctx.mul_mat(w, b);
   out->flags |= kFlagOutput;
   GraphRun run(dev, {out});
@@ -348,12 +355,14 @@ TEST(VulkanOps, MulMatEveryWeightTypeOneTokenAndMany) {
   std::vector<uint8_t> bytes(whole->nbytes(), 0);
   std::copy(blocks.begin(), blocks.end(), bytes.begin() + static_cast<std::ptrdiff_t>(offset));
   run.write_raw(whole, bytes);
-  const std::vector<float> bv = run.write(b, random_floats(k, 8));
+  const std::vector<float> bv = run.write(b, random_floats(k * n, 8));
   run.compute();
   const std::vector<float> weights = decode(type, blocks.data(), k * kRows);
-  std::vector<double> want(kRows, 0.0);
-  for (int64_t m = 0; m < kRows; ++m) {
-    for (int64_t i = 0; i < k; ++i) want[m] += static_cast<double>(weights[m * k + i]) * bv[i];
+  std::vector<double> want(kRows * n, 0.0);
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t m = 0; m < kRows; ++m) {
+      for (int64_t i = 0; i < k; ++i) want[j * kRows + m] += static_cast<double>(weights[m * k + i]) * bv[j * k + i];
+    }
   }
   return all_near(run.read(out), want, kDequantized);
 }
@@ -398,15 +407,18 @@ TEST(VulkanOps, MulMatOneTokenSumsRowsWithAndWithoutSubgroupOps) {
   }
 }
 
-// Every block type's units (quant.glsl's unit_codes) on random bytes, its
-// blocks at even words (4 bytes in) and at odd ones (2 bytes in).
-TEST(VulkanOps, MulMatOneTokenOfEveryWeightTypeAtEvenAndOddWords) {
+// Every block type's units and runs (quant.glsl's unit_codes, block_run) on
+// random bytes, its blocks at even words (4 bytes in) and at odd ones (2
+// bytes in), one token (the vector path) and 5 (the tiles).
+TEST(VulkanOps, MulMatEveryWeightTypeAtEvenAndOddWords) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
   for (DType type : kWeightTypes) {
     if (type == DType::bf16) continue;
     for (uint64_t offset : {4, 2}) {
-      SCOPED_TRACE(std::string(name_of(type)) + " offset " + std::to_string(offset));
-      EXPECT_TRUE(offset_weight_matches(*dev, type, 512, offset));
+      for (int64_t n : {1, 5}) {
+        SCOPED_TRACE(std::string(name_of(type)) + " offset " + std::to_string(offset) + " N " + std::to_string(n));
+        EXPECT_TRUE(offset_weight_matches(*dev, type, 512, offset, n));
+      }
     }
   }
 }

@@ -48,9 +48,9 @@ const bool BY_ID = MODE >= 2, VEC = MODE == 1 || MODE == 2;
 layout(constant_id = 2) const uint TILE_M = 64;
 layout(constant_id = 3) const uint TILE_N = 64;
 layout(constant_id = 4) const uint TILE_K = 16;
-// MODE 1 and 2: bit 0, b's runs of 8 are two aligned vec4s (dim 0
-// contiguous, offset and strides multiples of 4); bit 1, a's too (f32, f16),
-// or a block type's blocks all start at even words (quant.glsl's word_pair).
+// Bit 0, b's runs of 8 are two aligned vec4s (dim 0 contiguous, offset and
+// strides multiples of 4); bit 1, a's too (f32, f16), or a block type's
+// blocks all start at even words (quant.glsl's word_pair).
 layout(constant_id = 5) const uint VEC4 = 0;
 // MODE 1 and 2: the rows an invocation sums, each run of b read once for all.
 layout(constant_id = 6) const uint ROWS = 1;
@@ -192,7 +192,7 @@ void main() {
           const vec2 b_sum = vec2(dot(bq[0] + bq[1] + bq[2] + bq[3], vec4(1.0)), dot(bq[4] + bq[5] + bq[6] + bq[7], vec4(1.0)));
           for (uint i = 0; i < ROWS; ++i) {
             vec4 c[8];
-            const vec4 a = unit_codes(A_TYPE, at(1, u / units, row[i], a2, a3), u % units, (VEC4 & 2) != 0, c);
+            const vec4 a = unit_codes(A_TYPE, at(1, u / units, row[i], a2, a3), u % units, 0, 8, (VEC4 & 2) != 0, c);
             const float lo = dot(c[0], bq[0]) + dot(c[1], bq[1]) + dot(c[2], bq[2]) + dot(c[3], bq[3]);
             const float hi = dot(c[4], bq[4]) + dot(c[5], bq[5]) + dot(c[6], bq[6]) + dot(c[7], bq[7]);
             s[i] += a.x * lo - a.y * b_sum.x + a.z * hi - a.w * b_sum.y;
@@ -256,19 +256,35 @@ void main() {
     // with TILE_K's, as K is a whole number of blocks).
     for (uint e = t; e < TILE_M * TILE_K / 8; e += 256) {
       const uint h = e % (TILE_K / 8), row = e / (TILE_K / 8), k = k0 + 8 * h, m = m0 + row;
-      float v[8];
+      vec4 lo = vec4(0.0), hi = vec4(0.0);
       if (A_TYPE > TYPE_BF16 && m < M && k < K) {
         const uint n = block_values(A_TYPE);
-        block_run(A_TYPE, at(1, k / n, m, a2, a3), (k % n) / 8, v);
-      } else {
-        for (uint j = 0; j < 8; ++j) v[j] = (m < M && k + j < K) ? load_weight(A_TYPE, 1, k + j, m, a2, a3) : 0.0;
+        block_run(A_TYPE, at(1, k / n, m, a2, a3), (k % n) / 8, (VEC4 & 2) != 0, lo, hi);
+      } else if (m < M && k + 8 <= K) {
+        a_run(k, m, a2, a3, lo, hi);
+      } else if (m < M) {
+        for (uint j = 0; k + j < K && j < 8; ++j) {
+          const float v = load_weight(A_TYPE, 1, k + j, m, a2, a3);
+          if (j < 4) lo[j] = v;
+          else hi[j - 4] = v;
+        }
       }
-      for (uint j = 0; j < 8; ++j) tile_a[(8 * h + j) * A_ROW + row] = v[j];
+      for (uint j = 0; j < 4; ++j) {
+        tile_a[(8 * h + j) * A_ROW + row] = lo[j];
+        tile_a[(8 * h + 4 + j) * A_ROW + row] = hi[j];
+      }
     }
-    for (uint e = t; e < TILE_N * TILE_K; e += 256) {
-      const uint k = k0 + e % TILE_K, j = e / TILE_K, n = n0 + j;
+    // b's slice, 4 values of K an invocation (a vec4 where VEC4 says so).
+    for (uint e = t; e < TILE_N * TILE_K / 4; e += 256) {
+      const uint h = e % (TILE_K / 4), j = e / (TILE_K / 4), k = k0 + 4 * h, n = n0 + j;
       const bool take = n < N && k < K && (!BY_ID || ((take[j / 32] >> (j % 32)) & 1) != 0);
-      tile_b[(e % TILE_K) * B_ROW + j] = take ? b_value(k, n, i2, i3) : 0.0;
+      vec4 v = vec4(0.0);
+      if (take && (VEC4 & 1) != 0 && k + 4 <= K) {
+        v = b4[b_at(k, n, i2, i3) / 4];
+      } else if (take) {
+        for (uint i = 0; i < 4 && k + i < K; ++i) v[i] = b_value(k + i, n, i2, i3);
+      }
+      for (uint i = 0; i < 4; ++i) tile_b[(4 * h + i) * B_ROW + j] = v[i];
     }
     barrier();
     for (uint k = 0; k < TILE_K; ++k) {

@@ -122,13 +122,6 @@ float block_code(uint type, uint w, uint i) {
   }
 }
 
-// Values 8 c .. 8 c + 7 of the block of type at word w: one run, whose scale
-// and bias are read once.
-void block_run(uint type, uint w, uint c, out float v[8]) {
-  const vec2 a = block_affine(type, w, 8 * c);
-  for (uint j = 0; j < 8; ++j) v[j] = a.x * block_code(type, w, 8 * c + j) - a.y;
-}
-
 // The decode path's reads, 32 values (a unit) at a time: the words of a
 // unit's codes come as u32 pairs of 16-bit words, and each half of 16 values
 // has one scale and bias. A 32-value block is one unit, a 256-value block
@@ -170,31 +163,48 @@ vec4 iq4_codes(uint x) {  // x: a nibble in each byte
 // The fifth bits of 4 values, bits 0..3 of h, at bit 4 of each byte.
 uint fifth_bits(uint h) { return ((h & 1u) | ((h & 2u) << 7) | ((h & 4u) << 14) | ((h & 8u) << 21)) << 4; }
 
-// Unit u of the block of type at word w: its codes, value 4 i + j in c[i][j],
-// and each half's affine: value = scale * code - bias, (scale, bias) of
-// values 0..15 in .xy, of 16..31 in .zw.
-vec4 unit_codes(uint type, uint w, uint u, bool even, out vec4 c[8]) {
-  uint x[8];
+// Unit u of the block of type at word w: codes of its quads first ..
+// first + count - 1 (value 4 i + j in c[i][j]; count 8, or a run's 2 with
+// first even), and each half's affine: value = scale * code - bias,
+// (scale, bias) of values 0..15 in .xy, of 16..31 in .zw.
+vec4 unit_codes(uint type, uint w, uint u, uint first, uint count, bool even, out vec4 c[8]) {
+  uint x[8], h[8];
   const uint lo4 = 0x0f0f0f0fu;
   if (type == TYPE_Q8_0) {
-    word_pairs(w + 1, 8, even, x);
-    for (uint i = 0; i < 8; ++i) c[i] = signed_bytes4(x[i]);
+    word_pairs(w + 1 + 2 * first, count, even, x);
+    for (uint i = 0; i < count; ++i) c[first + i] = signed_bytes4(x[i]);
     const float d = block_half(w, 0);
     return vec4(d, 0.0, d, 0.0);
   }
-  if (type <= TYPE_IQ4_NL) {  // 16 bytes of nibbles: value j low in byte j, j + 16 high
-    const uint qs = type == TYPE_Q4_0 || type == TYPE_IQ4_NL ? 1 : type == TYPE_Q4_1 ? 2 : type == TYPE_Q5_0 ? 3 : 4;
-    word_pairs(w + qs, 4, even, x);
-    const uint h = type == TYPE_Q5_0 ? word_pair(w + 1, even) : type == TYPE_Q5_1 ? word_pair(w + 2, even) : 0;
-    for (uint i = 0; i < 4; ++i) {
-      const uint low = x[i] & lo4, high = (x[i] >> 4) & lo4;
-      if (type == TYPE_IQ4_NL) {
-        c[i] = iq4_codes(low);
-        c[i + 4] = iq4_codes(high);
+  if (type <= TYPE_IQ4_NL || type == TYPE_IQ4_XS) {
+    // 16 bytes of nibbles: value j low in byte j, j + 16 high; quad i < 4
+    // the low nibbles of pair i, i >= 4 the high ones of pair i - 4.
+    const uint qs = type == TYPE_Q4_0 || type == TYPE_IQ4_NL ? 1 : type == TYPE_Q4_1 ? 2 : type == TYPE_Q5_0 ? 3
+                  : type == TYPE_Q5_1 ? 4 : 4 + 8 * u;  // TYPE_IQ4_XS: sub-block u's 16 bytes
+    const uint p0 = count == 8 ? 0 : first % 4, pairs = min(count, 4);
+    word_pairs(w + qs + 2 * p0, pairs, even, x);
+    const uint hb = type == TYPE_Q5_0 ? word_pair(w + 1, even) : type == TYPE_Q5_1 ? word_pair(w + 2, even) : 0;
+    for (uint i = 0; i < pairs; ++i) {
+      const uint p = p0 + i;
+      uint low = x[i] & lo4, high = (x[i] >> 4) & lo4;
+      vec4 c_low, c_high;
+      if (type == TYPE_IQ4_NL || type == TYPE_IQ4_XS) {
+        c_low = iq4_codes(low);
+        c_high = iq4_codes(high);
       } else {
-        c[i] = bytes4(low | fifth_bits(h >> (4 * i)));
-        c[i + 4] = bytes4(high | fifth_bits(h >> (16 + 4 * i)));
+        c_low = bytes4(low | fifth_bits(hb >> (4 * p)));
+        c_high = bytes4(high | fifth_bits(hb >> (16 + 4 * p)));
       }
+      if (count == 8) {
+        c[p] = c_low;
+        c[p + 4] = c_high;
+      } else {
+        c[first + i] = first < 4 ? c_low : c_high;
+      }
+    }
+    if (type == TYPE_IQ4_XS) {
+      const vec2 a = block_affine(type, w, 32 * u);
+      return vec4(a, a);
     }
     const float d = block_half(w, 0);
     const float bias = type == TYPE_Q4_0 ? 8.0 * d : type == TYPE_Q5_0 ? 16.0 * d
@@ -203,13 +213,12 @@ vec4 unit_codes(uint type, uint w, uint u, bool even, out vec4 c[8]) {
   }
   if (type == TYPE_Q4_K || type == TYPE_Q5_K) {
     const uint qs = type == TYPE_Q4_K ? 8 : 24, shift = 4 * (u % 2);
-    word_pairs(w + qs + 16 * (u / 2), 8, even, x);
-    uint h[8];
-    if (type == TYPE_Q5_K) word_pairs(w + 8, 8, even, h);
-    for (uint i = 0; i < 8; ++i) {
+    word_pairs(w + qs + 16 * (u / 2) + 2 * first, count, even, x);
+    if (type == TYPE_Q5_K) word_pairs(w + 8 + 2 * first, count, even, h);
+    for (uint i = 0; i < count; ++i) {
       uint q = (x[i] >> shift) & lo4;
       if (type == TYPE_Q5_K) q |= ((h[i] >> u) & 0x01010101u) << 4;
-      c[i] = bytes4(q);
+      c[first + i] = bytes4(q);
     }
     // The 6-bit scales and mins of bytes 4..15: sub-block j < 4 in bytes
     // 4 + j and 8 + j, j >= 4 in 8 + j's nibbles and the top bits of j, j + 4.
@@ -227,22 +236,14 @@ vec4 unit_codes(uint type, uint w, uint u, bool even, out vec4 c[8]) {
     const vec2 a = vec2(dm.x * float(scale), dm.y * float(min));
     return vec4(a, a);
   }
-  if (type == TYPE_IQ4_XS) {
-    word_pairs(w + 4 + 8 * u, 4, even, x);
-    for (uint i = 0; i < 4; ++i) {
-      c[i] = iq4_codes(x[i] & lo4);
-      c[i + 4] = iq4_codes((x[i] >> 4) & lo4);
-    }
-    const vec2 a = block_affine(type, w, 32 * u);
-    return vec4(a, a);
-  }
   // 16-value sub-blocks, two scales a unit.
   if (type == TYPE_Q6_K) {
     const uint half_block = u / 4, s = u % 4;
-    uint h[8];
-    word_pairs(w + 32 * half_block + 16 * (s & 1), 8, even, x);
-    word_pairs(w + 64 + 16 * half_block, 8, even, h);
-    for (uint i = 0; i < 8; ++i) c[i] = bytes4(((x[i] >> (4 * (s / 2))) & lo4) | (((h[i] >> (2 * s)) & 0x03030303u) << 4));
+    word_pairs(w + 32 * half_block + 16 * (s & 1) + 2 * first, count, even, x);
+    word_pairs(w + 64 + 16 * half_block + 2 * first, count, even, h);
+    for (uint i = 0; i < count; ++i) {
+      c[first + i] = bytes4(((x[i] >> (4 * (s / 2))) & lo4) | (((h[i] >> (2 * s)) & 0x03030303u) << 4));
+    }
     const uint scales = uint(weight_words[w + 96 + u]);  // two signed bytes
     const float d = block_half(w, 208);
     const float d0 = d * float(int(scales << 24) >> 24), d1 = d * float(int(scales << 16) >> 24);
@@ -251,17 +252,27 @@ vec4 unit_codes(uint type, uint w, uint u, bool even, out vec4 c[8]) {
   // TYPE_Q2_K, TYPE_Q3_K: 2-bit planes, value 32 s + l of each half of 128
   // bits 2 s .. 2 s + 1 of a byte; q3_K's third bit from its high mask.
   const uint shift = 2 * (u % 4);
-  word_pairs(w + (type == TYPE_Q2_K ? 8 : 16) + 16 * (u / 4), 8, even, x);
-  uint h[8];
-  if (type == TYPE_Q3_K) word_pairs(w, 8, even, h);
-  for (uint i = 0; i < 8; ++i) {
+  word_pairs(w + (type == TYPE_Q2_K ? 8 : 16) + 16 * (u / 4) + 2 * first, count, even, x);
+  if (type == TYPE_Q3_K) word_pairs(w + 2 * first, count, even, h);
+  for (uint i = 0; i < count; ++i) {
     uint q = (x[i] >> shift) & 0x03030303u;
     if (type == TYPE_Q3_K) q |= ((h[i] >> u) & 0x01010101u) << 2;
-    c[i] = bytes4(q);
+    c[first + i] = bytes4(q);
   }
   const vec2 a0 = block_affine(type, w, 32 * u), a1 = block_affine(type, w, 32 * u + 16);
   if (type == TYPE_Q2_K) return vec4(a0, a1);
   return vec4(a0.x, 4.0 * a0.x, a1.x, 4.0 * a1.x);  // q3_K's code is q - 4
+}
+
+// Values 8 r .. 8 r + 7 of the block of type at word w (a run: quads 2 r
+// and 2 r + 1 of its unit).
+void block_run(uint type, uint w, uint r, bool even, out vec4 lo, out vec4 hi) {
+  vec4 c[8];
+  const uint u = r / 4, first = 2 * (r % 4);
+  const vec4 a = unit_codes(type, w, u, first, 2, even, c);
+  const vec2 affine = first < 4 ? a.xy : a.zw;
+  lo = affine.x * c[first] - affine.y;
+  hi = affine.x * c[first + 1] - affine.y;
 }
 
 // Element (i0, i1, i2, i3) of the weight (tensor t, of type).
