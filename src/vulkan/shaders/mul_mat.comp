@@ -15,7 +15,9 @@
 //     TILE_K at a time: the workgroup dequantizes a's TILE_M x TILE_K slice
 //     into shared memory once and loads b's TILE_N x TILE_K, then each
 //     invocation (tm, tn) of the 16 x 16 adds to the TILE_M / 16 x TILE_N / 16
-//     outputs (tm + 16 i, tn + 16 j) it owns, from registers.
+//     outputs (tm + 16 i, tn + 16 j) it owns, from registers. The tiles keep
+//     4 values of K a vec4 (a's rows and b's columns), so a's runs and b's
+//     quads go in whole and the product takes dots of vec4s.
 // mul_mat_id (op.h): node [M, k, T] = expert ids[s, t] of a [K, M, E] x b's
 // row (n_b == 1 ? 0 : s, t), b [K, n_b, T]; ids i32 [k, T] at binding 3 from
 // off.w, its element strides p.x and p.y. An id outside [0, E) makes its row
@@ -64,9 +66,12 @@ layout(binding = 3) readonly buffer Ids { int ids[]; };
 
 // [k][m] and [k][n], a row padded by one so that the loads, k fastest, spread
 // over the banks.
-const uint A_ROW = TILE_M + 1, B_ROW = TILE_N + 1;
-shared float tile_a[TILE_K * A_ROW];
-shared float tile_b[TILE_K * B_ROW];
+// [m][k] and [n][k], 4 values of k a vec4, a row padded by one vec4 so
+// that the rows an invocation's neighbours read spread over the banks:
+// element (k, m) is tile_a[m K4 + k / 4][k % 4].
+const uint K4 = TILE_K / 4 + 1;
+shared vec4 tile_a[TILE_M * K4];
+shared vec4 tile_b[TILE_N * K4];
 shared float partial[256];
 
 const uint WM = TILE_M / 16, WN = TILE_N / 16;
@@ -269,10 +274,8 @@ void main() {
           else hi[j - 4] = v;
         }
       }
-      for (uint j = 0; j < 4; ++j) {
-        tile_a[(8 * h + j) * A_ROW + row] = lo[j];
-        tile_a[(8 * h + 4 + j) * A_ROW + row] = hi[j];
-      }
+      tile_a[row * K4 + 2 * h] = lo;
+      tile_a[row * K4 + 2 * h + 1] = hi;
     }
     // b's slice, 4 values of K an invocation (a vec4 where VEC4 says so).
     for (uint e = t; e < TILE_N * TILE_K / 4; e += 256) {
@@ -284,15 +287,15 @@ void main() {
       } else if (take) {
         for (uint i = 0; i < 4 && k + i < K; ++i) v[i] = b_value(k + i, n, i2, i3);
       }
-      for (uint i = 0; i < 4; ++i) tile_b[(4 * h + i) * B_ROW + j] = v[i];
+      tile_b[j * K4 + h] = v;
     }
     barrier();
-    for (uint k = 0; k < TILE_K; ++k) {
-      float av[WM];
-      for (uint i = 0; i < WM; ++i) av[i] = tile_a[k * A_ROW + tm + 16 * i];
+    for (uint k4 = 0; k4 < TILE_K / 4; ++k4) {
+      vec4 av[WM];
+      for (uint i = 0; i < WM; ++i) av[i] = tile_a[(tm + 16 * i) * K4 + k4];
       for (uint j = 0; j < WN; ++j) {
-        const float bv = tile_b[k * B_ROW + tn + 16 * j];
-        for (uint i = 0; i < WM; ++i) acc[j * WM + i] += av[i] * bv;
+        const vec4 bv = tile_b[(tn + 16 * j) * K4 + k4];
+        for (uint i = 0; i < WM; ++i) acc[j * WM + i] += dot(av[i], bv);
       }
     }
     barrier();
