@@ -104,25 +104,28 @@ uint32_t vec_rows(const Tensor& node) {
   return 256 / lanes * kVecRowsEach;
 }
 
-// shaders/mul_mat.comp's VEC4: bit 0 where b's runs of
-// 8 are two aligned vec4s (dim 0 contiguous, offset and strides in
-// elements multiples of 4), bit 1 where a's are too (f32 or f16, K a
-// multiple of 8), or where every block of a block type starts at an even
-// 16-bit word (offset and strides in words even).
+// shaders/mul_mat.comp's VEC4: bit 0 where b's runs of 8 are two aligned
+// vec4s (dim 0 contiguous, offset and strides in elements multiples of 4);
+// bit 1 where a's are too (f32 or f16, K a multiple of 8), or where every
+// block of a block type starts at an even 16-bit word (offset and strides in
+// words even); bit 2 where a's runs (f16) or blocks (q4_K and q5_K, whose
+// blocks are whole 16-byte lines) all start at multiples of 16 bytes from
+// the binding's start.
 uint32_t vec4_runs(const Tensor& node, const PushArgs& args) {
-  const auto aligned = [&](int t) {
-    return args.nb[t][0] == 1 && args.off[t] % 4 == 0 && args.nb[t][1] % 4 == 0 && args.nb[t][2] % 4 == 0 &&
-           args.nb[t][3] % 4 == 0;
-  };
-  const auto even_words = [&](int t) {
-    return args.off[t] % 2 == 0 && args.nb[t][0] % 2 == 0 && args.nb[t][1] % 2 == 0 && args.nb[t][2] % 2 == 0 &&
-           args.nb[t][3] % 2 == 0;
+  const auto multiples = [&](int t, uint32_t of) {
+    return args.off[t] % of == 0 && args.nb[t][1] % of == 0 && args.nb[t][2] % of == 0 && args.nb[t][3] % of == 0;
   };
   const Tensor* a = node.src[0];
   const bool plain = is(a, DType::f32) || is(a, DType::f16);
   const bool blocks = is_weight_type(a) && !is(a, DType::bf16);
-  const bool a_aligned = plain ? a->ne[0] % 8 == 0 && aligned(1) : blocks && even_words(1);
-  return (aligned(2) ? 1u : 0u) | (a_aligned ? 2u : 0u);
+  uint32_t bits = args.nb[2][0] == 1 && multiples(2, 4) ? 1u : 0u;
+  if (plain && args.nb[1][0] == 1 && a->ne[0] % 8 == 0) {
+    if (multiples(1, 4)) bits |= 2u;
+    if (is(a, DType::f16) && multiples(1, 8)) bits |= 4u;
+  }
+  if (blocks && args.nb[1][0] % 2 == 0 && multiples(1, 2)) bits |= 2u;
+  if (blocks && args.nb[1][0] % 8 == 0 && multiples(1, 8)) bits |= 4u;
+  return bits;
 }
 
 // mul_mat_id of fewer tokens than this takes the vector path's workgroups

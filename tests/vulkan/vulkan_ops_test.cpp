@@ -408,13 +408,18 @@ TEST(VulkanOps, MulMatOneTokenSumsRowsWithAndWithoutSubgroupOps) {
 }
 
 // Every block type's units and runs (quant.glsl's unit_codes, block_run) on
-// random bytes, its blocks at even words (4 bytes in) and at odd ones (2
-// bytes in), one token (the vector path) and 5 (the tiles).
+// random bytes, and f16's runs, one token (the vector path) and 5 (the
+// tiles), the weight 16, 8, 4 and 2 bytes into its tensor: a q4_K or q5_K
+// block, or an f16 run, at a multiple of 16 bytes, of 8, blocks at even
+// words, at odd ones.
 TEST(VulkanOps, MulMatEveryWeightTypeAtEvenAndOddWords) {
   TENSORPC_VULKAN_DEVICE_OR_SKIP(dev);
+  std::vector<DType> types = {DType::f16};
   for (DType type : kWeightTypes) {
-    if (type == DType::bf16) continue;
-    for (uint64_t offset : {4, 2}) {
+    if (type != DType::bf16) types.push_back(type);
+  }
+  for (DType type : types) {
+    for (uint64_t offset : {16, 8, 4, 2}) {
       for (int64_t n : {1, 5}) {
         SCOPED_TRACE(std::string(name_of(type)) + " offset " + std::to_string(offset) + " N " + std::to_string(n));
         EXPECT_TRUE(offset_weight_matches(*dev, type, 512, offset, n));

@@ -51,9 +51,12 @@ layout(constant_id = 2) const uint TILE_M = 64;
 layout(constant_id = 3) const uint TILE_N = 64;
 layout(constant_id = 4) const uint TILE_K = 16;
 // Bit 0, b's runs of 8 are two aligned vec4s (dim 0 contiguous, offset and
-// strides multiples of 4); bit 1, a's too (f32, f16), or a block type's
-// blocks all start at even words (quant.glsl's word_pair).
+// strides multiples of 4); bit 1, a's too (f32; f16 as u32 pairs), or a
+// block type's blocks all start at even words; bit 2, a's runs or blocks
+// all start at multiples of 16 bytes (f16 read as a uvec4; quant.glsl's
+// ALIGN_16).
 layout(constant_id = 5) const uint VEC4 = 0;
+const uint A_ALIGN = (VEC4 & 4) != 0 ? ALIGN_16 : (VEC4 & 2) != 0 ? ALIGN_EVEN : ALIGN_ANY;
 // MODE 1 and 2: the rows an invocation sums, each run of b read once for all.
 layout(constant_id = 6) const uint ROWS = 1;
 layout(local_size_x = 256) in;
@@ -112,6 +115,12 @@ void a_run(uint k, uint m, uint a2, uint a3, out vec4 lo, out vec4 hi) {
     const uint e = at(1, k, m, a2, a3) / 4;
     lo = weight_f32x4[e];
     hi = weight_f32x4[e + 1];
+    return;
+  }
+  if ((VEC4 & 4) != 0) {  // f16: a uvec4 of pairs
+    const uvec4 q = weight_quads[at(1, k, m, a2, a3) / 8];
+    lo = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));
+    hi = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));
     return;
   }
   if ((VEC4 & 2) != 0) {  // f16: four pairs
@@ -197,7 +206,7 @@ void main() {
           const vec2 b_sum = vec2(dot(bq[0] + bq[1] + bq[2] + bq[3], vec4(1.0)), dot(bq[4] + bq[5] + bq[6] + bq[7], vec4(1.0)));
           for (uint i = 0; i < ROWS; ++i) {
             vec4 c[8];
-            const vec4 a = unit_codes(A_TYPE, at(1, u / units, row[i], a2, a3), u % units, 0, 8, (VEC4 & 2) != 0, c);
+            const vec4 a = unit_codes(A_TYPE, at(1, u / units, row[i], a2, a3), u % units, 0, 8, A_ALIGN, c);
             const float lo = dot(c[0], bq[0]) + dot(c[1], bq[1]) + dot(c[2], bq[2]) + dot(c[3], bq[3]);
             const float hi = dot(c[4], bq[4]) + dot(c[5], bq[5]) + dot(c[6], bq[6]) + dot(c[7], bq[7]);
             s[i] += a.x * lo - a.y * b_sum.x + a.z * hi - a.w * b_sum.y;
@@ -264,7 +273,7 @@ void main() {
       vec4 lo = vec4(0.0), hi = vec4(0.0);
       if (A_TYPE > TYPE_BF16 && m < M && k < K) {
         const uint n = block_values(A_TYPE);
-        block_run(A_TYPE, at(1, k / n, m, a2, a3), (k % n) / 8, (VEC4 & 2) != 0, lo, hi);
+        block_run(A_TYPE, at(1, k / n, m, a2, a3), (k % n) / 8, A_ALIGN, lo, hi);
       } else if (m < M && k + 8 <= K) {
         a_run(k, m, a2, a3, lo, hi);
       } else if (m < M) {

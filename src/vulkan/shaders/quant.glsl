@@ -127,20 +127,36 @@ float block_code(uint type, uint w, uint i) {
 // has one scale and bias. A 32-value block is one unit, a 256-value block
 // eight (unit u its values 32 u .. 32 u + 31).
 layout(binding = 1) readonly buffer WeightPairs { uint weight_pairs[]; };
+layout(binding = 1) readonly buffer WeightQuads { uvec4 weight_quads[]; };
 
-// Set where every block starts at an even word (the tensor's offset and
-// strides, and the block's size, even): pairs are then read as they are.
-// Otherwise a pair at an odd word is put together from the two u32s around
-// it, both within the binding, whose range starts and ends at multiples of
-// 4 bytes.
-uint word_pair(uint w, bool even) {
-  if (even) return weight_pairs[w / 2];
+// What a shader knows of where the weight's blocks start (vk_ops.cpp sets
+// it from the tensor's offset and strides): ALIGN_EVEN, every block at an
+// even word, so pairs are read as they are; ALIGN_16, every block at a
+// multiple of 16 bytes too (q4_K, q5_K), so runs of 4 pairs from such a
+// word are read as uvec4s. Otherwise a pair at an odd word is put together
+// from the two u32s around it, both within the binding, whose range starts
+// and ends at multiples of 4 bytes.
+const uint ALIGN_ANY = 0, ALIGN_EVEN = 1, ALIGN_16 = 2;
+
+uint word_pair(uint w, uint align) {
+  if (align >= ALIGN_EVEN) return weight_pairs[w / 2];
   return uint(weight_words[w]) | (uint(weight_words[w + 1]) << 16);
 }
 
-// The n pairs from word w (n <= 8).
-void word_pairs(uint w, uint n, bool even, out uint x[8]) {
-  if (even) {
+// The n pairs from word w (n <= 8; w a multiple of 8 where align is
+// ALIGN_16 and n a multiple of 4).
+void word_pairs(uint w, uint n, uint align, out uint x[8]) {
+  if (align == ALIGN_16 && n % 4 == 0) {
+    for (uint i = 0; i < n / 4; ++i) {
+      const uvec4 q = weight_quads[w / 8 + i];
+      x[4 * i] = q.x;
+      x[4 * i + 1] = q.y;
+      x[4 * i + 2] = q.z;
+      x[4 * i + 3] = q.w;
+    }
+    return;
+  }
+  if (align >= ALIGN_EVEN) {
     for (uint i = 0; i < n; ++i) x[i] = weight_pairs[w / 2 + i];
     return;
   }
@@ -167,11 +183,11 @@ uint fifth_bits(uint h) { return ((h & 1u) | ((h & 2u) << 7) | ((h & 4u) << 14) 
 // first + count - 1 (value 4 i + j in c[i][j]; count 8, or a run's 2 with
 // first even), and each half's affine: value = scale * code - bias,
 // (scale, bias) of values 0..15 in .xy, of 16..31 in .zw.
-vec4 unit_codes(uint type, uint w, uint u, uint first, uint count, bool even, out vec4 c[8]) {
+vec4 unit_codes(uint type, uint w, uint u, uint first, uint count, uint align, out vec4 c[8]) {
   uint x[8], h[8];
   const uint lo4 = 0x0f0f0f0fu;
   if (type == TYPE_Q8_0) {
-    word_pairs(w + 1 + 2 * first, count, even, x);
+    word_pairs(w + 1 + 2 * first, count, align, x);
     for (uint i = 0; i < count; ++i) c[first + i] = signed_bytes4(x[i]);
     const float d = block_half(w, 0);
     return vec4(d, 0.0, d, 0.0);
@@ -182,8 +198,8 @@ vec4 unit_codes(uint type, uint w, uint u, uint first, uint count, bool even, ou
     const uint qs = type == TYPE_Q4_0 || type == TYPE_IQ4_NL ? 1 : type == TYPE_Q4_1 ? 2 : type == TYPE_Q5_0 ? 3
                   : type == TYPE_Q5_1 ? 4 : 4 + 8 * u;  // TYPE_IQ4_XS: sub-block u's 16 bytes
     const uint p0 = count == 8 ? 0 : first % 4, pairs = min(count, 4);
-    word_pairs(w + qs + 2 * p0, pairs, even, x);
-    const uint hb = type == TYPE_Q5_0 ? word_pair(w + 1, even) : type == TYPE_Q5_1 ? word_pair(w + 2, even) : 0;
+    word_pairs(w + qs + 2 * p0, pairs, align, x);
+    const uint hb = type == TYPE_Q5_0 ? word_pair(w + 1, align) : type == TYPE_Q5_1 ? word_pair(w + 2, align) : 0;
     for (uint i = 0; i < pairs; ++i) {
       const uint p = p0 + i;
       uint low = x[i] & lo4, high = (x[i] >> 4) & lo4;
@@ -213,8 +229,8 @@ vec4 unit_codes(uint type, uint w, uint u, uint first, uint count, bool even, ou
   }
   if (type == TYPE_Q4_K || type == TYPE_Q5_K) {
     const uint qs = type == TYPE_Q4_K ? 8 : 24, shift = 4 * (u % 2);
-    word_pairs(w + qs + 16 * (u / 2) + 2 * first, count, even, x);
-    if (type == TYPE_Q5_K) word_pairs(w + 8 + 2 * first, count, even, h);
+    word_pairs(w + qs + 16 * (u / 2) + 2 * first, count, align, x);
+    if (type == TYPE_Q5_K) word_pairs(w + 8 + 2 * first, count, align, h);
     for (uint i = 0; i < count; ++i) {
       uint q = (x[i] >> shift) & lo4;
       if (type == TYPE_Q5_K) q |= ((h[i] >> u) & 0x01010101u) << 4;
@@ -222,7 +238,7 @@ vec4 unit_codes(uint type, uint w, uint u, uint first, uint count, bool even, ou
     }
     // The 6-bit scales and mins of bytes 4..15: sub-block j < 4 in bytes
     // 4 + j and 8 + j, j >= 4 in 8 + j's nibbles and the top bits of j, j + 4.
-    const uint s0 = word_pair(w + 2, even), s1 = word_pair(w + 4, even), s2 = word_pair(w + 6, even);
+    const uint s0 = word_pair(w + 2, align), s1 = word_pair(w + 4, align), s2 = word_pair(w + 6, align);
     const uint at = 8 * (u % 4);
     uint scale, min;
     if (u < 4) {
@@ -232,15 +248,15 @@ vec4 unit_codes(uint type, uint w, uint u, uint first, uint count, bool even, ou
       scale = ((s2 >> at) & 0xfu) | (((s0 >> at) >> 6 & 3u) << 4);
       min = ((s2 >> at) >> 4 & 0xfu) | (((s1 >> at) >> 6 & 3u) << 4);
     }
-    const vec2 dm = unpackHalf2x16(word_pair(w, even));
+    const vec2 dm = unpackHalf2x16(word_pair(w, align));
     const vec2 a = vec2(dm.x * float(scale), dm.y * float(min));
     return vec4(a, a);
   }
   // 16-value sub-blocks, two scales a unit.
   if (type == TYPE_Q6_K) {
     const uint half_block = u / 4, s = u % 4;
-    word_pairs(w + 32 * half_block + 16 * (s & 1) + 2 * first, count, even, x);
-    word_pairs(w + 64 + 16 * half_block + 2 * first, count, even, h);
+    word_pairs(w + 32 * half_block + 16 * (s & 1) + 2 * first, count, align, x);
+    word_pairs(w + 64 + 16 * half_block + 2 * first, count, align, h);
     for (uint i = 0; i < count; ++i) {
       c[first + i] = bytes4(((x[i] >> (4 * (s / 2))) & lo4) | (((h[i] >> (2 * s)) & 0x03030303u) << 4));
     }
@@ -252,8 +268,8 @@ vec4 unit_codes(uint type, uint w, uint u, uint first, uint count, bool even, ou
   // TYPE_Q2_K, TYPE_Q3_K: 2-bit planes, value 32 s + l of each half of 128
   // bits 2 s .. 2 s + 1 of a byte; q3_K's third bit from its high mask.
   const uint shift = 2 * (u % 4);
-  word_pairs(w + (type == TYPE_Q2_K ? 8 : 16) + 16 * (u / 4) + 2 * first, count, even, x);
-  if (type == TYPE_Q3_K) word_pairs(w + 2 * first, count, even, h);
+  word_pairs(w + (type == TYPE_Q2_K ? 8 : 16) + 16 * (u / 4) + 2 * first, count, align, x);
+  if (type == TYPE_Q3_K) word_pairs(w + 2 * first, count, align, h);
   for (uint i = 0; i < count; ++i) {
     uint q = (x[i] >> shift) & 0x03030303u;
     if (type == TYPE_Q3_K) q |= ((h[i] >> u) & 0x01010101u) << 2;
@@ -266,10 +282,10 @@ vec4 unit_codes(uint type, uint w, uint u, uint first, uint count, bool even, ou
 
 // Values 8 r .. 8 r + 7 of the block of type at word w (a run: quads 2 r
 // and 2 r + 1 of its unit).
-void block_run(uint type, uint w, uint r, bool even, out vec4 lo, out vec4 hi) {
+void block_run(uint type, uint w, uint r, uint align, out vec4 lo, out vec4 hi) {
   vec4 c[8];
   const uint u = r / 4, first = 2 * (r % 4);
-  const vec4 a = unit_codes(type, w, u, first, 2, even, c);
+  const vec4 a = unit_codes(type, w, u, first, 2, align, c);
   const vec2 affine = first < 4 ? a.xy : a.zw;
   lo = affine.x * c[first] - affine.y;
   hi = affine.x * c[first + 1] - affine.y;
