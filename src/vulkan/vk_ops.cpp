@@ -83,8 +83,8 @@ uint64_t flat_groups(const Tensor& node) { return (static_cast<uint64_t>(node.ne
 // invocation). Multiples of 16 (a workgroup is 16 x 16 invocations, each
 // computing the outputs 16 apart: 8 x 8 of them in a 128 x 128 tile, whose
 // weights and activations each serve 128 outputs); the two tiles take
-// kTileK (kTileM + tile_n + 2) floats of shared memory, within the 16 KiB
-// every device has.
+// (kTileM + tile_n) (kTileK + 4) floats of shared memory (a row padded by a
+// vec4), 12 KiB at 128 x 128, within the 16 KiB every device has.
 constexpr uint32_t kTileM = 128, kTileK = 8;
 uint32_t mul_mat_tile_n(int64_t n) { return n > 64 ? 128 : n > 32 ? 64 : 16; }
 
@@ -94,7 +94,9 @@ uint32_t mul_mat_tile_n(int64_t n) { return n > 64 ? 128 : n > 32 ? 64 : 16; }
 // steps of 8 values of K (a plain weight) or 32 (a block type's units). 32
 // lanes a group, fewer (at least 4) where K has fewer steps than half of
 // them (an attention head's 64 or 128 values), so that lanes do not idle.
-// vec_rows is the rows a workgroup of 256.
+// vec_rows is the rows a workgroup of 256: at most 256, for which the
+// shader's tile arrays (sized by it, unused on this path) and its sums still
+// fit in 16 KiB of shared memory.
 constexpr uint32_t kVecRowsEach = 4;
 uint32_t vec_rows(const Tensor& node) {
   const int64_t step = is_weight_type(node.src[0]) && node.src[0]->type != DType::bf16 ? 32 : 8;

@@ -67,8 +67,6 @@ layout(binding = 2) readonly buffer B4 { vec4 b4[]; };
 layout(binding = 1) readonly buffer WeightF32x4 { vec4 weight_f32x4[]; };
 layout(binding = 3) readonly buffer Ids { int ids[]; };
 
-// [k][m] and [k][n], a row padded by one so that the loads, k fastest, spread
-// over the banks.
 // [m][k] and [n][k], 4 values of k a vec4, a row padded by one vec4 so
 // that the rows an invocation's neighbours read spread over the banks:
 // element (k, m) is tile_a[m K4 + k / 4][k % 4].

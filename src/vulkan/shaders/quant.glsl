@@ -122,10 +122,11 @@ float block_code(uint type, uint w, uint i) {
   }
 }
 
-// The decode path's reads, 32 values (a unit) at a time: the words of a
-// unit's codes come as u32 pairs of 16-bit words, and each half of 16 values
-// has one scale and bias. A 32-value block is one unit, a 256-value block
-// eight (unit u its values 32 u .. 32 u + 31).
+// mul_mat's reads of a block type, 32 values (a unit) at a time in decode, 8
+// (a run) in the prefill tiles: the words of the codes come as u32 pairs of
+// 16-bit words, and each half of a unit (16 values) has one scale and bias.
+// A 32-value block is one unit, a 256-value block eight (unit u its values
+// 32 u .. 32 u + 31).
 layout(binding = 1) readonly buffer WeightPairs { uint weight_pairs[]; };
 layout(binding = 1) readonly buffer WeightQuads { uvec4 weight_quads[]; };
 
@@ -239,17 +240,17 @@ vec4 unit_codes(uint type, uint w, uint u, uint first, uint count, uint align, o
     // The 6-bit scales and mins of bytes 4..15: sub-block j < 4 in bytes
     // 4 + j and 8 + j, j >= 4 in 8 + j's nibbles and the top bits of j, j + 4.
     const uint s0 = word_pair(w + 2, align), s1 = word_pair(w + 4, align), s2 = word_pair(w + 6, align);
-    const uint at = 8 * (u % 4);
-    uint scale, min;
+    const uint byte_at = 8 * (u % 4);
+    uint scale, low;
     if (u < 4) {
-      scale = (s0 >> at) & 63u;
-      min = (s1 >> at) & 63u;
+      scale = (s0 >> byte_at) & 63u;
+      low = (s1 >> byte_at) & 63u;
     } else {
-      scale = ((s2 >> at) & 0xfu) | (((s0 >> at) >> 6 & 3u) << 4);
-      min = ((s2 >> at) >> 4 & 0xfu) | (((s1 >> at) >> 6 & 3u) << 4);
+      scale = ((s2 >> byte_at) & 0xfu) | (((s0 >> byte_at) >> 6 & 3u) << 4);
+      low = ((s2 >> byte_at) >> 4 & 0xfu) | (((s1 >> byte_at) >> 6 & 3u) << 4);
     }
     const vec2 dm = unpackHalf2x16(word_pair(w, align));
-    const vec2 a = vec2(dm.x * float(scale), dm.y * float(min));
+    const vec2 a = vec2(dm.x * float(scale), dm.y * float(low));
     return vec4(a, a);
   }
   // 16-value sub-blocks, two scales a unit.
