@@ -23,7 +23,7 @@ namespace {
 constexpr DType kShaderTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0,   DType::q4_0,
                                   DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q2_K,
                                   DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K,   DType::iq4_xs};
-constexpr uint32_t kF32 = 0, kF16 = 1;
+constexpr uint32_t kF32 = 0;
 constexpr uint64_t kMaxElements = uint64_t{1} << 31;
 // The largest k of top_k: its candidates are sorted in shared memory (shaders/top_k.comp).
 constexpr int64_t kTopKMaxK = 1024;
