@@ -95,8 +95,8 @@ uint32_t mul_mat_tile_n(int64_t n) { return n > 64 ? 128 : n > 32 ? 64 : 16; }
 // lanes a group, fewer (at least 4) where K has fewer steps than half of
 // them (an attention head's 64 or 128 values), so that lanes do not idle.
 // vec_rows is the rows a workgroup of 256: at most 256, for which the
-// shader's tile arrays (sized by it, unused on this path) and its sums still
-// fit in 16 KiB of shared memory.
+// shader's tile arrays (sized by it and the narrowest tile, unused on this
+// path: 12.8 KiB) and its sums still fit in 16 KiB of shared memory.
 constexpr uint32_t kVecRowsEach = 4;
 uint32_t vec_rows(const Tensor& node) {
   const int64_t step = is_weight_type(node.src[0]) && node.src[0]->type != DType::bf16 ? 32 : 8;
@@ -308,9 +308,10 @@ void choose_shader(const Tensor& node, const OpLimits& limits, Dispatch& d) {
       const uint32_t mode = mul_mat_mode(node);
       const bool vec = vector_mode(mode);
       d.shader = vec && limits.subgroup_shuffle ? "mul_mat_subgroup" : "mul_mat";
-      d.spec = {
-          type_of(node.src[0]), mode, vec ? vec_rows(node) : kTileM, mul_mat_tile_n(mul_mat_columns(node)), kTileK, 0,
-          kVecRowsEach};
+      // The vector path uses no tiles: its TILE_N is the narrowest, so that
+      // the shader's shared arrays stay small.
+      const uint32_t tile_n = vec ? mul_mat_tile_n(1) : mul_mat_tile_n(mul_mat_columns(node));
+      d.spec = {type_of(node.src[0]), mode, vec ? vec_rows(node) : kTileM, tile_n, kTileK, 0, kVecRowsEach};
       break;
     }
     default: break;
