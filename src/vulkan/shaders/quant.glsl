@@ -24,6 +24,24 @@ layout(binding = 1) readonly buffer WeightF32 { float weight_f32[]; };
 layout(binding = 1) readonly buffer WeightF16 { float16_t weight_f16[]; };
 layout(binding = 1) readonly buffer WeightWords { uint16_t weight_words[]; };
 
+layout(binding = 1) readonly buffer WeightPairs { uint weight_pairs[]; };
+layout(binding = 1) readonly buffer WeightQuads { uvec4 weight_quads[]; };
+
+// What a shader knows of where the weight's blocks start (vk_ops.cpp sets
+// it from the tensor's offset and strides): ALIGN_EVEN, every block at an
+// even word, so pairs are read as they are; ALIGN_16, every block at a
+// multiple of 16 bytes too (q4_K, q5_K), so runs of 4 pairs from such a
+// word are read as uvec4s. Otherwise a pair at an odd word is put together
+// from the two u32s around it, both within the binding, whose range starts
+// and ends at multiples of 4 bytes.
+const uint ALIGN_ANY = 0, ALIGN_EVEN = 1, ALIGN_16 = 2;
+
+// Words w and w + 1 as one little-endian u32 (a pair).
+uint word_pair(uint w, uint align) {
+  if (align >= ALIGN_EVEN) return weight_pairs[w / 2];
+  return uint(weight_words[w]) | (uint(weight_words[w + 1]) << 16);
+}
+
 // Values in a block of type.
 uint block_values(uint type) { return type >= TYPE_Q2_K ? 256 : 32; }
 
@@ -34,12 +52,15 @@ float block_half(uint w, uint b) { return unpackHalf2x16(uint(weight_words[w + b
 
 int signed_byte(uint w, uint b) { return int(block_byte(w, b) << 24) >> 24; }
 
-// Sub-block j's 6-bit scale (min 0) or min (min 1) of the q4_K or q5_K block at w.
-uint q4_k_scale(uint w, uint j, uint min) {
-  const uint s = 4;  // scales start at byte 4
-  if (j < 4) return block_byte(w, s + j + 4 * min) & 63;
-  if (min == 0) return (block_byte(w, s + j + 4) & 0xf) | ((block_byte(w, s + j - 4) >> 6) << 4);
-  return (block_byte(w, s + j + 4) >> 4) | ((block_byte(w, s + j) >> 6) << 4);
+// Sub-block j's 6-bit scale (.x) and min (.y) of the q4_K or q5_K block at
+// word w, from its bytes 4..15 (three pairs): j < 4 in bytes 4 + j and
+// 8 + j, j >= 4 in 8 + j's nibbles and the top bits of j and j + 4.
+uvec2 q4_k_scale_min(uint w, uint j, uint align) {
+  const uint at_byte = 8 * (j % 4);
+  const uint a = word_pair(w + 2, align) >> at_byte, b = word_pair(w + 4, align) >> at_byte;
+  const uint c = word_pair(w + 6, align) >> at_byte;
+  if (j < 4) return uvec2(a & 63u, b & 63u);
+  return uvec2((c & 0xfu) | ((a >> 6 & 3u) << 4), (c >> 4 & 0xfu) | ((b >> 6 & 3u) << 4));
 }
 
 // The nibble of value i of a 32-value block whose 16 bytes start at byte b.
@@ -74,7 +95,8 @@ vec2 block_affine(uint type, uint w, uint i) {
   }
   if (type == TYPE_Q4_K || type == TYPE_Q5_K) {
     const uint sub = i / 32;
-    return vec2(block_half(w, 0) * float(q4_k_scale(w, sub, 0)), block_half(w, 2) * float(q4_k_scale(w, sub, 1)));
+    const vec2 sm = vec2(q4_k_scale_min(w, sub, ALIGN_ANY));
+    return vec2(block_half(w, 0) * sm.x, block_half(w, 2) * sm.y);
   }
   if (type == TYPE_IQ4_XS) {
     const uint s = i / 32;
@@ -124,25 +146,9 @@ float block_code(uint type, uint w, uint i) {
 
 // mul_mat's reads of a block type, 32 values (a unit) at a time in decode, 8
 // (a run) in the prefill tiles: the words of the codes come as u32 pairs of
-// 16-bit words, and each half of a unit (16 values) has one scale and bias.
-// A 32-value block is one unit, a 256-value block eight (unit u its values
-// 32 u .. 32 u + 31).
-layout(binding = 1) readonly buffer WeightPairs { uint weight_pairs[]; };
-layout(binding = 1) readonly buffer WeightQuads { uvec4 weight_quads[]; };
-
-// What a shader knows of where the weight's blocks start (vk_ops.cpp sets
-// it from the tensor's offset and strides): ALIGN_EVEN, every block at an
-// even word, so pairs are read as they are; ALIGN_16, every block at a
-// multiple of 16 bytes too (q4_K, q5_K), so runs of 4 pairs from such a
-// word are read as uvec4s. Otherwise a pair at an odd word is put together
-// from the two u32s around it, both within the binding, whose range starts
-// and ends at multiples of 4 bytes.
-const uint ALIGN_ANY = 0, ALIGN_EVEN = 1, ALIGN_16 = 2;
-
-uint word_pair(uint w, uint align) {
-  if (align >= ALIGN_EVEN) return weight_pairs[w / 2];
-  return uint(weight_words[w]) | (uint(weight_words[w + 1]) << 16);
-}
+// 16-bit words (word_pair), and each half of a unit (16 values) has one
+// scale and bias. A 32-value block is one unit, a 256-value block eight
+// (unit u its values 32 u .. 32 u + 31).
 
 // The n pairs from word w (n <= 8; w a multiple of 8 where align is
 // ALIGN_16 and n a multiple of 4).
@@ -237,20 +243,7 @@ vec4 unit_codes(uint type, uint w, uint u, uint first, uint count, uint align, o
       if (type == TYPE_Q5_K) q |= ((h[i] >> u) & 0x01010101u) << 4;
       c[first + i] = bytes4(q);
     }
-    // The 6-bit scales and mins of bytes 4..15: sub-block j < 4 in bytes
-    // 4 + j and 8 + j, j >= 4 in 8 + j's nibbles and the top bits of j, j + 4.
-    const uint s0 = word_pair(w + 2, align), s1 = word_pair(w + 4, align), s2 = word_pair(w + 6, align);
-    const uint byte_at = 8 * (u % 4);
-    uint scale, low;
-    if (u < 4) {
-      scale = (s0 >> byte_at) & 63u;
-      low = (s1 >> byte_at) & 63u;
-    } else {
-      scale = ((s2 >> byte_at) & 0xfu) | (((s0 >> byte_at) >> 6 & 3u) << 4);
-      low = ((s2 >> byte_at) >> 4 & 0xfu) | (((s1 >> byte_at) >> 6 & 3u) << 4);
-    }
-    const vec2 dm = unpackHalf2x16(word_pair(w, align));
-    const vec2 a = vec2(dm.x * float(scale), dm.y * float(low));
+    const vec2 a = unpackHalf2x16(word_pair(w, align)) * vec2(q4_k_scale_min(w, u, align));
     return vec4(a, a);
   }
   // 16-value sub-blocks, two scales a unit.
