@@ -99,7 +99,7 @@ uint32_t mul_mat_tile_n(int64_t n) { return n > 64 ? 128 : n > 32 ? 64 : 16; }
 // path: 12.8 KiB) and its sums still fit in 16 KiB of shared memory.
 constexpr uint32_t kVecRowsEach = 4;
 uint32_t vec_rows(const Tensor& node) {
-  const int64_t step = is_weight_type(node.src[0]) && node.src[0]->type != DType::bf16 ? 32 : 8;
+  const int64_t step = is_quantized(node.src[0]->type) ? 32 : 8;
   const int64_t steps = (node.src[0]->ne[0] + step - 1) / step;
   uint32_t lanes = 32;
   while (lanes > 4 && lanes / 2 >= steps) lanes /= 2;
@@ -119,7 +119,7 @@ uint32_t vec4_runs(const Tensor& node, const PushArgs& args) {
   };
   const Tensor* a = node.src[0];
   const bool plain = is(a, DType::f32) || is(a, DType::f16);
-  const bool blocks = is_weight_type(a) && !is(a, DType::bf16);
+  const bool blocks = is_quantized(a->type);
   uint32_t bits = args.nb[2][0] == 1 && multiples(2, 4) ? 1u : 0u;
   if (plain && args.nb[1][0] == 1 && a->ne[0] % 8 == 0) {
     if (multiples(1, 4)) bits |= 2u;
